@@ -1,0 +1,376 @@
+//! Every setting of the server: its flag, its environment variable and its default, in one place.
+//!
+//! Environment names follow the Python server where a setting is specific to this program
+//! (`JUPYTER_URL`, `JUPYTER_TOKEN`, `MCP_TOKEN`, `JUPYTER_MCP_EXECUTION_TIMEOUT`, …); the rest are
+//! `JUPYTER_MCP_<FLAG_NAME>`, because generic names such as `HOST` or `PORT` are often set by shells.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use url::Url;
+
+/// Command line of the `jupyter-mcp-server` binary.
+#[derive(Debug, Parser)]
+#[command(
+    name = "jupyter-mcp-server",
+    version,
+    about = "MCP server that lets AI agents read, edit and run Jupyter notebooks",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `start`'s flags are accepted without the subcommand too, as the Python server does.
+    #[command(flatten)]
+    pub start: StartArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start the MCP server (the default).
+    Start(StartArgs),
+    /// Ask a running Streamable HTTP server to use another Jupyter Server.
+    Connect(ConnectArgs),
+    /// Ask a running Streamable HTTP server to shut down.
+    Stop(StopArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    Stdio,
+    StreamableHttp,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StartArgs {
+    /// How MCP clients reach the server.
+    #[arg(
+        long,
+        value_enum,
+        env = "JUPYTER_MCP_TRANSPORT",
+        default_value = "stdio"
+    )]
+    pub transport: Transport,
+
+    /// URL of the Jupyter Server to use. Without it the server starts its own on loopback.
+    #[arg(long, env = "JUPYTER_URL", value_parser = parse_http_url)]
+    pub jupyter_url: Option<Url>,
+
+    /// Token of the Jupyter Server given by --jupyter-url.
+    #[arg(long, env = "JUPYTER_TOKEN", hide_env_values = true)]
+    pub jupyter_token: Option<String>,
+
+    /// Root directory of the embedded Jupyter Server (default: the current directory).
+    #[arg(long, env = "JUPYTER_MCP_ROOT_DIR")]
+    pub root_dir: Option<PathBuf>,
+
+    /// Seconds an execution may run when a call asks for the default (timeout 0).
+    #[arg(long, env = "JUPYTER_MCP_EXECUTION_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub execution_timeout: u64,
+
+    /// Upper bound, in seconds, for any execution timeout a call asks for.
+    #[arg(long, env = "JUPYTER_MCP_MAX_EXECUTION_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_execution_timeout: u64,
+
+    /// Characters of output text a tool result may carry before it is cut (0 = never cut).
+    #[arg(long, env = "JUPYTER_MCP_MAX_OUTPUT_CHARS", default_value_t = 50_000)]
+    pub max_output_chars: usize,
+
+    /// Address the Streamable HTTP transport binds to.
+    #[arg(long, env = "JUPYTER_MCP_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// Port of the Streamable HTTP transport.
+    #[arg(long, env = "JUPYTER_MCP_PORT", default_value_t = 4040)]
+    pub port: u16,
+
+    /// Bearer token MCP clients must present over Streamable HTTP.
+    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+
+    /// Serve Streamable HTTP without any authentication (only for trusted networks).
+    #[arg(long, env = "INSECURE_MCP_NOAUTH", num_args = 0..=1, default_missing_value = "true",
+          default_value = "false", value_parser = parse_bool)]
+    pub insecure_mcp_noauth: bool,
+
+    /// An Origin allowed to call /mcp (repeatable), e.g. https://lab.example.org.
+    #[arg(
+        long = "allowed-origin",
+        env = "JUPYTER_MCP_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+
+    /// A Host header value allowed on /mcp besides the loopback names (repeatable).
+    #[arg(
+        long = "allowed-host",
+        env = "JUPYTER_MCP_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
+    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
+    pub server_url: Url,
+    /// Jupyter Server the MCP server should use from now on.
+    #[arg(long, env = "JUPYTER_URL", value_parser = parse_http_url)]
+    pub jupyter_url: Url,
+    /// Token of that Jupyter Server.
+    #[arg(long, env = "JUPYTER_TOKEN", hide_env_values = true)]
+    pub jupyter_token: Option<String>,
+    /// Bearer token of the MCP server.
+    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StopArgs {
+    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
+    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
+    pub server_url: Url,
+    /// Bearer token of the MCP server.
+    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+}
+
+/// Where the server finds Jupyter.
+#[derive(Debug, Clone)]
+pub enum JupyterSource {
+    /// A server someone else runs.
+    Remote { url: Url, token: Option<String> },
+    /// A server we start ourselves, rooted at this directory.
+    Embedded { root_dir: PathBuf },
+}
+
+/// The resolved settings of a running server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub transport: Transport,
+    pub jupyter: JupyterSource,
+    pub execution: ExecutionLimits,
+    pub output: OutputLimits,
+    pub http: HttpConfig,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ExecutionLimits {
+    pub default_timeout: Duration,
+    pub max_timeout: Duration,
+}
+
+impl ExecutionLimits {
+    /// The timeout a call gets: `0` means the configured default; anything is clamped to the maximum.
+    pub fn resolve(&self, requested_secs: f64) -> Duration {
+        let requested = if requested_secs.is_finite() && requested_secs > 0.0 {
+            Duration::from_secs_f64(requested_secs)
+        } else {
+            self.default_timeout
+        };
+        requested.min(self.max_timeout)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct OutputLimits {
+    /// 0 disables cutting.
+    pub max_chars: usize,
+    pub allow_images: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub host: String,
+    pub port: u16,
+    pub mcp_token: Option<String>,
+    pub insecure_noauth: bool,
+    pub allowed_origins: Vec<String>,
+    pub allowed_hosts: Vec<String>,
+}
+
+/// A setting that cannot be used as given.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the current directory to use as the Jupyter root: {0}")]
+    CurrentDir(std::io::Error),
+    #[error(
+        "invalid value '{value}' for environment variable {name}: expected a boolean (true/false, yes/no, on/off, 1/0)"
+    )]
+    BadBoolEnv { name: &'static str, value: String },
+    #[error(
+        "--execution-timeout ({default}s) is larger than --max-execution-timeout ({max}s); raise the maximum or lower the default"
+    )]
+    TimeoutAboveMax { default: u64, max: u64 },
+}
+
+impl Config {
+    pub fn from_args(args: StartArgs) -> Result<Self, ConfigError> {
+        Self::from_args_and_env(args, |name| std::env::var(name).ok())
+    }
+
+    /// Like [`Config::from_args`] with the environment given explicitly (for tests).
+    pub fn from_args_and_env(
+        args: StartArgs,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        if args.execution_timeout > args.max_execution_timeout {
+            return Err(ConfigError::TimeoutAboveMax {
+                default: args.execution_timeout,
+                max: args.max_execution_timeout,
+            });
+        }
+        let jupyter = match args.jupyter_url {
+            Some(url) => JupyterSource::Remote {
+                url,
+                token: args.jupyter_token.filter(|t| !t.is_empty()),
+            },
+            None => JupyterSource::Embedded {
+                root_dir: match args.root_dir {
+                    Some(dir) => dir,
+                    None => std::env::current_dir().map_err(ConfigError::CurrentDir)?,
+                },
+            },
+        };
+        let allow_images = match env("ALLOW_IMG_OUTPUT") {
+            None => true,
+            Some(value) => parse_bool(&value).map_err(|_| ConfigError::BadBoolEnv {
+                name: "ALLOW_IMG_OUTPUT",
+                value,
+            })?,
+        };
+        Ok(Config {
+            transport: args.transport,
+            jupyter,
+            execution: ExecutionLimits {
+                default_timeout: Duration::from_secs(args.execution_timeout),
+                max_timeout: Duration::from_secs(args.max_execution_timeout),
+            },
+            output: OutputLimits {
+                max_chars: args.max_output_chars,
+                allow_images,
+            },
+            http: HttpConfig {
+                host: args.host,
+                port: args.port,
+                mcp_token: args.mcp_token.filter(|t| !t.is_empty()),
+                insecure_noauth: args.insecure_mcp_noauth,
+                allowed_origins: args.allowed_origins,
+                allowed_hosts: args.allowed_hosts,
+            },
+        })
+    }
+}
+
+/// Booleans as the Python server reads them.
+pub fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "t" | "yes" | "y" | "on" => Ok(true),
+        "0" | "false" | "f" | "no" | "n" | "off" => Ok(false),
+        _ => Err(format!(
+            "'{value}' is not a boolean; use true/false, yes/no, on/off or 1/0"
+        )),
+    }
+}
+
+fn parse_http_url(value: &str) -> Result<Url, String> {
+    let url = Url::parse(value).map_err(|e| format!("'{value}' is not a URL ({e})"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!(
+            "'{value}' uses the scheme '{other}'; give an http:// or https:// URL"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start_args(argv: &[&str]) -> StartArgs {
+        let mut full = vec!["jupyter-mcp-server", "start"];
+        full.extend_from_slice(argv);
+        match Cli::try_parse_from(full).unwrap().command {
+            Some(Command::Start(args)) => args,
+            other => panic!("expected start, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn booleans_follow_the_python_server() {
+        for yes in ["1", "true", "T", "yes", "y", "ON"] {
+            assert_eq!(parse_bool(yes), Ok(true), "{yes}");
+        }
+        for no in ["0", "false", "f", "No", "n", "off"] {
+            assert_eq!(parse_bool(no), Ok(false), "{no}");
+        }
+        assert!(parse_bool("maybe").unwrap_err().contains("maybe"));
+    }
+
+    #[test]
+    fn timeouts_resolve_and_clamp() {
+        let limits = ExecutionLimits {
+            default_timeout: Duration::from_secs(120),
+            max_timeout: Duration::from_secs(3600),
+        };
+        assert_eq!(limits.resolve(0.0), Duration::from_secs(120));
+        assert_eq!(limits.resolve(30.0), Duration::from_secs(30));
+        assert_eq!(limits.resolve(99_999.0), Duration::from_secs(3600));
+        assert_eq!(limits.resolve(-5.0), Duration::from_secs(120));
+    }
+
+    #[test]
+    fn defaults_and_embedded_jupyter() {
+        let config = Config::from_args_and_env(start_args(&[]), |_| None).unwrap();
+        assert_eq!(config.transport, Transport::Stdio);
+        assert!(matches!(config.jupyter, JupyterSource::Embedded { .. }));
+        assert_eq!(config.execution.default_timeout, Duration::from_secs(120));
+        assert_eq!(config.execution.max_timeout, Duration::from_secs(3600));
+        assert_eq!(config.output.max_chars, 50_000);
+        assert!(config.output.allow_images);
+        assert_eq!(config.http.port, 4040);
+    }
+
+    #[test]
+    fn image_output_can_be_switched_off() {
+        let config = Config::from_args_and_env(start_args(&[]), |n| {
+            (n == "ALLOW_IMG_OUTPUT").then(|| "false".into())
+        })
+        .unwrap();
+        assert!(!config.output.allow_images);
+        let err =
+            Config::from_args_and_env(start_args(&[]), |_| Some("perhaps".into())).unwrap_err();
+        assert!(err.to_string().contains("ALLOW_IMG_OUTPUT"));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        assert!(Cli::try_parse_from(["x", "start", "--transport", "carrier-pigeon"]).is_err());
+        assert!(Cli::try_parse_from(["x", "start", "--jupyter-url", "ftp://h"]).is_err());
+        assert!(Cli::try_parse_from(["x", "start", "--execution-timeout", "0"]).is_err());
+        assert!(Cli::try_parse_from(["x", "start", "--no-such-flag"]).is_err());
+        let err = Config::from_args_and_env(
+            start_args(&[
+                "--execution-timeout",
+                "100",
+                "--max-execution-timeout",
+                "10",
+            ]),
+            |_| None,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("--max-execution-timeout"));
+    }
+
+    #[test]
+    fn start_flags_work_without_the_subcommand() {
+        let cli = Cli::try_parse_from(["x", "--jupyter-url", "http://127.0.0.1:8888"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(
+            cli.start.jupyter_url.unwrap().as_str(),
+            "http://127.0.0.1:8888/"
+        );
+    }
+}

@@ -1,0 +1,655 @@
+//! One websocket connection to a kernel's channels, kept for the kernel's whole use.
+//!
+//! A background task owns the socket: it sends what callers queue, routes every incoming message to
+//! the request it answers (by the parent `msg_id`), reconnects with the same session id when the
+//! socket drops (Jupyter replays what it buffered meanwhile), and watches for the kernel being
+//! *gone* — deleted, dead, or restarted by someone else — because then its state is lost.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use super::codec::{self, V1_SUBPROTOCOL, WireMessage};
+use crate::jupyter::rest::{JupyterRest, error_chain};
+
+/// Why a kernel's state is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoneReason {
+    /// Shut down or deleted (REST 404 or a `shutdown_reply` that is not a restart).
+    Deleted,
+    /// Jupyter gave up restarting it.
+    Dead,
+    /// Restarted by someone other than us, or by Jupyter after its process died.
+    Restarted,
+}
+
+impl std::fmt::Display for GoneReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GoneReason::Deleted => "was shut down or deleted",
+            GoneReason::Dead => "died and Jupyter could not restart it",
+            GoneReason::Restarted => {
+                "was restarted outside this server (or its process died and Jupyter restarted it)"
+            }
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    Alive,
+    Gone(GoneReason),
+}
+
+/// What a request's route receives.
+#[derive(Debug)]
+pub enum Routed {
+    Message(WireMessage),
+    Gone(GoneReason),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("kernel '{0}' was not found on the Jupyter Server")]
+    NotFound(String),
+    #[error("the Jupyter Server rejected the token when connecting to kernel '{0}'")]
+    Forbidden(String),
+    #[error("cannot open the websocket of kernel '{kernel_id}': {reason}")]
+    Failed { kernel_id: String, reason: String },
+}
+
+type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Routed>>>>;
+
+struct Shared {
+    /// Set while we restart the kernel ourselves, so the restart is not taken for a loss.
+    restart_expected: AtomicBool,
+    liveness: watch::Sender<Liveness>,
+    execution_state: watch::Sender<String>,
+}
+
+pub struct KernelConnection {
+    kernel_id: String,
+    session_id: String,
+    outgoing: mpsc::UnboundedSender<WireMessage>,
+    routes: Routes,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for KernelConnection {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for KernelConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelConnection")
+            .field("kernel_id", &self.kernel_id)
+            .field("session_id", &self.session_id)
+            .finish()
+    }
+}
+
+impl KernelConnection {
+    /// Connects to a kernel; fails at once if the kernel does not exist or refuses us.
+    pub async fn open(rest: JupyterRest, kernel_id: &str) -> Result<Self, ConnectError> {
+        let session_id = uuid::Uuid::new_v4().to_string();
+        let socket = Socket::connect(&rest, kernel_id, &session_id).await?;
+        let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
+        let routes: Routes = Arc::default();
+        let shared = Arc::new(Shared {
+            restart_expected: AtomicBool::new(false),
+            liveness: watch::Sender::new(Liveness::Alive),
+            execution_state: watch::Sender::new("unknown".to_owned()),
+        });
+        let task = tokio::spawn(
+            SocketTask {
+                rest,
+                kernel_id: kernel_id.to_owned(),
+                session_id: session_id.clone(),
+                routes: routes.clone(),
+                shared: shared.clone(),
+            }
+            .run(socket, outgoing_rx),
+        );
+        Ok(KernelConnection {
+            kernel_id: kernel_id.to_owned(),
+            session_id,
+            outgoing,
+            routes,
+            shared,
+            task,
+        })
+    }
+
+    pub fn kernel_id(&self) -> &str {
+        &self.kernel_id
+    }
+
+    pub fn liveness(&self) -> Liveness {
+        *self.shared.liveness.borrow()
+    }
+
+    /// Waits until the kernel is gone (for watchers such as the health route).
+    pub fn liveness_watch(&self) -> watch::Receiver<Liveness> {
+        self.shared.liveness.subscribe()
+    }
+
+    /// The last `execution_state` the kernel reported (busy, idle, starting, …).
+    pub fn execution_state(&self) -> String {
+        self.shared.execution_state.borrow().clone()
+    }
+
+    /// Marks the next restart as ours, so it does not count as the kernel being gone.
+    pub fn expect_restart(&self, expected: bool) {
+        self.shared
+            .restart_expected
+            .store(expected, Ordering::SeqCst);
+    }
+
+    /// Sends a request and returns its id and the stream of messages answering it.
+    pub fn request(
+        &self,
+        channel: &str,
+        msg_type: &str,
+        content: Value,
+    ) -> (String, mpsc::UnboundedReceiver<Routed>) {
+        let message = self.new_message(
+            channel,
+            msg_type,
+            content,
+            Value::Object(Default::default()),
+        );
+        let msg_id = message.msg_id().to_owned();
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Liveness::Gone(reason) = self.liveness() {
+            let _ = tx.send(Routed::Gone(reason));
+            return (msg_id, rx);
+        }
+        self.routes
+            .lock()
+            .expect("routes lock")
+            .insert(msg_id.clone(), tx);
+        // If the task has ended the kernel is gone; the route then hears it from `liveness`.
+        if self.outgoing.send(message).is_err()
+            && let Some(tx) = self.routes.lock().expect("routes lock").remove(&msg_id)
+        {
+            let reason = match self.liveness() {
+                Liveness::Gone(reason) => reason,
+                Liveness::Alive => GoneReason::Deleted,
+            };
+            let _ = tx.send(Routed::Gone(reason));
+        }
+        (msg_id, rx)
+    }
+
+    /// Sends a reply (e.g. `input_reply`) whose parent is an earlier message.
+    pub fn reply(&self, channel: &str, msg_type: &str, content: Value, parent_header: Value) {
+        let message = self.new_message(channel, msg_type, content, parent_header);
+        let _ = self.outgoing.send(message);
+    }
+
+    /// Stops routing messages for a finished request.
+    pub fn forget(&self, msg_id: &str) {
+        self.routes.lock().expect("routes lock").remove(msg_id);
+    }
+
+    fn new_message(
+        &self,
+        channel: &str,
+        msg_type: &str,
+        content: Value,
+        parent: Value,
+    ) -> WireMessage {
+        WireMessage {
+            channel: channel.to_owned(),
+            header: json!({
+                "msg_id": uuid::Uuid::new_v4().simple().to_string(),
+                "msg_type": msg_type,
+                "username": "jupyter-mcp-server",
+                "session": self.session_id,
+                "date": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                "version": "5.4",
+            }),
+            parent_header: parent,
+            metadata: json!({}),
+            content,
+            buffers: Vec::new(),
+        }
+    }
+}
+
+/// A kernel-lifecycle event seen on the socket, judged by whether the kernel's state survives.
+fn loss_signalled(message: &WireMessage, restart_expected: &AtomicBool) -> Option<GoneReason> {
+    match message.msg_type() {
+        "shutdown_reply" => {
+            let restart = message.content.get("restart").and_then(Value::as_bool) == Some(true);
+            if !restart {
+                Some(GoneReason::Deleted)
+            } else if restart_expected.load(Ordering::SeqCst) {
+                None
+            } else {
+                Some(GoneReason::Restarted)
+            }
+        }
+        "status" if message.parent_msg_id().is_none() => {
+            match message
+                .content
+                .get("execution_state")
+                .and_then(Value::as_str)
+            {
+                Some("dead") => Some(GoneReason::Dead),
+                Some("restarting") => Some(GoneReason::Restarted),
+                Some("starting") if restart_expected.swap(false, Ordering::SeqCst) => None,
+                Some("starting") => Some(GoneReason::Restarted),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+struct SocketTask {
+    rest: JupyterRest,
+    kernel_id: String,
+    session_id: String,
+    routes: Routes,
+    shared: Arc<Shared>,
+}
+
+impl SocketTask {
+    async fn run(self, mut socket: Socket, mut outgoing: mpsc::UnboundedReceiver<WireMessage>) {
+        let mut unsent = None;
+        loop {
+            match self.pump(&mut socket, &mut outgoing, unsent.take()).await {
+                Pumped::CallerGone => return,
+                Pumped::KernelGone(reason) => {
+                    self.declare_gone(reason);
+                    return;
+                }
+                Pumped::SocketClosed(why, message) => {
+                    unsent = message;
+                    tracing::info!(kernel = %self.kernel_id, "kernel websocket dropped ({why}); reconnecting");
+                    match self.reconnect(&mut outgoing).await {
+                        Some(fresh) => socket = fresh,
+                        None => return,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn pump(
+        &self,
+        socket: &mut Socket,
+        outgoing: &mut mpsc::UnboundedReceiver<WireMessage>,
+        unsent: Option<WireMessage>,
+    ) -> Pumped {
+        if let Some(message) = unsent
+            && let Err(e) = socket.ws.send(socket.encode(&message)).await
+        {
+            return Pumped::SocketClosed(e.to_string(), Some(message));
+        }
+        loop {
+            tokio::select! {
+                queued = outgoing.recv() => {
+                    let Some(message) = queued else { return Pumped::CallerGone };
+                    let frame = socket.encode(&message);
+                    if let Err(e) = socket.ws.send(frame).await {
+                        // The request stays routed and is sent again once the socket is back.
+                        tracing::debug!(kernel = %self.kernel_id, "send failed: {e}");
+                        return Pumped::SocketClosed(e.to_string(), Some(message));
+                    }
+                }
+                frame = socket.ws.next() => {
+                    let frame = match frame {
+                        None => return Pumped::SocketClosed("closed by the server".into(), None),
+                        Some(Err(e)) => return Pumped::SocketClosed(e.to_string(), None),
+                        Some(Ok(frame)) => frame,
+                    };
+                    let message = match socket.decode(frame) {
+                        Ok(Some(message)) => message,
+                        Ok(None) => continue,
+                        Err(e) => {
+                            tracing::warn!(kernel = %self.kernel_id, "ignoring an unreadable kernel frame: {e}");
+                            continue;
+                        }
+                    };
+                    if let Some(reason) = loss_signalled(&message, &self.shared.restart_expected) {
+                        return Pumped::KernelGone(reason);
+                    }
+                    self.route(message);
+                }
+            }
+        }
+    }
+
+    fn route(&self, message: WireMessage) {
+        if message.msg_type() == "status"
+            && let Some(state) = message
+                .content
+                .get("execution_state")
+                .and_then(Value::as_str)
+        {
+            self.shared.execution_state.send_replace(state.to_owned());
+        }
+        let Some(parent) = message.parent_msg_id().map(str::to_owned) else {
+            return;
+        };
+        let mut routes = self.routes.lock().expect("routes lock");
+        if let Some(route) = routes.get(&parent)
+            && route.send(Routed::Message(message)).is_err()
+        {
+            routes.remove(&parent);
+        }
+    }
+
+    fn declare_gone(&self, reason: GoneReason) {
+        tracing::warn!(kernel = %self.kernel_id, "kernel {reason}; its state is lost");
+        self.shared.liveness.send_replace(Liveness::Gone(reason));
+        self.shared.execution_state.send_replace("dead".to_owned());
+        for (_, route) in self.routes.lock().expect("routes lock").drain() {
+            let _ = route.send(Routed::Gone(reason));
+        }
+    }
+
+    /// Reconnects with backoff; gives up only when the kernel is gone or nobody holds the connection.
+    async fn reconnect(
+        &self,
+        outgoing: &mut mpsc::UnboundedReceiver<WireMessage>,
+    ) -> Option<Socket> {
+        let mut delay = Duration::from_millis(100);
+        loop {
+            if outgoing.is_closed() {
+                return None;
+            }
+            match Socket::connect(&self.rest, &self.kernel_id, &self.session_id).await {
+                Ok(socket) => {
+                    tracing::info!(kernel = %self.kernel_id, "kernel websocket reconnected");
+                    return Some(socket);
+                }
+                Err(ConnectError::NotFound(_)) => {
+                    self.declare_gone(GoneReason::Deleted);
+                    return None;
+                }
+                Err(e) => tracing::debug!(kernel = %self.kernel_id, "reconnect failed: {e}"),
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+enum Pumped {
+    CallerGone,
+    KernelGone(GoneReason),
+    SocketClosed(String, Option<WireMessage>),
+}
+
+/// An open websocket and the protocol it speaks.
+struct Socket {
+    ws: WebSocketStream<MaybeTlsStream<QuickAck>>,
+    v1: bool,
+}
+
+impl Socket {
+    async fn connect(
+        rest: &JupyterRest,
+        kernel_id: &str,
+        session_id: &str,
+    ) -> Result<Self, ConnectError> {
+        match Self::connect_with(rest, kernel_id, session_id, true).await {
+            // The server did not pick v1: speak the legacy JSON protocol.
+            Err(Fallback::NoSubprotocol) => Self::connect_with(rest, kernel_id, session_id, false)
+                .await
+                .map_err(|e| e.into_connect_error(kernel_id)),
+            other => other.map_err(|e| e.into_connect_error(kernel_id)),
+        }
+    }
+
+    async fn connect_with(
+        rest: &JupyterRest,
+        kernel_id: &str,
+        session_id: &str,
+        offer_v1: bool,
+    ) -> Result<Self, Fallback> {
+        let url = rest.kernel_channels_url(kernel_id, session_id);
+        let mut request = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| Fallback::Other(e.to_string()))?;
+        if offer_v1 {
+            request.headers_mut().insert(
+                header::SEC_WEBSOCKET_PROTOCOL,
+                HeaderValue::from_static(V1_SUBPROTOCOL),
+            );
+        }
+        if let Some(auth) = rest.authorization() {
+            let value = HeaderValue::from_str(&auth).map_err(|e| Fallback::Other(e.to_string()))?;
+            request.headers_mut().insert(header::AUTHORIZATION, value);
+        }
+        let host = url
+            .host_str()
+            .ok_or_else(|| Fallback::Other("URL has no host".into()))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let port = url.port_or_known_default().unwrap_or(80);
+        let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host, port)))
+            .await
+            .map_err(|_| Fallback::Other(format!("timed out connecting to {host}:{port}")))?
+            .map_err(|e| Fallback::Other(format!("{host}:{port}: {e}")))?;
+        // Jupyter leaves Nagle on for kernel sockets; see `QuickAck`.
+        tcp.set_nodelay(true)
+            .map_err(|e| Fallback::Other(e.to_string()))?;
+        let config = WebSocketConfig::default().max_message_size(Some(512 << 20));
+        let handshake = tokio_tungstenite::client_async_tls_with_config(
+            request,
+            QuickAck::new(tcp),
+            Some(config),
+            None,
+        );
+        let (ws, response) = tokio::time::timeout(Duration::from_secs(30), handshake)
+            .await
+            .map_err(|_| Fallback::Other("the websocket handshake timed out".into()))?
+            .map_err(Fallback::from)?;
+        let v1 = response
+            .headers()
+            .get(header::SEC_WEBSOCKET_PROTOCOL)
+            .is_some_and(|p| p.as_bytes() == V1_SUBPROTOCOL.as_bytes());
+        Ok(Socket { ws, v1 })
+    }
+
+    fn encode(&self, message: &WireMessage) -> Message {
+        if self.v1 {
+            Message::Binary(codec::encode_v1(message).into())
+        } else {
+            Message::Text(codec::encode_json(message).into())
+        }
+    }
+
+    fn decode(&self, frame: Message) -> Result<Option<WireMessage>, codec::CodecError> {
+        match frame {
+            Message::Binary(bytes) if self.v1 => codec::decode_v1(&bytes).map(Some),
+            Message::Binary(bytes) => codec::decode_json_binary(&bytes).map(Some),
+            Message::Text(text) => codec::decode_json_text(&text).map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+enum Fallback {
+    NoSubprotocol,
+    Status(StatusCode),
+    Other(String),
+}
+
+impl From<tungstenite::Error> for Fallback {
+    fn from(error: tungstenite::Error) -> Self {
+        use tungstenite::error::{ProtocolError, SubProtocolError};
+        match error {
+            tungstenite::Error::Protocol(ProtocolError::SecWebSocketSubProtocolError(
+                SubProtocolError::NoSubProtocol,
+            )) => Fallback::NoSubprotocol,
+            tungstenite::Error::Http(response) => Fallback::Status(response.status()),
+            other => Fallback::Other(error_chain(&other)),
+        }
+    }
+}
+
+impl Fallback {
+    fn into_connect_error(self, kernel_id: &str) -> ConnectError {
+        match self {
+            Fallback::Status(StatusCode::NOT_FOUND) => ConnectError::NotFound(kernel_id.to_owned()),
+            Fallback::Status(StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED) => {
+                ConnectError::Forbidden(kernel_id.to_owned())
+            }
+            Fallback::Status(status) => ConnectError::Failed {
+                kernel_id: kernel_id.to_owned(),
+                reason: format!("HTTP {status}"),
+            },
+            Fallback::NoSubprotocol => ConnectError::Failed {
+                kernel_id: kernel_id.to_owned(),
+                reason: "the server refused both websocket protocols".into(),
+            },
+            Fallback::Other(reason) => ConnectError::Failed {
+                kernel_id: kernel_id.to_owned(),
+                reason,
+            },
+        }
+    }
+}
+
+/// A TCP stream that acknowledges every read at once.
+///
+/// One execution makes the server send several small frames; with Nagle on the server (Jupyter
+/// never sets `TCP_NODELAY` on kernel sockets) and delayed ACK here, each round trip stalls for
+/// ~40 ms. Re-arming `TCP_QUICKACK` after each read (Linux clears it by itself) removes the stall.
+pub struct QuickAck {
+    inner: TcpStream,
+}
+
+impl QuickAck {
+    fn new(inner: TcpStream) -> Self {
+        let quick = QuickAck { inner };
+        quick.rearm();
+        quick
+    }
+
+    #[cfg(target_os = "linux")]
+    fn rearm(&self) {
+        let _ = socket2::SockRef::from(&self.inner).set_tcp_quickack(true);
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn rearm(&self) {}
+}
+
+impl AsyncRead for QuickAck {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.rearm();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for QuickAck {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(msg_type: &str, parent: Value, content: Value) -> WireMessage {
+        WireMessage {
+            channel: "iopub".into(),
+            header: json!({"msg_id": "x", "msg_type": msg_type}),
+            parent_header: parent,
+            metadata: json!({}),
+            content,
+            buffers: vec![],
+        }
+    }
+
+    #[test]
+    fn losses_are_recognised() {
+        let ours = AtomicBool::new(false);
+        let status = |state: &str| message("status", json!({}), json!({"execution_state": state}));
+        assert_eq!(
+            loss_signalled(&status("dead"), &ours),
+            Some(GoneReason::Dead)
+        );
+        assert_eq!(
+            loss_signalled(&status("restarting"), &ours),
+            Some(GoneReason::Restarted)
+        );
+        assert_eq!(
+            loss_signalled(&status("starting"), &ours),
+            Some(GoneReason::Restarted)
+        );
+        assert_eq!(loss_signalled(&status("idle"), &ours), None);
+        let deleted = message("shutdown_reply", json!({}), json!({"restart": false}));
+        assert_eq!(loss_signalled(&deleted, &ours), Some(GoneReason::Deleted));
+        let restarted = message("shutdown_reply", json!({}), json!({"restart": true}));
+        assert_eq!(
+            loss_signalled(&restarted, &ours),
+            Some(GoneReason::Restarted)
+        );
+        // A status answering one of our requests is never a lifecycle event.
+        let busy = message(
+            "status",
+            json!({"msg_id": "m"}),
+            json!({"execution_state": "starting"}),
+        );
+        assert_eq!(loss_signalled(&busy, &ours), None);
+    }
+
+    #[test]
+    fn our_own_restart_is_not_a_loss() {
+        let ours = AtomicBool::new(true);
+        let restarted = message("shutdown_reply", json!({}), json!({"restart": true}));
+        assert_eq!(loss_signalled(&restarted, &ours), None);
+        let starting = message("status", json!({}), json!({"execution_state": "starting"}));
+        assert_eq!(loss_signalled(&starting, &ours), None);
+        // The expectation is used up by the restart it covered.
+        assert_eq!(
+            loss_signalled(&starting, &ours),
+            Some(GoneReason::Restarted)
+        );
+    }
+}

@@ -1,0 +1,401 @@
+//! Running code: one queue per kernel, outputs collected in nbformat shape.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::connection::{GoneReason, Routed};
+
+/// Builds the outputs of one execution from the iopub messages that answer it, as nbformat stores
+/// them: consecutive stream text of one name merged, `clear_output` and `update_display_data`
+/// applied, `transient` dropped.
+#[derive(Debug, Default)]
+pub struct OutputCollector {
+    outputs: Vec<Value>,
+    /// `clear_output(wait=True)`: clear when the next output arrives.
+    clear_pending: bool,
+    /// display_id → indices of the outputs showing it.
+    displays: HashMap<String, Vec<usize>>,
+    pub execution_count: Option<i64>,
+}
+
+impl OutputCollector {
+    pub fn outputs(&self) -> &[Value] {
+        &self.outputs
+    }
+
+    pub fn into_outputs(self) -> Vec<Value> {
+        self.outputs
+    }
+
+    /// Applies one iopub message; returns whether the outputs changed.
+    pub fn apply(&mut self, msg_type: &str, content: &Value) -> bool {
+        match msg_type {
+            "stream" => {
+                let name = content
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("stdout");
+                let text = content.get("text").and_then(Value::as_str).unwrap_or("");
+                self.before_output();
+                if let Some(last) = self.outputs.last_mut()
+                    && last["output_type"] == "stream"
+                    && last["name"] == name
+                {
+                    let merged = format!("{}{}", last["text"].as_str().unwrap_or(""), text);
+                    last["text"] = Value::String(merged);
+                } else {
+                    self.outputs
+                        .push(json!({"output_type": "stream", "name": name, "text": text}));
+                }
+                true
+            }
+            "display_data" | "execute_result" => {
+                self.before_output();
+                let mut output = json!({
+                    "output_type": msg_type,
+                    "data": content.get("data").cloned().unwrap_or_else(|| json!({})),
+                    "metadata": content.get("metadata").cloned().unwrap_or_else(|| json!({})),
+                });
+                if msg_type == "execute_result" {
+                    let count = content
+                        .get("execution_count")
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    if let Some(n) = count.as_i64() {
+                        self.execution_count = Some(n);
+                    }
+                    output["execution_count"] = count;
+                }
+                if let Some(id) = display_id(content) {
+                    self.displays
+                        .entry(id)
+                        .or_default()
+                        .push(self.outputs.len());
+                }
+                self.outputs.push(output);
+                true
+            }
+            "update_display_data" => {
+                let Some(id) = display_id(content) else {
+                    return false;
+                };
+                let Some(indices) = self.displays.get(&id) else {
+                    return false;
+                };
+                for &index in indices {
+                    if let Some(output) = self.outputs.get_mut(index) {
+                        output["data"] = content.get("data").cloned().unwrap_or_else(|| json!({}));
+                        output["metadata"] = content
+                            .get("metadata")
+                            .cloned()
+                            .unwrap_or_else(|| json!({}));
+                    }
+                }
+                true
+            }
+            "error" => {
+                self.before_output();
+                self.outputs.push(json!({
+                    "output_type": "error",
+                    "ename": content.get("ename").cloned().unwrap_or_else(|| json!("")),
+                    "evalue": content.get("evalue").cloned().unwrap_or_else(|| json!("")),
+                    "traceback": content.get("traceback").cloned().unwrap_or_else(|| json!([])),
+                }));
+                true
+            }
+            "clear_output" => {
+                if content.get("wait").and_then(Value::as_bool) == Some(true) {
+                    self.clear_pending = true;
+                    false
+                } else {
+                    self.clear();
+                    true
+                }
+            }
+            "execute_input" => {
+                if let Some(n) = content.get("execution_count").and_then(Value::as_i64) {
+                    self.execution_count = Some(n);
+                }
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn before_output(&mut self) {
+        if self.clear_pending {
+            self.clear();
+        }
+    }
+
+    fn clear(&mut self) {
+        self.outputs.clear();
+        self.displays.clear();
+        self.clear_pending = false;
+    }
+}
+
+fn display_id(content: &Value) -> Option<String> {
+    content
+        .get("transient")
+        .and_then(|t| t.get("display_id"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// The kernel replied and went idle.
+    Finished,
+    /// The timeout passed; the kernel was interrupted.
+    TimedOut,
+    /// The caller cancelled; the kernel was interrupted.
+    Cancelled,
+}
+
+#[derive(Debug)]
+pub struct ExecutionOutcome {
+    pub outputs: Vec<Value>,
+    pub execution_count: Option<i64>,
+    /// `ok`, `error` or `aborted` from `execute_reply`, when it came.
+    pub reply_status: Option<String>,
+    pub completion: Completion,
+    /// Time from the request leaving our queue to its end.
+    pub elapsed: Duration,
+}
+
+/// Progress of a running execution, reported every interval.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub elapsed: Duration,
+    pub timeout: Duration,
+    pub output_count: usize,
+}
+
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Updates while an execution runs (for writing outputs into a notebook as they arrive).
+pub type OutputSink = Arc<dyn Fn(&[Value], Option<i64>) + Send + Sync>;
+
+pub struct ExecutionRequest {
+    pub code: String,
+    pub timeout: Duration,
+    pub cancel: CancellationToken,
+    pub progress: Option<(Duration, ProgressSink)>,
+    pub on_output: Option<OutputSink>,
+}
+
+impl ExecutionRequest {
+    pub fn new(code: impl Into<String>, timeout: Duration) -> Self {
+        ExecutionRequest {
+            code: code.into(),
+            timeout,
+            cancel: CancellationToken::new(),
+            progress: None,
+            on_output: None,
+        }
+    }
+}
+
+/// Why an execution could not give a result.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    #[error(
+        "kernel '{kernel_id}' {reason}; its state (every variable, import and definition) is lost"
+    )]
+    Gone {
+        kernel_id: String,
+        reason: GoneReason,
+    },
+}
+
+/// After an interrupt, how long outputs may still trickle in before we answer.
+const SETTLE_AFTER_INTERRUPT: Duration = Duration::from_secs(1);
+
+/// Runs one request to its end on a connection the caller has exclusive use of (the queue).
+pub(super) async fn run(
+    kernel: &super::Kernel,
+    request: ExecutionRequest,
+) -> Result<ExecutionOutcome, ExecuteError> {
+    let connection = kernel.connection();
+    let gone = |reason| ExecuteError::Gone {
+        kernel_id: kernel.id().to_owned(),
+        reason,
+    };
+    let started = Instant::now();
+    let (msg_id, mut replies) = connection.request(
+        "shell",
+        "execute_request",
+        json!({
+            "code": request.code,
+            "silent": false,
+            "store_history": true,
+            "user_expressions": {},
+            "allow_stdin": false,
+            "stop_on_error": true,
+        }),
+    );
+    let _route = RouteGuard {
+        kernel,
+        msg_id: &msg_id,
+    };
+
+    let mut collector = OutputCollector::default();
+    let mut reply_status: Option<String> = None;
+    let mut idle = false;
+    let mut completion = Completion::Finished;
+    // Once interrupted, wait only a short while for the tail of the outputs.
+    let mut settle_deadline: Option<tokio::time::Instant> = None;
+    let deadline = tokio::time::Instant::now() + request.timeout;
+    let mut ticker = request.progress.as_ref().map(|(every, _)| {
+        let every = (*every).max(Duration::from_millis(100));
+        tokio::time::interval_at(tokio::time::Instant::now() + every, every)
+    });
+
+    while !(idle && reply_status.is_some()) {
+        let wake = settle_deadline.unwrap_or(deadline);
+        tokio::select! {
+            routed = replies.recv() => match routed {
+                Some(Routed::Message(message)) => match (message.channel.as_str(), message.msg_type()) {
+                    ("shell", "execute_reply") => {
+                        reply_status = message.content.get("status").and_then(Value::as_str).map(str::to_owned);
+                        if let Some(n) = message.content.get("execution_count").and_then(Value::as_i64) {
+                            collector.execution_count = Some(n);
+                        }
+                    }
+                    ("iopub", "status") => {
+                        idle = message.content.get("execution_state").and_then(Value::as_str) == Some("idle");
+                    }
+                    ("iopub", msg_type) => {
+                        if collector.apply(msg_type, &message.content)
+                            && let Some(sink) = &request.on_output
+                        {
+                            sink(collector.outputs(), collector.execution_count);
+                        }
+                    }
+                    _ => {}
+                },
+                Some(Routed::Gone(reason)) => return Err(gone(reason)),
+                None => return Err(gone(GoneReason::Deleted)),
+            },
+            _ = tokio::time::sleep_until(wake) => {
+                if settle_deadline.is_some() {
+                    break;
+                }
+                completion = Completion::TimedOut;
+                if let Some(reason) = kernel.interrupt_or_gone().await {
+                    return Err(gone(reason));
+                }
+                settle_deadline = Some(tokio::time::Instant::now() + SETTLE_AFTER_INTERRUPT);
+            }
+            _ = request.cancel.cancelled(), if settle_deadline.is_none() => {
+                completion = Completion::Cancelled;
+                if let Some(reason) = kernel.interrupt_or_gone().await {
+                    return Err(gone(reason));
+                }
+                settle_deadline = Some(tokio::time::Instant::now() + SETTLE_AFTER_INTERRUPT);
+            }
+            _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
+                if let Some((_, sink)) = &request.progress {
+                    sink(Progress {
+                        elapsed: started.elapsed(),
+                        timeout: request.timeout,
+                        output_count: collector.outputs().len(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(ExecutionOutcome {
+        execution_count: collector.execution_count,
+        outputs: collector.into_outputs(),
+        reply_status,
+        completion,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Stops routing a request's messages however its execution ends.
+struct RouteGuard<'a> {
+    kernel: &'a super::Kernel,
+    msg_id: &'a str,
+}
+
+impl Drop for RouteGuard<'_> {
+    fn drop(&mut self) {
+        self.kernel.connection().forget(self.msg_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_merge_and_errors_keep_tracebacks() {
+        let mut c = OutputCollector::default();
+        c.apply("stream", &json!({"name": "stdout", "text": "a\n"}));
+        c.apply("stream", &json!({"name": "stdout", "text": "b\n"}));
+        c.apply("stream", &json!({"name": "stderr", "text": "warn\n"}));
+        c.apply(
+            "error",
+            &json!({"ename": "E", "evalue": "v", "traceback": ["t1", "t2"]}),
+        );
+        let outputs = c.outputs();
+        assert_eq!(outputs.len(), 3);
+        assert_eq!(outputs[0]["text"], "a\nb\n");
+        assert_eq!(outputs[1]["name"], "stderr");
+        assert_eq!(outputs[2]["traceback"], json!(["t1", "t2"]));
+    }
+
+    #[test]
+    fn results_carry_counts_and_drop_transient() {
+        let mut c = OutputCollector::default();
+        c.apply("execute_input", &json!({"execution_count": 3}));
+        c.apply(
+            "execute_result",
+            &json!({"data": {"text/plain": "2"}, "metadata": {}, "execution_count": 3, "transient": {}}),
+        );
+        assert_eq!(c.execution_count, Some(3));
+        assert_eq!(
+            c.outputs()[0],
+            json!({"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {}, "execution_count": 3})
+        );
+    }
+
+    #[test]
+    fn clear_output_now_and_on_wait() {
+        let mut c = OutputCollector::default();
+        c.apply("stream", &json!({"name": "stdout", "text": "1"}));
+        c.apply("clear_output", &json!({"wait": false}));
+        assert!(c.outputs().is_empty());
+        c.apply("stream", &json!({"name": "stdout", "text": "2"}));
+        c.apply("clear_output", &json!({"wait": true}));
+        assert_eq!(
+            c.outputs().len(),
+            1,
+            "wait keeps outputs until the next one"
+        );
+        c.apply("stream", &json!({"name": "stdout", "text": "3"}));
+        assert_eq!(c.outputs()[0]["text"], "3");
+    }
+
+    #[test]
+    fn display_updates_replace_by_id() {
+        let mut c = OutputCollector::default();
+        let shown = json!({"data": {"text/plain": "old"}, "metadata": {}, "transient": {"display_id": "d"}});
+        c.apply("display_data", &shown);
+        c.apply("stream", &json!({"name": "stdout", "text": "x"}));
+        let update = json!({"data": {"text/plain": "new"}, "metadata": {}, "transient": {"display_id": "d"}});
+        assert!(c.apply("update_display_data", &update));
+        assert_eq!(c.outputs()[0]["data"]["text/plain"], "new");
+        assert!(c.outputs()[0].get("transient").is_none());
+        let unknown = json!({"data": {}, "transient": {"display_id": "zzz"}});
+        assert!(!c.apply("update_display_data", &unknown));
+    }
+}

@@ -1,0 +1,117 @@
+//! A kernel as this server uses it: one connection, one execution queue, one liveness state.
+
+pub mod codec;
+pub mod connection;
+pub mod execute;
+
+use std::sync::Arc;
+
+pub use connection::{ConnectError, GoneReason, KernelConnection, Liveness};
+pub use execute::{
+    Completion, ExecuteError, ExecutionOutcome, ExecutionRequest, OutputSink, Progress,
+    ProgressSink,
+};
+
+use crate::jupyter::rest::{JupyterRest, RestError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    #[error(transparent)]
+    Execute(#[from] ExecuteError),
+    #[error(transparent)]
+    Rest(#[from] RestError),
+}
+
+impl KernelError {
+    /// The reason the kernel's state was lost, when that is what went wrong.
+    pub fn gone_reason(&self) -> Option<GoneReason> {
+        match self {
+            KernelError::Execute(ExecuteError::Gone { reason, .. }) => Some(*reason),
+            _ => None,
+        }
+    }
+}
+
+pub struct Kernel {
+    id: String,
+    rest: JupyterRest,
+    connection: KernelConnection,
+    /// Executions run one at a time, first come first served (tokio's mutex is fair).
+    queue: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel").field("id", &self.id).finish()
+    }
+}
+
+impl Kernel {
+    /// Opens our connection to a running kernel.
+    pub async fn connect(rest: JupyterRest, id: &str) -> Result<Arc<Kernel>, KernelError> {
+        let connection = KernelConnection::open(rest.clone(), id).await?;
+        Ok(Arc::new(Kernel {
+            id: id.to_owned(),
+            rest,
+            connection,
+            queue: tokio::sync::Mutex::new(()),
+        }))
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn connection(&self) -> &KernelConnection {
+        &self.connection
+    }
+
+    pub fn liveness(&self) -> Liveness {
+        self.connection.liveness()
+    }
+
+    /// Runs code after the executions queued before it. The timeout clock starts when this
+    /// request reaches the kernel; a cancellation while still queued just leaves the queue.
+    pub async fn execute(
+        &self,
+        request: ExecutionRequest,
+    ) -> Result<ExecutionOutcome, KernelError> {
+        if let Liveness::Gone(reason) = self.liveness() {
+            return Err(self.gone(reason));
+        }
+        let _turn = tokio::select! {
+            turn = self.queue.lock() => turn,
+            _ = request.cancel.cancelled() => {
+                return Ok(ExecutionOutcome {
+                    outputs: Vec::new(),
+                    execution_count: None,
+                    reply_status: None,
+                    completion: Completion::Cancelled,
+                    elapsed: Default::default(),
+                });
+            }
+        };
+        Ok(execute::run(self, request).await?)
+    }
+
+    /// Interrupts the kernel; returns why it is gone if the interrupt shows it is.
+    pub(crate) async fn interrupt_or_gone(&self) -> Option<GoneReason> {
+        match self.rest.interrupt_kernel(&self.id).await {
+            Ok(()) => None,
+            Err(RestError::NotFound { .. }) => Some(GoneReason::Deleted),
+            Err(e) => {
+                tracing::warn!(kernel = %self.id, "interrupt failed: {e}");
+                None
+            }
+        }
+    }
+
+    fn gone(&self, reason: GoneReason) -> KernelError {
+        KernelError::Execute(ExecuteError::Gone {
+            kernel_id: self.id.clone(),
+            reason,
+        })
+    }
+}

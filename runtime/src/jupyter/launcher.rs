@@ -1,0 +1,198 @@
+//! The Jupyter Server we start ourselves when no `--jupyter-url` is given.
+//!
+//! It listens on loopback only, on a free port, with a generated token and a private runtime
+//! directory (the data directory is left alone so the user's kernelspecs stay visible). Its output
+//! goes to our stderr, because stdout belongs to MCP. It runs in its own process group and is
+//! stopped, kernels included, whenever we stop.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use url::Url;
+
+use super::rest::JupyterRest;
+
+/// How long a cold Jupyter Server may take to answer (a first start on a busy 2-core machine
+/// has been measured at ~15 s).
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(
+        "no `jupyter` command was found on PATH, so no Jupyter Server can be started. Install one \
+         (`pip install jupyter-server ipykernel`), or point this server at a running Jupyter with \
+         --jupyter-url and --jupyter-token"
+    )]
+    JupyterNotFound,
+    #[error(
+        "the root directory {0} does not exist or is not a directory; pass an existing --root-dir"
+    )]
+    BadRootDir(PathBuf),
+    #[error("could not start the Jupyter Server ({command}): {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "the Jupyter Server exited ({status}) before it answered; its messages are above on stderr. \
+         If `jupyter server` is missing, install it with `pip install jupyter-server ipykernel`"
+    )]
+    ExitedEarly { status: String },
+    #[error("the Jupyter Server did not answer within {0:?}; its messages are above on stderr")]
+    NotReady(Duration),
+    #[error("could not prepare the Jupyter Server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub struct EmbeddedJupyter {
+    child: Child,
+    url: Url,
+    token: String,
+    runtime_dir: PathBuf,
+}
+
+impl std::fmt::Debug for EmbeddedJupyter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedJupyter")
+            .field("url", &self.url.as_str())
+            .finish()
+    }
+}
+
+/// Finds an executable on PATH.
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+impl EmbeddedJupyter {
+    pub async fn start(root_dir: &Path) -> Result<Self, LaunchError> {
+        let jupyter = find_on_path("jupyter").ok_or(LaunchError::JupyterNotFound)?;
+        if !root_dir.is_dir() {
+            return Err(LaunchError::BadRootDir(root_dir.to_owned()));
+        }
+        let root_dir = root_dir.canonicalize()?;
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let runtime_dir =
+            std::env::temp_dir().join(format!("jupyter-mcp-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&runtime_dir)?;
+        let port = free_loopback_port()?;
+        let url = Url::parse(&format!("http://127.0.0.1:{port}/")).expect("valid URL");
+
+        let mut command = Command::new(&jupyter);
+        command
+            .arg("server")
+            .arg("--no-browser")
+            .arg("--ip=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg("--ServerApp.port_retries=0")
+            .arg(format!("--IdentityProvider.token={token}"))
+            .arg(format!("--ServerApp.root_dir={}", root_dir.display()))
+            .env("JUPYTER_RUNTIME_DIR", &runtime_dir)
+            // Side files some extensions write into the working directory land in our private dir.
+            .current_dir(&runtime_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?))
+            .stderr(Stdio::inherit())
+            .process_group(0)
+            .kill_on_drop(true);
+        if nix::unistd::Uid::effective().is_root() {
+            command.arg("--allow-root");
+        }
+        tracing::info!(
+            "starting an embedded Jupyter Server on {url} (root {})",
+            root_dir.display()
+        );
+        let child = command.spawn().map_err(|source| LaunchError::Spawn {
+            command: format!("{} server", jupyter.display()),
+            source,
+        })?;
+        let mut embedded = EmbeddedJupyter {
+            child,
+            url,
+            token,
+            runtime_dir,
+        };
+        if let Err(e) = embedded.wait_until_ready().await {
+            embedded.stop().await;
+            return Err(e);
+        }
+        Ok(embedded)
+    }
+
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    async fn wait_until_ready(&mut self) -> Result<(), LaunchError> {
+        let rest = JupyterRest::new(self.url.clone(), Some(self.token.clone()));
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(50);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Err(LaunchError::ExitedEarly {
+                    status: status.to_string(),
+                });
+            }
+            if rest.status().await.is_ok() {
+                tracing::info!(
+                    "embedded Jupyter Server ready after {:?}",
+                    started.elapsed()
+                );
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                return Err(LaunchError::NotReady(READY_TIMEOUT));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(250));
+        }
+    }
+
+    /// Shuts down every kernel of this private server, then the server and its process group.
+    pub async fn stop(mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let rest = JupyterRest::new(self.url.clone(), Some(self.token.clone()));
+            if let Ok(kernels) = rest.list_kernels().await {
+                for kernel in kernels {
+                    let _ = rest.delete_kernel(&kernel.id).await;
+                }
+            }
+            if let Some(pid) = self.child.id() {
+                let group = Pid::from_raw(pid as i32);
+                let _ = killpg(group, Signal::SIGTERM);
+                match tokio::time::timeout(STOP_GRACE, self.child.wait()).await {
+                    Ok(_) => {}
+                    Err(_) => {
+                        tracing::warn!("the Jupyter Server ignored SIGTERM; killing it");
+                        let _ = killpg(group, Signal::SIGKILL);
+                        let _ = self.child.wait().await;
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
+        tracing::info!("embedded Jupyter Server stopped");
+    }
+}
+
+fn free_loopback_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    Ok(listener.local_addr()?.port())
+}

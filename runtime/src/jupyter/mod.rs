@@ -1,0 +1,144 @@
+//! Everything that talks to Jupyter: REST, kernel websockets, the embedded server.
+//!
+//! This layer knows nothing about MCP; tools call it and turn its errors into results.
+
+pub mod kernel;
+pub mod launcher;
+pub mod rest;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use kernel::{ExecuteError, Kernel, KernelError, Liveness};
+use rest::JupyterRest;
+
+/// One Jupyter Server and the kernels this server uses on it.
+pub struct Jupyter {
+    rest: JupyterRest,
+    /// Our open connections, by kernel id; a gone kernel stays here so later calls say so.
+    kernels: Mutex<HashMap<String, Arc<Kernel>>>,
+    default_kernel: Mutex<DefaultKernel>,
+    /// Kernels we started, shut down when we stop.
+    started: std::sync::Mutex<HashSet<String>>,
+}
+
+#[derive(Default)]
+struct DefaultKernel {
+    kernel: Option<Arc<Kernel>>,
+    /// The loss of `kernel` has been reported to a caller, so the next call may replace it.
+    loss_reported: bool,
+}
+
+impl std::fmt::Debug for Jupyter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jupyter").field("rest", &self.rest).finish()
+    }
+}
+
+impl Jupyter {
+    pub fn new(rest: JupyterRest) -> Self {
+        Jupyter {
+            rest,
+            kernels: Mutex::default(),
+            default_kernel: Mutex::default(),
+            started: Default::default(),
+        }
+    }
+
+    pub fn rest(&self) -> &JupyterRest {
+        &self.rest
+    }
+
+    /// Our connection to a running kernel, opened on first use.
+    pub async fn kernel(&self, id: &str) -> Result<Arc<Kernel>, KernelError> {
+        let mut kernels = self.kernels.lock().await;
+        if let Some(kernel) = kernels.get(id) {
+            return Ok(kernel.clone());
+        }
+        let kernel = Kernel::connect(self.rest.clone(), id).await?;
+        kernels.insert(id.to_owned(), kernel.clone());
+        Ok(kernel)
+    }
+
+    /// The kernel `execute_code` uses when none is named: started on first use, and replaced
+    /// after its loss has been reported once (so no call silently runs on an empty kernel).
+    pub async fn default_kernel(&self) -> Result<Arc<Kernel>, KernelError> {
+        let mut slot = self.default_kernel.lock().await;
+        if let Some(kernel) = slot.kernel.clone() {
+            match kernel.liveness() {
+                Liveness::Alive => return Ok(kernel),
+                Liveness::Gone(reason) if !slot.loss_reported => {
+                    slot.loss_reported = true;
+                    return Err(KernelError::Execute(ExecuteError::Gone {
+                        kernel_id: kernel.id().to_owned(),
+                        reason,
+                    }));
+                }
+                Liveness::Gone(_) => {
+                    let old = kernel.id().to_owned();
+                    self.kernels.lock().await.remove(&old);
+                    // It may still exist (restarted under the same id); it is no use to us now.
+                    self.stop_kernel(&old).await;
+                }
+            }
+        }
+        let model = self.rest.start_kernel(None).await?;
+        self.started
+            .lock()
+            .expect("started lock")
+            .insert(model.id.clone());
+        tracing::info!(kernel = %model.id, "started the default kernel");
+        let kernel = match self.kernel(&model.id).await {
+            Ok(kernel) => kernel,
+            Err(e) => {
+                self.stop_kernel(&model.id).await;
+                return Err(e);
+            }
+        };
+        *slot = DefaultKernel {
+            kernel: Some(kernel.clone()),
+            loss_reported: false,
+        };
+        Ok(kernel)
+    }
+
+    /// Records that a caller was told the default kernel is gone.
+    pub async fn default_kernel_loss_reported(&self, kernel_id: &str) {
+        let mut slot = self.default_kernel.lock().await;
+        if slot.kernel.as_ref().is_some_and(|k| k.id() == kernel_id) {
+            slot.loss_reported = true;
+        }
+    }
+
+    /// The default kernel if one is running (for health reports).
+    pub async fn current_default_kernel(&self) -> Option<Arc<Kernel>> {
+        self.default_kernel.lock().await.kernel.clone()
+    }
+
+    async fn stop_kernel(&self, id: &str) {
+        if self.started.lock().expect("started lock").remove(id) {
+            match self.rest.delete_kernel(id).await {
+                Ok(()) | Err(rest::RestError::NotFound { .. }) => {}
+                Err(e) => tracing::warn!(kernel = %id, "could not shut down kernel: {e}"),
+            }
+        }
+    }
+
+    /// Shuts down every kernel we started; kernels we merely used are left running.
+    pub async fn shutdown(&self) {
+        let ids: Vec<String> = self
+            .started
+            .lock()
+            .expect("started lock")
+            .iter()
+            .cloned()
+            .collect();
+        self.kernels.lock().await.clear();
+        *self.default_kernel.lock().await = DefaultKernel::default();
+        for id in ids {
+            self.stop_kernel(&id).await;
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! The Jupyter Server REST API: contents, kernels, sessions, kernelspecs and status.
+//!
+//! Jupyter answers some failures misleadingly (a rejected token looks like an XSRF error, an
+//! unknown kernel on some routes is a 500); [`classify_failure`] turns those into errors that say
+//! what actually happened.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use url::Url;
+
+/// What a failing request was about, so errors can name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    Kernel(String),
+    Path(String),
+    Server,
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::Kernel(id) => write!(f, "kernel '{id}'"),
+            Subject::Path(path) if path.is_empty() => write!(f, "the root directory"),
+            Subject::Path(path) => write!(f, "'{path}'"),
+            Subject::Server => write!(f, "the Jupyter Server"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RestError {
+    #[error(
+        "cannot reach the Jupyter Server at {url}: {reason}. Check that it is running and that the URL is right"
+    )]
+    Unreachable { url: String, reason: String },
+    #[error(
+        "the Jupyter Server at {url} rejected the token (HTTP 403). Check --jupyter-token / JUPYTER_TOKEN"
+    )]
+    TokenRejected { url: String },
+    #[error("{subject} was not found on the Jupyter Server")]
+    NotFound { subject: Subject },
+    #[error("the Jupyter Server refused {method} on {subject} (HTTP {status}): {message}")]
+    Status {
+        method: String,
+        subject: Subject,
+        status: u16,
+        message: String,
+    },
+    #[error("the Jupyter Server sent an answer about {subject} that could not be read: {reason}")]
+    Decode { subject: Subject, reason: String },
+}
+
+/// Maps a failed response to the error it really means.
+pub fn classify_failure(
+    method: &Method,
+    status: StatusCode,
+    body: &str,
+    subject: Subject,
+    base_url: &str,
+) -> RestError {
+    let message = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| body.trim().chars().take(300).collect());
+    match status {
+        // A bad token on a POST reads "'_xsrf' argument missing": it is still a bad token.
+        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => RestError::TokenRejected {
+            url: base_url.to_owned(),
+        },
+        StatusCode::NOT_FOUND => RestError::NotFound { subject },
+        // Restarting or interrupting an unknown kernel is a 500 with this text.
+        StatusCode::INTERNAL_SERVER_ERROR
+            if matches!(subject, Subject::Kernel(_))
+                && (message.contains("Kernel does not exist")
+                    || message.contains("No such kernel")
+                    || body.contains("KeyError")) =>
+        {
+            RestError::NotFound { subject }
+        }
+        _ => RestError::Status {
+            method: method.to_string(),
+            subject,
+            status: status.as_u16(),
+            message,
+        },
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KernelModel {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub last_activity: Option<String>,
+    #[serde(default)]
+    pub execution_state: Option<String>,
+    #[serde(default)]
+    pub connections: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KernelSpecs {
+    #[serde(default)]
+    pub default: Option<String>,
+    #[serde(default)]
+    pub kernelspecs: BTreeMap<String, KernelSpecEntry>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KernelSpecEntry {
+    pub name: String,
+    pub spec: KernelSpec,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KernelSpec {
+    #[serde(default)]
+    pub display_name: Option<String>,
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub env: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContentsModel {
+    pub name: String,
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub size: Option<u64>,
+    #[serde(default)]
+    pub last_modified: Option<String>,
+    #[serde(default)]
+    pub content: Option<Value>,
+}
+
+impl ContentsModel {
+    /// Children of a directory listing (empty for anything else).
+    pub fn children(&self) -> Vec<ContentsModel> {
+        match &self.content {
+            Some(Value::Array(items)) if self.kind == "directory" => items
+                .iter()
+                .filter_map(|item| serde_json::from_value(item.clone()).ok())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// A client for one Jupyter Server.
+#[derive(Clone)]
+pub struct JupyterRest {
+    http: reqwest::Client,
+    /// Always ends with '/', so relative joins keep a base path such as `/user/x/`.
+    base: Url,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for JupyterRest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JupyterRest")
+            .field("base", &self.base.as_str())
+            .finish()
+    }
+}
+
+impl JupyterRest {
+    pub fn new(mut base: Url, token: Option<String>) -> Self {
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .tcp_nodelay(true)
+            .build()
+            .expect("the TLS backend is compiled in");
+        JupyterRest { http, base, token }
+    }
+
+    pub fn base_url(&self) -> &Url {
+        &self.base
+    }
+
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// Value of the `Authorization` header, if the server has a token.
+    pub fn authorization(&self) -> Option<String> {
+        self.token.as_ref().map(|t| format!("token {t}"))
+    }
+
+    /// `api/...` joined to the base, with each path segment percent-encoded.
+    pub fn endpoint(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        {
+            let mut path = url.path_segments_mut().expect("http URLs have paths");
+            path.pop_if_empty();
+            for segment in segments {
+                for part in segment.split('/').filter(|p| !p.is_empty()) {
+                    path.push(part);
+                }
+            }
+        }
+        url
+    }
+
+    /// The websocket URL of a kernel's channels.
+    pub fn kernel_channels_url(&self, kernel_id: &str, session_id: &str) -> Url {
+        let mut url = self.endpoint(&["api", "kernels", kernel_id, "channels"]);
+        let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
+        url.set_scheme(scheme)
+            .expect("ws and wss are valid schemes");
+        url.query_pairs_mut().append_pair("session_id", session_id);
+        url
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Value>,
+        subject: Subject,
+    ) -> Result<String, RestError> {
+        let mut request = self.http.request(method.clone(), url.clone());
+        if let Some(auth) = self.authorization() {
+            request = request.header(reqwest::header::AUTHORIZATION, auth);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.map_err(|e| RestError::Unreachable {
+            url: self.base.to_string(),
+            reason: error_chain(&e),
+        })?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| RestError::Unreachable {
+            url: self.base.to_string(),
+            reason: error_chain(&e),
+        })?;
+        if status.is_success() {
+            Ok(text)
+        } else {
+            Err(classify_failure(
+                &method,
+                status,
+                &text,
+                subject,
+                self.base.as_str(),
+            ))
+        }
+    }
+
+    async fn json<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Value>,
+        subject: Subject,
+    ) -> Result<T, RestError> {
+        let text = self.send(method, url, body, subject.clone()).await?;
+        serde_json::from_str(&text).map_err(|e| RestError::Decode {
+            subject,
+            reason: e.to_string(),
+        })
+    }
+
+    /// `GET /api/status`: the readiness check.
+    pub async fn status(&self) -> Result<Value, RestError> {
+        self.json(
+            Method::GET,
+            self.endpoint(&["api", "status"]),
+            None,
+            Subject::Server,
+        )
+        .await
+    }
+
+    pub async fn list_kernels(&self) -> Result<Vec<KernelModel>, RestError> {
+        self.json(
+            Method::GET,
+            self.endpoint(&["api", "kernels"]),
+            None,
+            Subject::Server,
+        )
+        .await
+    }
+
+    pub async fn get_kernel(&self, id: &str) -> Result<KernelModel, RestError> {
+        let subject = Subject::Kernel(id.to_owned());
+        self.json(
+            Method::GET,
+            self.endpoint(&["api", "kernels", id]),
+            None,
+            subject,
+        )
+        .await
+    }
+
+    /// Starts a kernel of the given spec (the server's default when `None`).
+    pub async fn start_kernel(&self, spec_name: Option<&str>) -> Result<KernelModel, RestError> {
+        let body = match spec_name {
+            Some(name) => serde_json::json!({ "name": name }),
+            None => serde_json::json!({}),
+        };
+        self.json(
+            Method::POST,
+            self.endpoint(&["api", "kernels"]),
+            Some(body),
+            Subject::Server,
+        )
+        .await
+    }
+
+    pub async fn delete_kernel(&self, id: &str) -> Result<(), RestError> {
+        let subject = Subject::Kernel(id.to_owned());
+        self.send(
+            Method::DELETE,
+            self.endpoint(&["api", "kernels", id]),
+            None,
+            subject,
+        )
+        .await
+        .map(drop)
+    }
+
+    pub async fn interrupt_kernel(&self, id: &str) -> Result<(), RestError> {
+        let subject = Subject::Kernel(id.to_owned());
+        let url = self.endpoint(&["api", "kernels", id, "interrupt"]);
+        self.send(Method::POST, url, None, subject).await.map(drop)
+    }
+
+    pub async fn restart_kernel(&self, id: &str) -> Result<KernelModel, RestError> {
+        let subject = Subject::Kernel(id.to_owned());
+        let url = self.endpoint(&["api", "kernels", id, "restart"]);
+        self.json(Method::POST, url, None, subject).await
+    }
+
+    pub async fn kernelspecs(&self) -> Result<KernelSpecs, RestError> {
+        self.json(
+            Method::GET,
+            self.endpoint(&["api", "kernelspecs"]),
+            None,
+            Subject::Server,
+        )
+        .await
+    }
+
+    /// A file or directory model; `content` asks for the directory listing or file body.
+    pub async fn get_contents(
+        &self,
+        path: &str,
+        content: bool,
+    ) -> Result<ContentsModel, RestError> {
+        let mut url = self.endpoint(&["api", "contents", path]);
+        url.query_pairs_mut()
+            .append_pair("content", if content { "1" } else { "0" });
+        self.json(Method::GET, url, None, Subject::Path(path.to_owned()))
+            .await
+    }
+}
+
+/// The whole cause chain of an error on one line (reqwest hides the useful part in sources).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(method: Method, status: u16, body: &str, subject: Subject) -> RestError {
+        classify_failure(
+            &method,
+            StatusCode::from_u16(status).unwrap(),
+            body,
+            subject,
+            "http://127.0.0.1:8888/",
+        )
+    }
+
+    #[test]
+    fn xsrf_complaint_means_the_token_was_rejected() {
+        let err = classify(
+            Method::POST,
+            403,
+            r#"{"message": "'_xsrf' argument missing from POST"}"#,
+            Subject::Server,
+        );
+        assert!(matches!(err, RestError::TokenRejected { .. }), "{err}");
+        assert!(err.to_string().contains("JUPYTER_TOKEN"));
+    }
+
+    #[test]
+    fn unknown_kernel_500_means_not_found() {
+        let err = classify(
+            Method::POST,
+            500,
+            r#"{"message": "Kernel does not exist: abc", "reason": null}"#,
+            Subject::Kernel("abc".into()),
+        );
+        assert!(matches!(err, RestError::NotFound { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "kernel 'abc' was not found on the Jupyter Server"
+        );
+    }
+
+    #[test]
+    fn a_real_500_stays_a_server_error() {
+        let err = classify(
+            Method::POST,
+            500,
+            r#"{"message": "No such kernel spec named 'nope'"}"#,
+            Subject::Server,
+        );
+        match err {
+            RestError::Status {
+                status, message, ..
+            } => {
+                assert_eq!(status, 500);
+                assert!(message.contains("kernel spec"));
+            }
+            other => panic!("unexpected {other}"),
+        }
+    }
+
+    #[test]
+    fn plain_text_404_names_the_path() {
+        let err = classify(
+            Method::GET,
+            404,
+            "Not Found",
+            Subject::Path("a/b.ipynb".into()),
+        );
+        assert_eq!(
+            err.to_string(),
+            "'a/b.ipynb' was not found on the Jupyter Server"
+        );
+    }
+
+    #[test]
+    fn endpoints_keep_base_paths_and_encode_segments() {
+        let rest = JupyterRest::new(Url::parse("http://h:1/user/x").unwrap(), None);
+        assert_eq!(
+            rest.endpoint(&["api", "contents", "dir with space/n#1.ipynb"])
+                .as_str(),
+            "http://h:1/user/x/api/contents/dir%20with%20space/n%231.ipynb"
+        );
+        assert_eq!(
+            rest.kernel_channels_url("k1", "s1").as_str(),
+            "ws://h:1/user/x/api/kernels/k1/channels?session_id=s1"
+        );
+        let tls = JupyterRest::new(Url::parse("https://hub/").unwrap(), None);
+        assert!(
+            tls.kernel_channels_url("k", "s")
+                .as_str()
+                .starts_with("wss://hub/api/")
+        );
+    }
+}

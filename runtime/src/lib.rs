@@ -1,0 +1,101 @@
+//! jupyter-mcp-server: an MCP server that lets AI agents read, edit and run Jupyter notebooks.
+//!
+//! Requests flow one way: transport → [`mcp`] → [`dispatch`] → [`tools`] → [`jupyter`].
+//! See ARCHITECTURE.md for the map.
+
+pub mod config;
+pub mod dispatch;
+pub mod jupyter;
+pub mod mcp;
+pub mod state;
+pub mod tools;
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+
+use config::{Config, JupyterSource, Transport};
+use jupyter::Jupyter;
+use jupyter::launcher::{EmbeddedJupyter, LaunchError};
+use jupyter::rest::JupyterRest;
+use state::ServerState;
+use tools::ToolRegistry;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error("the MCP transport failed: {0}")]
+    Transport(String),
+    #[error("the {0} transport is not available in this build yet; use --transport stdio")]
+    TransportUnavailable(&'static str),
+}
+
+/// Runs the server until its transport ends or it is told to stop, then stops what it started
+/// (its kernels and, if it started one, the Jupyter Server).
+pub async fn run(config: Config) -> Result<(), RunError> {
+    let embedded = match &config.jupyter {
+        JupyterSource::Embedded { root_dir } => Some(EmbeddedJupyter::start(root_dir).await?),
+        JupyterSource::Remote { .. } => None,
+    };
+    let rest = match (&config.jupyter, &embedded) {
+        (_, Some(e)) => JupyterRest::new(e.url().clone(), Some(e.token().to_owned())),
+        (JupyterSource::Remote { url, token }, None) => {
+            JupyterRest::new(url.clone(), token.clone())
+        }
+        (JupyterSource::Embedded { .. }, None) => unreachable!("embedded Jupyter started above"),
+    };
+    if let Err(e) = rest.status().await {
+        tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
+    }
+    let transport = config.transport;
+    let state = ServerState::new(config, Jupyter::new(rest), ToolRegistry::builtin());
+
+    let served = serve(state.clone(), transport);
+    let outcome = tokio::select! {
+        outcome = served => outcome,
+        signal = shutdown_signal() => {
+            tracing::info!("received {signal}; shutting down");
+            Ok(())
+        }
+    };
+    state.jupyter().shutdown().await;
+    if let Some(embedded) = embedded {
+        embedded.stop().await;
+    }
+    outcome
+}
+
+async fn serve(state: Arc<ServerState>, transport: Transport) -> Result<(), RunError> {
+    match transport {
+        Transport::Stdio => {
+            let (input, output) = mcp::stdio::filtered(tokio::io::stdin(), tokio::io::stdout());
+            let service = mcp::McpServer::new(state)
+                .serve((input, output))
+                .await
+                .map_err(|e| RunError::Transport(e.to_string()))?;
+            service
+                .waiting()
+                .await
+                .map_err(|e| RunError::Transport(e.to_string()))?;
+            tracing::info!("stdin closed; shutting down");
+            Ok(())
+        }
+        Transport::StreamableHttp => Err(RunError::TransportUnavailable("streamable-http")),
+    }
+}
+
+/// Resolves on SIGTERM or Ctrl-C, naming which.
+async fn shutdown_signal() -> &'static str {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return "Ctrl-C";
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+    }
+}

@@ -1,0 +1,97 @@
+//! The MCP face of the server: an rmcp `ServerHandler` over the tools, and its transports.
+
+pub mod stdio;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use tokio::sync::mpsc;
+
+use crate::state::ServerState;
+use crate::tools::{ProgressReporter, ToolContext};
+
+pub const SERVER_NAME: &str = "Jupyter MCP Server";
+
+const INSTRUCTIONS: &str = "Read, edit and run Jupyter notebooks and kernels. Code runs on the \
+Jupyter side: execute_code runs code in a kernel (a default one is started on first use, or name \
+one with kernel_id from list_kernels); list_files explores the server's files; \
+connect_to_jupyter switches to another Jupyter Server. Long outputs are cut to keep your context \
+small; the result says how to get the rest.";
+
+/// The handler rmcp calls; cheap to clone (HTTP makes one per request).
+#[derive(Clone)]
+pub struct McpServer {
+    state: Arc<ServerState>,
+}
+
+impl McpServer {
+    pub fn new(state: Arc<ServerState>) -> Self {
+        McpServer { state }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        InitializeResult::new(capabilities)
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self.state.tools.iter().map(|t| t.spec().to_mcp()).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        // Progress goes out from this task (rmcp routes notifications by task-local request
+        // context), so the tool queues it and this loop sends it while the tool runs.
+        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
+        let progress: Option<ProgressReporter> = context.meta.get_progress_token().map(|token| {
+            let reporter: ProgressReporter = Arc::new(move |progress, total, message| {
+                let mut param = ProgressNotificationParam::new(token.clone(), progress);
+                param.total = total;
+                param.message = Some(message);
+                let _ = progress_tx.send(param);
+            });
+            reporter
+        });
+        let tool_context = ToolContext {
+            state: self.state.clone(),
+            cancel: context.ct.clone(),
+            progress,
+        };
+        let call =
+            crate::dispatch::call_tool(&self.state, &request.name, request.arguments, tool_context);
+        tokio::pin!(call);
+        let peer = context.peer.clone();
+        let mut last_progress = f64::NEG_INFINITY;
+        loop {
+            tokio::select! {
+                result = &mut call => return result.map(CallToolResponse::from),
+                Some(param) = progress_rx.recv() => {
+                    // Progress must increase; drop a report that would not.
+                    if param.progress > last_progress {
+                        last_progress = param.progress;
+                        if let Err(e) = peer.notify_progress(param).await {
+                            tracing::debug!("could not send progress: {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

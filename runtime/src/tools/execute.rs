@@ -1,0 +1,172 @@
+//! `execute_code`: run code in a kernel without touching any notebook.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::outputs::{self, NO_OUTPUT, Rendered};
+use super::{ProgressReporter, Tool, ToolContext, ToolError, ToolOutput, native};
+use crate::jupyter::kernel::{
+    Completion, ConnectError, ExecutionOutcome, ExecutionRequest, KernelError, Progress,
+    ProgressSink,
+};
+
+fn default_timeout() -> f64 {
+    30.0
+}
+
+fn default_progress_interval() -> f64 {
+    5.0
+}
+
+/// Arguments of `execute_code`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteCodeArgs {
+    /// Code to execute (supports magic commands with %, shell commands with !).
+    pub code: String,
+    /// Maximum seconds to wait for execution (0 = the server's --execution-timeout); clamped to
+    /// --max-execution-timeout. On timeout the kernel is interrupted and the outputs so far returned.
+    #[serde(default = "default_timeout")]
+    pub timeout: f64,
+    /// Target an existing kernel by ID (see list_kernels). If omitted, a default kernel that this
+    /// server starts on first use is used.
+    #[serde(default)]
+    pub kernel_id: Option<String>,
+    /// Seconds between MCP progress notifications while the code runs (0 = none).
+    #[serde(default = "default_progress_interval")]
+    pub progress_interval: f64,
+}
+
+pub fn execute_code() -> Arc<dyn Tool> {
+    native(
+        "execute_code",
+        "Execute code directly in a kernel; nothing is saved to any notebook. Uses the kernel named \
+         by kernel_id, or a default kernel started on first use. Good for magics (%pip, %timeit), \
+         shell commands (!ls), inspecting variables and quick calculations. Do not use it for \
+         imports or definitions that later notebook cells depend on: put those in the notebook.",
+        false,
+        run,
+    )
+}
+
+/// Formats seconds the way people write them: `30`, `2.5`.
+pub fn format_secs(duration: Duration) -> String {
+    let secs = duration.as_secs_f64();
+    if (secs - secs.round()).abs() < 1e-9 {
+        format!("{}", secs.round() as u64)
+    } else {
+        format!("{secs:.1}")
+    }
+}
+
+/// A progress sink that reports as the Python server does ("Execution in progress: 12s / 120s").
+pub fn progress_sink(reporter: ProgressReporter) -> ProgressSink {
+    Arc::new(move |p: Progress| {
+        let elapsed = p.elapsed.min(p.timeout).as_secs_f64();
+        let mut message = format!(
+            "Execution in progress: {:.0}s / {}s",
+            p.elapsed.as_secs_f64(),
+            format_secs(p.timeout)
+        );
+        if p.output_count > 0 {
+            message.push_str(&format!(", {} outputs", p.output_count));
+        }
+        reporter(elapsed, Some(p.timeout.as_secs_f64()), message);
+    })
+}
+
+async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, ToolError> {
+    let state = &context.state;
+    let jupyter = state.jupyter();
+    let timeout = state.config.execution.resolve(args.timeout);
+
+    let kernel = match &args.kernel_id {
+        Some(id) => jupyter.kernel(id).await.map_err(|e| match e {
+            KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
+                "Kernel '{id}' not found on the Jupyter Server. Call list_kernels to see the \
+                 running kernels, or omit kernel_id to use the default kernel."
+            )),
+            other => ToolError::failed(other),
+        })?,
+        None => jupyter
+            .default_kernel()
+            .await
+            .map_err(|e| match e.gone_reason() {
+                Some(reason) => ToolError::Failed(format!(
+                    "The default kernel {reason}; every variable, import and definition it held is \
+                 lost. Call execute_code again to start a fresh default kernel."
+                )),
+                None => ToolError::Failed(format!("Could not start the default kernel: {e}")),
+            })?,
+    };
+
+    let mut request = ExecutionRequest::new(args.code, timeout);
+    request.cancel = context.cancel.clone();
+    if let Some(reporter) = context.progress.clone()
+        && args.progress_interval > 0.0
+    {
+        request.progress = Some((
+            super::seconds(args.progress_interval),
+            progress_sink(reporter),
+        ));
+    }
+
+    let outcome = match kernel.execute(request).await {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let Some(reason) = e.gone_reason() else {
+                return Err(ToolError::failed(e));
+            };
+            if args.kernel_id.is_some() {
+                return Err(ToolError::Failed(format!(
+                    "Kernel '{}' {reason}; every variable, import and definition it held is lost. \
+                     Call list_kernels to find a running kernel, or omit kernel_id to use the \
+                     default kernel.",
+                    kernel.id()
+                )));
+            }
+            jupyter.default_kernel_loss_reported(kernel.id()).await;
+            return Err(ToolError::Failed(format!(
+                "The default kernel {reason} while this code ran; every variable, import and \
+                 definition it held is lost. Call execute_code again to start a fresh default kernel."
+            )));
+        }
+    };
+    Ok(ToolOutput {
+        content: outputs::to_content(render_execution(&outcome, timeout, &context)),
+        structured: None,
+    })
+}
+
+/// Outputs plus a closing note when the execution did not finish by itself.
+fn render_execution(
+    outcome: &ExecutionOutcome,
+    timeout: Duration,
+    context: &ToolContext,
+) -> Vec<Rendered> {
+    let limits = context.state.config.output;
+    let mut rendered = outputs::render_outputs(
+        &outcome.outputs,
+        limits,
+        "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run the code \
+         in a notebook cell so the whole output is saved there.",
+    );
+    match outcome.completion {
+        Completion::Finished if rendered.is_empty() => {
+            rendered.push(Rendered::Text(NO_OUTPUT.into()))
+        }
+        Completion::Finished => {}
+        Completion::TimedOut => rendered.push(Rendered::Text(format!(
+            "[TIMEOUT ERROR: Execution exceeded {} seconds and the kernel was interrupted; the \
+             outputs above are what it produced before that. The kernel keeps its state.]",
+            format_secs(timeout)
+        ))),
+        Completion::Cancelled => rendered.push(Rendered::Text(
+            "[CANCELLED: the request was cancelled and the kernel was interrupted.]".into(),
+        )),
+    }
+    rendered
+}

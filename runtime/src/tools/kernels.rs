@@ -1,0 +1,111 @@
+//! `list_kernels`: the kernels running on the Jupyter Server.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListKernelsArgs {}
+
+pub fn list_kernels() -> Arc<dyn Tool> {
+    native(
+        "list_kernels",
+        "List all kernels running on the Jupyter Server, with their IDs, names, states, connection \
+         counts and kernelspec details (display name, language, environment). Use an ID as \
+         execute_code's kernel_id.",
+        true,
+        run,
+    )
+}
+
+/// ISO timestamps from Jupyter as `YYYY-MM-DD HH:MM:SS` (UTC), as the Python server prints them.
+pub fn format_timestamp(iso: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(iso)
+        .map(|t| {
+            t.with_timezone(&chrono::Utc)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|_| iso.to_owned())
+}
+
+async fn run(context: ToolContext, _args: ListKernelsArgs) -> Result<ToolOutput, ToolError> {
+    let jupyter = context.state.jupyter();
+    let rest = jupyter.rest();
+    let (kernels, specs) = tokio::join!(rest.list_kernels(), rest.kernelspecs());
+    let kernels = kernels.map_err(|e| ToolError::Failed(format!("Error listing kernels: {e}")))?;
+    if kernels.is_empty() {
+        return Ok(ToolOutput::text("No kernels found on the Jupyter server."));
+    }
+    // Kernelspecs only add detail; without them the columns say "unknown".
+    let specs = specs.ok();
+    let mut lines = vec![
+        "ID\tName\tDisplay_Name\tLanguage\tState\tConnections\tLast_Activity\tEnvironment"
+            .to_owned(),
+    ];
+    for kernel in kernels {
+        let spec = specs
+            .as_ref()
+            .and_then(|s| s.kernelspecs.get(&kernel.name))
+            .map(|entry| &entry.spec);
+        let display_name = spec.and_then(|s| s.display_name.clone());
+        let language = spec.and_then(|s| s.language.clone());
+        let env = spec
+            .and_then(|s| s.env.as_ref())
+            .filter(|e| !e.is_empty())
+            .map(|env| {
+                let joined = env
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => format!("{k}={s}"),
+                        other => format!("{k}={other}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                if joined.chars().count() > 100 {
+                    format!("{}...", joined.chars().take(100).collect::<String>())
+                } else {
+                    joined
+                }
+            });
+        let unknown = || "unknown".to_owned();
+        lines.push(
+            [
+                kernel.id.clone(),
+                kernel.name.clone(),
+                display_name.unwrap_or_else(unknown),
+                language.unwrap_or_else(unknown),
+                kernel.execution_state.clone().unwrap_or_else(unknown),
+                kernel
+                    .connections
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(unknown),
+                kernel
+                    .last_activity
+                    .as_deref()
+                    .map(format_timestamp)
+                    .unwrap_or_else(unknown),
+                env.unwrap_or_else(unknown),
+            ]
+            .join("\t"),
+        );
+    }
+    Ok(ToolOutput::text(lines.join("\n")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn timestamps_print_like_upstream() {
+        assert_eq!(
+            super::format_timestamp("2026-11-30T04:24:32.123456Z"),
+            "2026-11-30 04:24:32"
+        );
+        assert_eq!(super::format_timestamp("not a time"), "not a time");
+    }
+}

@@ -1,0 +1,205 @@
+//! Tools: what an agent can call. One file per family; each tool is a typed argument struct plus
+//! an async function, wrapped so native and (later) extension tools look the same to dispatch.
+
+pub mod connect;
+pub mod execute;
+pub mod files;
+pub mod kernels;
+pub mod outputs;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{ContentBlock as Content, JsonObject, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::state::ServerState;
+
+/// What a tool declares about itself.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Arc<JsonObject>,
+    pub read_only: bool,
+}
+
+impl ToolSpec {
+    pub fn to_mcp(&self) -> rmcp::model::Tool {
+        let annotations = if self.read_only {
+            ToolAnnotations::new().read_only(true)
+        } else {
+            ToolAnnotations::new().destructive(true)
+        };
+        rmcp::model::Tool::new(
+            self.name.clone(),
+            self.description.clone(),
+            self.input_schema.clone(),
+        )
+        .with_annotations(annotations)
+    }
+}
+
+/// A successful tool result.
+#[derive(Debug, Default)]
+pub struct ToolOutput {
+    pub content: Vec<Content>,
+    pub structured: Option<Value>,
+}
+
+impl ToolOutput {
+    pub fn text(text: impl Into<String>) -> Self {
+        ToolOutput {
+            content: vec![Content::text(text.into())],
+            structured: None,
+        }
+    }
+}
+
+/// A failure the agent can act on; its message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ToolError {
+    pub fn failed(error: impl std::fmt::Display) -> Self {
+        ToolError::Failed(error.to_string())
+    }
+}
+
+/// Reports progress of a long call to the client, if it asked for progress.
+pub type ProgressReporter = Arc<dyn Fn(f64, Option<f64>, String) + Send + Sync>;
+
+/// What a tool call gets besides its arguments.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub state: Arc<ServerState>,
+    pub cancel: CancellationToken,
+    pub progress: Option<ProgressReporter>,
+}
+
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> &ToolSpec;
+    fn call(&self, context: ToolContext, arguments: JsonObject) -> ToolFuture<'_>;
+}
+
+/// A tool written in Rust: arguments decoded into `A`, whose JSON Schema is the input schema.
+struct NativeTool<A, F> {
+    spec: ToolSpec,
+    run: F,
+    _args: std::marker::PhantomData<fn() -> A>,
+}
+
+impl<A, F, Fut> Tool for NativeTool<A, F>
+where
+    A: DeserializeOwned + Send + 'static,
+    F: Fn(ToolContext, A) -> Fut + Send + Sync,
+    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+{
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call(&self, context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
+        let decoded = decode_arguments::<A>(arguments);
+        match decoded {
+            Ok(args) => Box::pin((self.run)(context, args)),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+}
+
+/// Decodes arguments, naming the offending field when they do not fit.
+pub fn decode_arguments<A: DeserializeOwned>(arguments: JsonObject) -> Result<A, ToolError> {
+    let value = Value::Object(arguments);
+    serde_path_to_error::deserialize::<_, A>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            ToolError::InvalidArguments(inner.to_string())
+        } else {
+            ToolError::InvalidArguments(format!("'{path}': {inner}"))
+        }
+    })
+}
+
+pub fn native<A, F, Fut>(name: &str, description: &str, read_only: bool, run: F) -> Arc<dyn Tool>
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+{
+    let mut schema = (*rmcp::handler::server::common::schema_for_type::<A>()).clone();
+    // The struct's own doc comment would repeat the tool description; the title is noise.
+    schema.remove("title");
+    schema.remove("description");
+    Arc::new(NativeTool {
+        spec: ToolSpec {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            input_schema: Arc::new(schema),
+            read_only,
+        },
+        run,
+        _args: std::marker::PhantomData,
+    })
+}
+
+/// Every tool the server offers, by name (so listing order is stable).
+#[derive(Default, Clone)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// The built-in tools of this server.
+    pub fn builtin() -> Self {
+        let mut registry = ToolRegistry::default();
+        for tool in [
+            execute::execute_code(),
+            kernels::list_kernels(),
+            files::list_files(),
+            connect::connect_to_jupyter(),
+        ] {
+            registry.insert(tool);
+        }
+        registry
+    }
+
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.spec().name.clone(), tool);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+}
+
+/// Seconds as the tools take them (floats, as the Python server's schema allows).
+pub fn seconds(value: f64) -> Duration {
+    if value.is_finite() && value > 0.0 {
+        Duration::from_secs_f64(value)
+    } else {
+        Duration::ZERO
+    }
+}
