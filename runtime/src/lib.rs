@@ -69,17 +69,19 @@ pub async fn run(config: Config) -> Result<(), RunError> {
 async fn serve(state: Arc<ServerState>, transport: Transport) -> Result<(), RunError> {
     match transport {
         Transport::Stdio => {
-            let (input, output) = mcp::stdio::filtered(tokio::io::stdin(), tokio::io::stdout());
+            let stdio = mcp::stdio::filtered(tokio::io::stdin(), tokio::io::stdout());
             let service = mcp::McpServer::new(state)
-                .serve((input, output))
+                .serve((stdio.input, stdio.output))
                 .await
                 .map_err(|e| RunError::Transport(e.to_string()))?;
-            service
+            let served = service
                 .waiting()
                 .await
-                .map_err(|e| RunError::Transport(e.to_string()))?;
+                .map_err(|e| RunError::Transport(e.to_string()));
             tracing::info!("stdin closed; shutting down");
-            Ok(())
+            // Every reply rmcp produced reaches stdout before we go.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stdio.writer).await;
+            served.map(drop)
         }
         Transport::StreamableHttp => Err(RunError::TransportUnavailable("streamable-http")),
     }

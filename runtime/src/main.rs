@@ -22,7 +22,10 @@ fn main() -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Start(cli.start)) {
         Command::Start(args) => {
             let config = Config::from_args(args)?;
-            runtime.block_on(jupyter_mcp_server::run(config))?;
+            let outcome = runtime.block_on(jupyter_mcp_server::run(config));
+            // A blocking stdin read may still be pending; do not wait for it.
+            runtime.shutdown_background();
+            outcome?;
         }
         Command::Connect(_) | Command::Stop(_) => {
             anyhow::bail!(

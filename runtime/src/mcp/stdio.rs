@@ -11,8 +11,16 @@ use tokio::sync::mpsc;
 /// Largest request line we accept; longer lines are answered with an error and skipped.
 pub const MAX_LINE_BYTES: usize = 64 << 20;
 
+/// The two ends rmcp serves on, and the task writing its replies out.
+pub struct FilteredStdio {
+    pub input: DuplexStream,
+    pub output: DuplexStream,
+    /// Ends once every reply rmcp wrote has reached `output`.
+    pub writer: tokio::task::JoinHandle<()>,
+}
+
 /// Builds the two ends rmcp serves on, fed from `input` and written to `output`.
-pub fn filtered<R, W>(input: R, output: W) -> (DuplexStream, DuplexStream)
+pub fn filtered<R, W>(input: R, output: W) -> FilteredStdio
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -55,8 +63,12 @@ where
         }
         // Dropping `to_rmcp` is rmcp's end of input: the service finishes.
     });
-    tokio::spawn(write_lines(from_rmcp, errors_rx, output));
-    (rmcp_in, rmcp_out)
+    let writer = tokio::spawn(write_lines(from_rmcp, errors_rx, output));
+    FilteredStdio {
+        input: rmcp_in,
+        output: rmcp_out,
+        writer,
+    }
 }
 
 enum LineRead {
@@ -149,7 +161,11 @@ mod tests {
     async fn garbage_gets_a_parse_error_and_json_passes() {
         let (mut client_in, server_in) = tokio::io::duplex(4096);
         let (server_out, client_out) = tokio::io::duplex(4096);
-        let (rmcp_in, rmcp_out) = filtered(server_in, server_out);
+        let FilteredStdio {
+            input: rmcp_in,
+            output: rmcp_out,
+            ..
+        } = filtered(server_in, server_out);
         client_in
             .write_all(b"{not json\n\n{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n")
             .await
