@@ -132,13 +132,91 @@ def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def client_for(jupyter: JupyterServer, mode: str, *extra_args: str, env: dict[str, str] | None = None) -> Client:
-    params = StdioServerParameters(
-        command=server_binary(),
-        args=["start", "--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token, *extra_args],
-        env=server_env(env),
+TRANSPORTS = ["stdio", "http"]
+
+
+@pytest.fixture(params=TRANSPORTS)
+def transport(request):
+    return request.param
+
+
+@dataclass
+class HttpServer:
+    """Our binary serving Streamable HTTP on a free loopback port."""
+
+    process: subprocess.Popen
+    port: int
+    token: str | None
+    log: Path
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return self.base + "/mcp"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def start_http_server(args: list[str], env: dict[str, str] | None = None, token: str | None = "test-token",
+                      log_dir: Path | None = None) -> HttpServer:
+    port = free_port()
+    auth = ["--mcp-token", token] if token else ["--insecure-mcp-noauth"]
+    log = Path(tempfile.mkstemp(prefix="jmcp-http-", suffix=".log", dir=log_dir)[1])
+    process = subprocess.Popen(
+        [server_binary(), *args, "--transport", "streamable-http", "--port", str(port), *auth],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "wb"), env=server_env(env),
     )
-    return Client(params, mode=mode, read_timeout_seconds=120)
+    server = HttpServer(process=process, port=port, token=token, log=log)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited: {log.read_text()}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(server.base + "/api/healthz", timeout=5) as resp:
+                if resp.status == 200:
+                    return server
+        time.sleep(0.05)
+    server.stop()
+    raise RuntimeError("HTTP server did not become ready")
+
+
+@contextlib.asynccontextmanager
+async def http_client(server: HttpServer, mode: str):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {server.token}"} if server.token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as hc:
+        async with Client(streamable_http_client(server.mcp_url, http_client=hc), mode=mode,
+                          read_timeout_seconds=120) as client:
+            yield client
+
+
+@contextlib.asynccontextmanager
+async def client_for(jupyter: JupyterServer, mode: str, *extra_args: str, env: dict[str, str] | None = None,
+                     transport: str = "stdio"):
+    """The official client connected to a fresh instance of our server on the given transport."""
+    args = ["start", "--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token, *extra_args]
+    if transport == "stdio":
+        params = StdioServerParameters(command=server_binary(), args=args, env=server_env(env))
+        async with Client(params, mode=mode, read_timeout_seconds=120) as client:
+            yield client
+        return
+    server = start_http_server(args, env)
+    try:
+        async with http_client(server, mode) as client:
+            yield client
+    finally:
+        server.stop()
 
 
 def texts(result) -> list[str]:

@@ -13,6 +13,7 @@ pub mod tools;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
 
 use config::{Config, JupyterSource, Transport};
 use jupyter::Jupyter;
@@ -27,8 +28,8 @@ pub enum RunError {
     Launch(#[from] LaunchError),
     #[error("the MCP transport failed: {0}")]
     Transport(String),
-    #[error("the {0} transport is not available in this build yet; use --transport stdio")]
-    TransportUnavailable(&'static str),
+    #[error(transparent)]
+    Http(#[from] mcp::http::HttpError),
 }
 
 /// Runs the server until its transport ends or it is told to stop, then stops what it started
@@ -51,11 +52,13 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let transport = config.transport;
     let state = ServerState::new(config, Jupyter::new(rest), ToolRegistry::builtin());
 
-    let served = serve(state.clone(), transport);
+    let stop = CancellationToken::new();
+    let served = serve(state.clone(), transport, stop.clone());
     let outcome = tokio::select! {
         outcome = served => outcome,
         signal = shutdown_signal() => {
             tracing::info!("received {signal}; shutting down");
+            stop.cancel();
             Ok(())
         }
     };
@@ -66,7 +69,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     outcome
 }
 
-async fn serve(state: Arc<ServerState>, transport: Transport) -> Result<(), RunError> {
+async fn serve(
+    state: Arc<ServerState>,
+    transport: Transport,
+    stop: CancellationToken,
+) -> Result<(), RunError> {
     match transport {
         Transport::Stdio => {
             let stdio = mcp::stdio::filtered(tokio::io::stdin(), tokio::io::stdout());
@@ -83,7 +90,7 @@ async fn serve(state: Arc<ServerState>, transport: Transport) -> Result<(), RunE
             let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stdio.writer).await;
             served.map(drop)
         }
-        Transport::StreamableHttp => Err(RunError::TransportUnavailable("streamable-http")),
+        Transport::StreamableHttp => Ok(mcp::http::serve(state, stop).await?),
     }
 }
 

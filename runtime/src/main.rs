@@ -3,6 +3,8 @@
 use anyhow::Context;
 use clap::Parser;
 use jupyter_mcp_server::config::{Cli, Command, Config};
+use jupyter_mcp_server::mcp::http::remote_control;
+use reqwest::Method;
 
 fn main() -> anyhow::Result<()> {
     // Logs go to stderr: on the stdio transport stdout belongs to MCP alone.
@@ -27,10 +29,37 @@ fn main() -> anyhow::Result<()> {
             runtime.shutdown_background();
             outcome?;
         }
-        Command::Connect(_) | Command::Stop(_) => {
-            anyhow::bail!(
-                "`connect` and `stop` talk to a Streamable HTTP server, which this build does not serve yet"
-            )
+        Command::Connect(args) => {
+            let body = serde_json::json!({
+                "jupyter_url": args.jupyter_url.as_str(),
+                "jupyter_token": args.jupyter_token,
+            });
+            let call = remote_control(
+                &args.server_url,
+                args.mcp_token.as_deref(),
+                Method::PUT,
+                "api/connect",
+                Some(body),
+            );
+            let answer = runtime
+                .block_on(call)
+                .map_err(anyhow::Error::msg)
+                .context("connect failed")?;
+            eprintln!("{answer}");
+        }
+        Command::Stop(args) => {
+            let call = remote_control(
+                &args.server_url,
+                args.mcp_token.as_deref(),
+                Method::DELETE,
+                "api/stop",
+                None,
+            );
+            let answer = runtime
+                .block_on(call)
+                .map_err(anyhow::Error::msg)
+                .context("stop failed")?;
+            eprintln!("{answer}");
         }
     }
     Ok(())

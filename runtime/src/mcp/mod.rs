@@ -1,5 +1,6 @@
 //! The MCP face of the server: an rmcp `ServerHandler` over the tools, and its transports.
 
+pub mod http;
 pub mod stdio;
 
 use std::sync::Arc;

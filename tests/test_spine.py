@@ -1,4 +1,4 @@
-"""The spine over stdio: every tool through the official MCP client, in both protocol eras."""
+"""The spine: every tool through the official MCP client, on stdio and Streamable HTTP, in both protocol eras."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ PNG = base64.b64decode(
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_handshake_and_tool_list(jupyter_server, mode):
-    async with client_for(jupyter_server, mode) as client:
+async def test_handshake_and_tool_list(jupyter_server, mode, transport):
+    async with client_for(jupyter_server, mode, transport=transport) as client:
         expected = "2025-11-25" if mode == "legacy" else "2026-07-28"
         assert client.protocol_version == expected
         assert client.server_info.name == "Jupyter MCP Server"
@@ -42,8 +42,8 @@ async def test_handshake_and_tool_list(jupyter_server, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_execute_code_outputs(jupyter_server, mode):
-    async with client_for(jupyter_server, mode) as client:
+async def test_execute_code_outputs(jupyter_server, mode, transport):
+    async with client_for(jupyter_server, mode, transport=transport) as client:
         result = await client.call_tool("execute_code", {"code": "print('hello'); 6 * 7"})
         assert not result.is_error, joined(result)
         assert texts(result) == ["hello\n", "42"]
@@ -67,8 +67,8 @@ async def test_execute_code_outputs(jupyter_server, mode):
         assert texts(result) == ["[No output generated]"]
 
 
-async def test_images_can_be_disabled(jupyter_server):
-    async with client_for(jupyter_server, "legacy", env={"ALLOW_IMG_OUTPUT": "false"}) as client:
+async def test_images_can_be_disabled(jupyter_server, transport):
+    async with client_for(jupyter_server, "legacy", env={"ALLOW_IMG_OUTPUT": "false"}, transport=transport) as client:
         code = (
             "import base64\nfrom IPython.display import Image, display\n"
             f"display(Image(data=base64.b64decode({base64.b64encode(PNG).decode()!r})))"
@@ -77,8 +77,8 @@ async def test_images_can_be_disabled(jupyter_server):
         assert texts(result) == ["[Image Output (PNG) - Image display disabled]"]
 
 
-async def test_long_output_is_cut_with_a_note(jupyter_server):
-    async with client_for(jupyter_server, "legacy", "--max-output-chars", "1000") as client:
+async def test_long_output_is_cut_with_a_note(jupyter_server, transport):
+    async with client_for(jupyter_server, "legacy", "--max-output-chars", "1000", transport=transport) as client:
         result = await client.call_tool("execute_code", {"code": "print('y' * 5000)"})
         first, note = texts(result)
         assert first == "y" * 1000
@@ -86,8 +86,8 @@ async def test_long_output_is_cut_with_a_note(jupyter_server):
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_timeout_interrupts_and_kernel_survives(jupyter_server, mode):
-    async with client_for(jupyter_server, mode) as client:
+async def test_timeout_interrupts_and_kernel_survives(jupyter_server, mode, transport):
+    async with client_for(jupyter_server, mode, transport=transport) as client:
         await client.call_tool("execute_code", {"code": "state = 'kept'"})
         started = time.monotonic()
         result = await client.call_tool(
@@ -102,10 +102,10 @@ async def test_timeout_interrupts_and_kernel_survives(jupyter_server, mode):
         assert texts(result) == ["kept\n"], "the kernel was interrupted, not restarted"
 
 
-async def test_overlapping_calls_on_one_kernel_queue(jupyter_server):
+async def test_overlapping_calls_on_one_kernel_queue(jupyter_server, transport):
     kernel_id = jupyter_server.start_kernel()
     try:
-        async with client_for(jupyter_server, "legacy") as client:
+        async with client_for(jupyter_server, "legacy", transport=transport) as client:
             results = {}
 
             async def run(name, code):
@@ -121,9 +121,9 @@ async def test_overlapping_calls_on_one_kernel_queue(jupyter_server):
         jupyter_server.request("DELETE", f"/api/kernels/{kernel_id}")
 
 
-async def test_named_kernel_deleted_is_reported_gone(jupyter_server):
+async def test_named_kernel_deleted_is_reported_gone(jupyter_server, transport):
     kernel_id = jupyter_server.start_kernel()
-    async with client_for(jupyter_server, "legacy") as client:
+    async with client_for(jupyter_server, "legacy", transport=transport) as client:
         result = await client.call_tool("execute_code", {"code": "v = 5; v", "kernel_id": kernel_id})
         assert texts(result) == ["5"]
         listed = joined(await client.call_tool("list_kernels", {}))
@@ -137,8 +137,8 @@ async def test_named_kernel_deleted_is_reported_gone(jupyter_server):
             assert "lost" in joined(result) and kernel_id in joined(result)
 
 
-async def test_default_kernel_loss_is_reported_then_replaced(jupyter_server):
-    async with client_for(jupyter_server, "legacy") as client:
+async def test_default_kernel_loss_is_reported_then_replaced(jupyter_server, transport):
+    async with client_for(jupyter_server, "legacy", transport=transport) as client:
         before = jupyter_server.kernel_ids()
         await client.call_tool("execute_code", {"code": "w = 1"})
         (default_id,) = jupyter_server.kernel_ids() - before
@@ -153,18 +153,18 @@ async def test_default_kernel_loss_is_reported_then_replaced(jupyter_server):
     assert default_id not in jupyter_server.kernel_ids()
 
 
-async def test_unknown_kernel_id(jupyter_server):
-    async with client_for(jupyter_server, "legacy") as client:
+async def test_unknown_kernel_id(jupyter_server, transport):
+    async with client_for(jupyter_server, "legacy", transport=transport) as client:
         result = await client.call_tool("execute_code", {"code": "1", "kernel_id": "no-such-kernel"})
         assert result.is_error
         assert "not found" in joined(result) and "list_kernels" in joined(result)
 
 
-async def test_list_files_and_kernels(jupyter_server):
+async def test_list_files_and_kernels(jupyter_server, transport):
     (jupyter_server.root / "sub").mkdir(exist_ok=True)
     (jupyter_server.root / "sub" / "data.csv").write_text("a,b\n1,2\n")
     (jupyter_server.root / "notes.txt").write_text("hi")
-    async with client_for(jupyter_server, "legacy") as client:
+    async with client_for(jupyter_server, "legacy", transport=transport) as client:
         text = joined(await client.call_tool("list_files", {}))
         assert text.startswith("Showing 0-")
         assert "Path\tType\tSize\tLast_Modified" in text
@@ -189,8 +189,8 @@ async def test_list_files_and_kernels(jupyter_server):
             jupyter_server.request("DELETE", f"/api/kernels/{kernel_id}")
 
 
-async def test_connect_to_jupyter(jupyter_server):
-    async with client_for(jupyter_server, "legacy") as client:
+async def test_connect_to_jupyter(jupyter_server, transport):
+    async with client_for(jupyter_server, "legacy", transport=transport) as client:
         bad = await client.call_tool("connect_to_jupyter", {"jupyter_url": "http://127.0.0.1:9"})
         assert bad.is_error and "Failed to connect" in joined(bad)
         wrong_token = await client.call_tool(
@@ -206,8 +206,8 @@ async def test_connect_to_jupyter(jupyter_server):
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_bad_input_keeps_the_server_serving(jupyter_server, mode):
-    async with client_for(jupyter_server, mode) as client:
+async def test_bad_input_keeps_the_server_serving(jupyter_server, mode, transport):
+    async with client_for(jupyter_server, mode, transport=transport) as client:
         with pytest.raises(MCPError) as unknown:
             await client.call_tool("no_such_tool", {})
         assert unknown.value.error.code == -32602

@@ -1,0 +1,476 @@
+//! MCP over Streamable HTTP on hyper, plus the management routes of the Python server.
+//!
+//! `/mcp` is rmcp's Streamable HTTP service (legacy sessions for 2025-11-25 clients, stateless
+//! requests for 2026-07-28 ones), behind our own Host, Origin and bearer-token checks.
+//! `/api/healthz`, `PUT /api/connect` and `DELETE /api/stop` sit beside it.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tower_service::Service;
+
+use super::McpServer;
+use crate::config::HttpConfig;
+use crate::jupyter::kernel::Liveness;
+use crate::state::ServerState;
+
+type Body = BoxBody<Bytes, Infallible>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(
+        "Streamable HTTP needs authentication: pass --mcp-token TOKEN (or set MCP_TOKEN), or \
+         --insecure-mcp-noauth to serve without a token on a network you trust"
+    )]
+    NoAuthConfigured,
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+}
+
+const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
+
+/// Whether a `Host` header names this server: loopback, or one the operator allowed
+/// (as `name` for any port or `name:port`).
+pub fn host_allowed(host: &str, extra: &[String]) -> bool {
+    let host = host.trim().to_ascii_lowercase();
+    let name = strip_port(&host);
+    LOOPBACK_HOSTS.contains(&name)
+        || extra.iter().any(|allowed| {
+            let allowed = allowed.trim().to_ascii_lowercase();
+            allowed == host || allowed == name
+        })
+}
+
+fn strip_port(authority: &str) -> &str {
+    if let Some(rest) = authority.strip_prefix('[') {
+        // [::1]:8080 → ::1
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match authority.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) && !name.contains(':') => {
+            name
+        }
+        _ => authority,
+    }
+}
+
+/// Whether a present `Origin` may call us: a loopback page, or one the operator allowed.
+/// Allowed entries are `scheme://host[:port]`; `:*` matches any port.
+pub fn origin_allowed(origin: &str, extra: &[String]) -> bool {
+    let Ok(url) = url::Url::parse(origin) else {
+        return false;
+    };
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    if LOOPBACK_HOSTS.contains(&host) && matches!(url.scheme(), "http" | "https") {
+        return true;
+    }
+    let port = url.port_or_known_default();
+    extra.iter().any(|allowed| {
+        let allowed = allowed.trim().trim_end_matches('/');
+        if let Some(prefix) = allowed.strip_suffix(":*") {
+            return url::Url::parse(prefix)
+                .is_ok_and(|a| a.scheme() == url.scheme() && a.host_str() == Some(host));
+        }
+        url::Url::parse(allowed).is_ok_and(|a| {
+            a.scheme() == url.scheme()
+                && a.host_str() == Some(host)
+                && a.port_or_known_default() == port
+        })
+    })
+}
+
+/// Compares a presented bearer token in constant time.
+fn bearer_matches(headers: &HeaderMap, expected: &str) -> bool {
+    let Some(presented) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+    else {
+        return false;
+    };
+    let (a, b) = (presented.trim().as_bytes(), expected.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn json_response(status: StatusCode, body: Value) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())).boxed())
+        .expect("valid response")
+}
+
+fn unauthorized(message: &str) -> Response<Body> {
+    let mut response = json_response(StatusCode::UNAUTHORIZED, json!({ "error": message }));
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer realm=\"jupyter-mcp-server\""),
+    );
+    response
+}
+
+struct HttpContext {
+    state: Arc<ServerState>,
+    config: HttpConfig,
+    mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    stop: CancellationToken,
+}
+
+impl HttpContext {
+    /// `Err` holds the refusal when the request may not proceed.
+    fn admit(
+        &self,
+        request: &Request<Incoming>,
+        management: bool,
+        require_token: bool,
+    ) -> Result<(), Box<Response<Body>>> {
+        let headers = request.headers();
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_owned)
+            .or_else(|| request.uri().authority().map(|a| a.to_string()))
+            .unwrap_or_default();
+        if !host_allowed(&host, &self.config.allowed_hosts) {
+            // 421 on the management routes, as the Python server answers.
+            let status = if management {
+                StatusCode::MISDIRECTED_REQUEST
+            } else {
+                StatusCode::FORBIDDEN
+            };
+            return Err(Box::new(json_response(
+                status,
+                json!({ "error": format!("Host '{host}' is not allowed; add it with --allowed-host") }),
+            )));
+        }
+        if let Some(origin) = headers.get(header::ORIGIN).and_then(|o| o.to_str().ok())
+            && !origin_allowed(origin, &self.config.allowed_origins)
+        {
+            return Err(Box::new(json_response(
+                StatusCode::FORBIDDEN,
+                json!({ "error": format!("Origin '{origin}' is not allowed; add it with --allowed-origin") }),
+            )));
+        }
+        if let Some(token) = self.config.mcp_token.as_ref().filter(|_| require_token) {
+            if !headers.contains_key(header::AUTHORIZATION) {
+                return Err(Box::new(unauthorized(
+                    "a bearer token is required (Authorization: Bearer TOKEN)",
+                )));
+            }
+            if !bearer_matches(headers, token) {
+                return Err(Box::new(unauthorized("the bearer token is not valid")));
+            }
+        }
+        Ok(())
+    }
+
+    async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        let path = request.uri().path().to_owned();
+        let method = request.method().clone();
+        match path.as_str() {
+            "/mcp" | "/mcp/" => {
+                if let Err(refusal) = self.admit(&request, false, true) {
+                    return *refusal;
+                }
+                let mut mcp = self.mcp.clone();
+                match mcp.call(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            }
+            "/api/healthz" if method == Method::GET => {
+                // Health is readable without a token, but only through an allowed Host/Origin.
+                match self.admit(&request, true, false) {
+                    Err(refusal) => *refusal,
+                    Ok(()) => json_response(StatusCode::OK, self.health().await),
+                }
+            }
+            "/api/connect" if method == Method::PUT => {
+                if let Err(refusal) = self.admit(&request, true, true) {
+                    return *refusal;
+                }
+                self.connect(request).await
+            }
+            "/api/stop" if method == Method::DELETE => {
+                if let Err(refusal) = self.admit(&request, true, true) {
+                    return *refusal;
+                }
+                tracing::info!("stop requested over HTTP");
+                self.stop.cancel();
+                json_response(
+                    StatusCode::OK,
+                    json!({ "success": true, "message": "stopping" }),
+                )
+            }
+            "/api/healthz" | "/api/connect" | "/api/stop" => json_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                json!({ "error": format!("{method} is not supported on {path}") }),
+            ),
+            _ => json_response(
+                StatusCode::NOT_FOUND,
+                json!({ "error": format!("no route {path}; MCP is served at /mcp") }),
+            ),
+        }
+    }
+
+    async fn health(&self) -> Value {
+        let jupyter = self.state.jupyter();
+        let kernel_status = match jupyter.current_default_kernel().await {
+            None => "not_initialized".to_owned(),
+            Some(kernel) => match kernel.liveness() {
+                Liveness::Gone(_) => "dead".to_owned(),
+                Liveness::Alive => "alive".to_owned(),
+            },
+        };
+        let reachable = tokio::time::timeout(Duration::from_secs(2), jupyter.rest().status())
+            .await
+            .is_ok_and(|r| r.is_ok());
+        json!({
+            "success": true,
+            "service": "jupyter-mcp-server",
+            "message": "Jupyter MCP Server is running.",
+            "status": "healthy",
+            "kernel_status": kernel_status,
+            "version": env!("CARGO_PKG_VERSION"),
+            "jupyter": { "url": jupyter.rest().base_url().as_str(), "reachable": reachable },
+        })
+    }
+
+    async fn connect(&self, request: Request<Incoming>) -> Response<Body> {
+        let body = match Limited::new(request.into_body(), 64 << 10).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(e) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    json!({ "error": format!("cannot read the body: {e}") }),
+                );
+            }
+        };
+        let parsed: Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    json!({ "error": format!("the body is not JSON: {e}") }),
+                );
+            }
+        };
+        let Some(url) = parsed.get("jupyter_url").and_then(Value::as_str) else {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": "the body needs \"jupyter_url\" (and optionally \"jupyter_token\")" }),
+            );
+        };
+        let token = parsed
+            .get("jupyter_token")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        match crate::tools::connect::connect(&self.state, url, token).await {
+            Ok(message) => json_response(
+                StatusCode::OK,
+                json!({ "success": true, "message": message }),
+            ),
+            Err(e) => json_response(
+                StatusCode::BAD_GATEWAY,
+                json!({ "success": false, "error": e.to_string() }),
+            ),
+        }
+    }
+}
+
+/// Serves until `stop` is cancelled (by a signal or `DELETE /api/stop`).
+pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(), HttpError> {
+    let config = state.config.http.clone();
+    if config.mcp_token.is_none() && !config.insecure_noauth {
+        return Err(HttpError::NoAuthConfigured);
+    }
+    if config.mcp_token.is_none() {
+        tracing::warn!(
+            "--insecure-mcp-noauth: anyone who can reach {}:{} can run code through this server",
+            config.host,
+            config.port
+        );
+    }
+    let address = format!("{}:{}", config.host, config.port);
+    let listener = tokio::net::TcpListener::bind(&address)
+        .await
+        .map_err(|source| HttpError::Bind {
+            address: address.clone(),
+            source,
+        })?;
+    let local: SocketAddr = listener
+        .local_addr()
+        .map_err(|source| HttpError::Bind { address, source })?;
+    tracing::info!("serving MCP over Streamable HTTP at http://{local}/mcp");
+
+    let mut rmcp_config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop.child_token())
+        .with_allowed_hosts(
+            LOOPBACK_HOSTS
+                .iter()
+                .map(|h| h.to_string())
+                .chain(config.allowed_hosts.iter().cloned()),
+        );
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .into_iter()
+        .flat_map(|o| [o.to_owned(), o.replacen("http", "https", 1)])
+        .collect();
+    origins.extend(config.allowed_origins.iter().cloned());
+    rmcp_config = rmcp_config.with_allowed_origins(origins);
+    let factory_state = state.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(McpServer::new(factory_state.clone())),
+        Arc::new(LocalSessionManager::default()),
+        rmcp_config,
+    );
+    let context = Arc::new(HttpContext {
+        state,
+        config,
+        mcp,
+        stop: stop.clone(),
+    });
+
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => return Ok(()),
+        };
+        let _ = stream.set_nodelay(true);
+        let context = context.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let context = context.clone();
+                async move { Ok::<_, Infallible>(context.route(request).await) }
+            });
+            let builder = ConnectionBuilder::new(TokioExecutor::new());
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!("HTTP connection ended: {e}");
+                    }
+                }
+                _ = stop.cancelled() => {
+                    // Let the response in flight (e.g. to DELETE /api/stop) reach the client.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), connection.as_mut()).await;
+                }
+            }
+        });
+    }
+}
+
+/// What the `connect` and `stop` subcommands send to a running server.
+pub async fn remote_control(
+    server_url: &url::Url,
+    mcp_token: Option<&str>,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> Result<Value, String> {
+    let url = server_url.join(path).map_err(|e| e.to_string())?;
+    let client = reqwest::Client::new();
+    let mut request = client.request(method, url.clone());
+    if let Some(token) = mcp_token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.map_err(|e| {
+        format!(
+            "cannot reach {url}: {}",
+            crate::jupyter::rest::error_chain(&e)
+        )
+    })?;
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    let value: Value = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "body": text }));
+    if status.is_success() {
+        Ok(value)
+    } else {
+        Err(format!("{url} answered HTTP {status}: {value}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        assert!(host_allowed("127.0.0.1:4040", &[]));
+        assert!(host_allowed("localhost", &[]));
+        assert!(host_allowed("[::1]:4040", &[]));
+        assert!(!host_allowed("evil.example:4040", &[]));
+        assert!(host_allowed(
+            "lab.example.org:443",
+            &["lab.example.org".into()]
+        ));
+        assert!(host_allowed(
+            "lab.example.org:8443",
+            &["lab.example.org:8443".into()]
+        ));
+        assert!(!host_allowed(
+            "lab.example.org:9999",
+            &["lab.example.org:8443".into()]
+        ));
+    }
+
+    #[test]
+    fn origins() {
+        assert!(origin_allowed("http://localhost:8888", &[]));
+        assert!(origin_allowed("http://127.0.0.1", &[]));
+        assert!(!origin_allowed("https://evil.example", &[]));
+        assert!(!origin_allowed("null", &[]));
+        let allowed = vec![
+            "https://lab.example.org".to_owned(),
+            "http://x.test:*".to_owned(),
+        ];
+        assert!(origin_allowed("https://lab.example.org", &allowed));
+        assert!(!origin_allowed("https://lab.example.org:8443", &allowed));
+        assert!(!origin_allowed("http://lab.example.org", &allowed));
+        assert!(origin_allowed("http://x.test:1234", &allowed));
+    }
+
+    #[test]
+    fn bearer_tokens() {
+        let mut headers = HeaderMap::new();
+        assert!(!bearer_matches(&headers, "t0k"));
+        headers.insert(header::AUTHORIZATION, "Bearer t0k".parse().unwrap());
+        assert!(bearer_matches(&headers, "t0k"));
+        assert!(!bearer_matches(&headers, "t0kX"));
+        headers.insert(header::AUTHORIZATION, "token t0k".parse().unwrap());
+        assert!(!bearer_matches(&headers, "t0k"));
+    }
+}

@@ -1,0 +1,153 @@
+"""Streamable HTTP specifics: authentication, Origin/Host checks, management routes, progress and cancellation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import anyio
+import pytest
+
+from conftest import MODES, client_for, joined, server_binary, server_env, start_http_server, texts
+
+pytestmark = pytest.mark.anyio
+
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+
+
+def raw(url: str, method: str = "POST", headers: dict | None = None, body: dict | None = None):
+    data = json.dumps(body if body is not None else INIT).encode() if method in ("POST", "PUT") else None
+    req = urllib.request.Request(url, data=data, method=method, headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+@pytest.fixture
+def http_server(jupyter_server, tmp_path):
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
+                               log_dir=tmp_path)
+    yield server
+    server.stop()
+
+
+def test_refusals_on_mcp(http_server):
+    url = http_server.mcp_url
+    status, headers, _ = raw(url)
+    assert status == 401 and headers.get("www-authenticate", "").startswith("Bearer")
+    status, headers, _ = raw(url, headers={"Authorization": "Bearer wrong"})
+    assert status == 401 and headers.get("www-authenticate", "").startswith("Bearer")
+    good = {"Authorization": f"Bearer {http_server.token}"}
+    status, _, body = raw(url, headers={**good, "Origin": "https://evil.example"})
+    assert status == 403 and "Origin" in body
+    status, _, body = raw(url, headers={**good, "Host": "evil.example"})
+    assert status == 403 and "Host" in body
+    status, _, body = raw(url, headers={**good, "Origin": "http://localhost:8888"})
+    assert status == 200 and '"protocolVersion":"2025-11-25"' in body
+
+
+def test_management_routes(http_server, jupyter_server):
+    status, _, body = raw(http_server.base + "/api/healthz", method="GET")
+    health = json.loads(body)
+    assert status == 200
+    assert health["status"] == "healthy" and health["success"] is True
+    assert health["kernel_status"] == "not_initialized" and health["jupyter"]["reachable"] is True
+    status, _, _ = raw(http_server.base + "/api/healthz", method="GET", headers={"Host": "evil.example"})
+    assert status == 421
+    status, _, _ = raw(http_server.base + "/api/stop", method="DELETE", headers={"Host": "evil.example"})
+    assert status == 421
+    status, _, _ = raw(http_server.base + "/api/stop", method="DELETE", headers={"Origin": "https://evil.example"})
+    assert status == 403
+    status, _, _ = raw(http_server.base + "/api/stop", method="DELETE")
+    assert status == 401, "stop needs the token"
+    assert http_server.process.poll() is None
+
+    env = server_env({"MCP_TOKEN": http_server.token})
+    connected = subprocess.run(
+        [server_binary(), "connect", "--server-url", http_server.base, "--jupyter-url", jupyter_server.url,
+         "--jupyter-token", jupyter_server.token], capture_output=True, text=True, env=env, timeout=30)
+    assert connected.returncode == 0, connected.stderr
+    assert "Successfully connected" in connected.stderr
+    refused = subprocess.run(
+        [server_binary(), "connect", "--server-url", http_server.base, "--jupyter-url", "http://127.0.0.1:9"],
+        capture_output=True, text=True, env=env, timeout=30)
+    assert refused.returncode != 0 and "Failed to connect" in refused.stderr
+
+    stopped = subprocess.run([server_binary(), "stop", "--server-url", http_server.base], capture_output=True,
+                             text=True, env=env, timeout=30)
+    assert stopped.returncode == 0, stopped.stderr
+    assert http_server.process.wait(timeout=30) == 0
+
+
+def test_http_refuses_to_start_without_auth(jupyter_server):
+    env = server_env()
+    env.pop("MCP_TOKEN", None)
+    out = subprocess.run(
+        [server_binary(), "start", "--transport", "streamable-http", "--port", "0", "--jupyter-url", jupyter_server.url],
+        capture_output=True, text=True, timeout=30, env=env, stdin=subprocess.DEVNULL)
+    assert out.returncode != 0
+    assert "--mcp-token" in out.stderr and "--insecure-mcp-noauth" in out.stderr
+
+
+async def test_insecure_noauth_warns_and_serves(jupyter_server, tmp_path):
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
+                               token=None, log_dir=tmp_path)
+    try:
+        status, _, _ = raw(server.mcp_url)
+        assert status == 200
+        assert "insecure-mcp-noauth" in server.log.read_text()
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_progress_notifications(jupyter_server, transport, mode):
+    updates = []
+
+    async def on_progress(progress, total, message):
+        updates.append((progress, total, message))
+
+    async with client_for(jupyter_server, mode, transport=transport) as client:
+        result = await client.call_tool(
+            "execute_code",
+            {"code": "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(1)",
+             "timeout": 20, "progress_interval": 1},
+            progress_callback=on_progress,
+        )
+        assert not result.is_error
+        assert "".join(texts(result)) == "0\n1\n2\n3\n4\n5\n"
+    assert len(updates) >= 3, updates
+    progresses = [p for p, _, _ in updates]
+    assert progresses == sorted(progresses) and len(set(progresses)) == len(progresses)
+    assert all(total == 20 for _, total, _ in updates)
+    assert all(m.startswith("Execution in progress: ") and "/ 20s" in m for _, _, m in updates)
+    assert any("outputs" in m for _, _, m in updates)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_cancellation_interrupts_the_kernel(jupyter_server, transport, mode):
+    kernel_id = jupyter_server.start_kernel()
+    try:
+        async with client_for(jupyter_server, mode, transport=transport) as client:
+            await client.call_tool("execute_code", {"code": "marker = 'kept'", "kernel_id": kernel_id})
+            with anyio.move_on_after(2) as scope:
+                await client.call_tool(
+                    "execute_code", {"code": "import time\nwhile True: time.sleep(0.05)", "timeout": 120,
+                                     "kernel_id": kernel_id})
+            assert scope.cancelled_caught, "the long call was abandoned"
+            started = time.monotonic()
+            # Queued behind the cancelled call: it runs only once the kernel was interrupted.
+            result = await client.call_tool("execute_code", {"code": "print(marker)", "kernel_id": kernel_id})
+            assert texts(result) == ["kept\n"], joined(result)
+            assert time.monotonic() - started < 20
+    finally:
+        jupyter_server.request("DELETE", f"/api/kernels/{kernel_id}")
