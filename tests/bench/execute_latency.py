@@ -1,0 +1,111 @@
+"""Latency of execute_code("i+1"): our server vs. the raw kernel round trip vs. the Python server.
+
+All three run against one Jupyter Server started here, in one run, and the figures are printed side
+by side with ratios (absolute times alone mean little on a shared machine). Not a test: it asserts
+nothing; it measures. Usage: tests/bench/run [--calls N] [--upstream-calls N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness import start_jupyter  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from raw_kernel import RawKernelClient  # noqa: E402
+
+
+def summary(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+    return statistics.median(ordered), p90
+
+
+def raw_round_trips(jupyter, calls: int, quickack: bool) -> list[float]:
+    kernel_id = jupyter.start_kernel()
+    try:
+        client = RawKernelClient(jupyter.url, jupyter.token, kernel_id, quickack=quickack)
+        for i in range(5):
+            client.execute(f"{i}+1")
+        samples = []
+        for i in range(calls):
+            started = time.perf_counter()
+            client.execute(f"{i}+1")
+            samples.append(time.perf_counter() - started)
+        client.close()
+        return samples
+    finally:
+        jupyter.request("DELETE", f"/api/kernels/{kernel_id}")
+
+
+async def mcp_round_trips(command: str, args: list[str], calls: int, env: dict[str, str]) -> list[float]:
+    params = StdioServerParameters(command=command, args=args, env=env)
+    async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+        for i in range(3):
+            result = await client.call_tool("execute_code", {"code": f"{i}+1"})
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            assert str(i + 1) in text, f"warm-up gave {text!r}"
+        samples = []
+        for i in range(calls):
+            started = time.perf_counter()
+            await client.call_tool("execute_code", {"code": f"{i}+1"})
+            samples.append(time.perf_counter() - started)
+        return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--upstream-calls", type=int, default=10)
+    parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"))
+    parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"),
+                        help="the Python server's jupyter-mcp-server command (skipped if absent)")
+    opts = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="jmcp-bench-"))
+    jupyter = start_jupyter(tmp)
+    rows = []
+    try:
+        floor = raw_round_trips(jupyter, opts.calls, quickack=True)
+        rows.append(("raw kernel websocket, quick-ack (floor)", floor))
+        plain = raw_round_trips(jupyter, max(10, opts.calls // 4), quickack=False)
+        rows.append(("raw kernel websocket, plain client", plain))
+        env = dict(os.environ, RUST_LOG="warn")
+        connect = ["--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token]
+        ours = asyncio.run(mcp_round_trips(opts.ours, ["start", *connect], opts.calls, env))
+        rows.append(("jupyter-mcp-server (Rust), MCP stdio", ours))
+        if opts.upstream and Path(opts.upstream).exists():
+            upstream = asyncio.run(mcp_round_trips(
+                opts.upstream, ["start", "--transport", "stdio", *connect], opts.upstream_calls, env))
+            rows.append(("jupyter-mcp-server 2.2.4 (Python), MCP stdio", upstream))
+        else:
+            print("(Python server not given: set UPSTREAM_JUPYTER_MCP_SERVER or use tests/bench/run)")
+    finally:
+        jupyter.process.terminate()
+        jupyter.process.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    floor_median = summary(floor)[0]
+    print(f"\nexecute_code('i+1') round trip, {opts.calls} calls (Python server: {opts.upstream_calls})")
+    print(f"{'path':48} {'median ms':>10} {'p90 ms':>10} {'x floor':>8}")
+    for name, samples in rows:
+        median, p90 = summary(samples)
+        print(f"{name:48} {median * 1e3:10.2f} {p90 * 1e3:10.2f} {median / floor_median:8.2f}")
+    ours_median = summary(ours)[0]
+    print(f"\nours - floor at the median: {(ours_median - floor_median) * 1e3:+.2f} ms (target: <= +2 ms)")
+    if len(rows) == 4:
+        print(f"Python server / ours at the median: {summary(rows[3][1])[0] / ours_median:.0f}x")
+
+
+if __name__ == "__main__":
+    main()
