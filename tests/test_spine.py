@@ -33,6 +33,7 @@ async def test_handshake_and_tool_list(jupyter_server, mode, transport):
         names = [t.name for t in tools]
         assert names == sorted(names), "tools are listed in a deterministic order"
         assert {"execute_code", "list_kernels", "list_files", "connect_to_jupyter"} <= set(names)
+        assert "test_simple_text" not in names and "greet" not in names, "no conformance fixtures when shipped"
         by_name = {t.name: t for t in tools}
         schema = by_name["execute_code"].input_schema
         assert schema["required"] == ["code"]

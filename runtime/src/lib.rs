@@ -50,7 +50,13 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
     }
     let transport = config.transport;
-    let state = ServerState::new(config, Jupyter::new(rest), ToolRegistry::builtin());
+    #[allow(unused_mut)]
+    let mut tools = ToolRegistry::builtin();
+    #[cfg(feature = "conformance-fixtures")]
+    for tool in mcp::fixtures::tools() {
+        tools.insert(tool);
+    }
+    let state = ServerState::new(config, Jupyter::new(rest), tools);
 
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());

@@ -1,5 +1,7 @@
 //! The MCP face of the server: an rmcp `ServerHandler` over the tools, and its transports.
 
+#[cfg(feature = "conformance-fixtures")]
+pub mod fixtures;
 pub mod http;
 pub mod stdio;
 
@@ -51,8 +53,14 @@ impl ServerHandler for McpServer {
             .enable_prompts()
             .enable_resources()
             .enable_resources_subscribe()
-            .enable_tools()
-            .build();
+            .enable_tools();
+        #[cfg(feature = "conformance-fixtures")]
+        let capabilities = {
+            let mut c = capabilities;
+            c.completions = Some(Default::default());
+            c
+        };
+        let capabilities = capabilities.build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
@@ -72,6 +80,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        return Ok(ListResourcesResult::with_all_items(fixtures::resources()));
+        #[cfg(not(feature = "conformance-fixtures"))]
         Ok(ListResourcesResult::with_all_items(Vec::new()))
     }
 
@@ -80,6 +91,11 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        return Ok(ListResourceTemplatesResult::with_all_items(
+            fixtures::resource_templates(),
+        ));
+        #[cfg(not(feature = "conformance-fixtures"))]
         Ok(ListResourceTemplatesResult::with_all_items(Vec::new()))
     }
 
@@ -88,6 +104,10 @@ impl ServerHandler for McpServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(result) = fixtures::read_resource(&request.uri) {
+            return Ok(result.into());
+        }
         Err(McpError::resource_not_found(
             format!(
                 "No resource at '{}'. Call resources/list to see what this server offers.",
@@ -102,6 +122,9 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        return Ok(ListPromptsResult::with_all_items(fixtures::prompts()));
+        #[cfg(not(feature = "conformance-fixtures"))]
         Ok(ListPromptsResult::with_all_items(Vec::new()))
     }
 
@@ -110,6 +133,10 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(result) = fixtures::get_prompt(&request.name, request.arguments.as_ref()) {
+            return Ok(result.into());
+        }
         Err(McpError::invalid_params(
             format!(
                 "Unknown prompt '{}'. Call prompts/list to see this server's prompts.",
@@ -154,11 +181,24 @@ impl ServerHandler for McpServer {
         Some(requested.clone())
     }
 
+    #[cfg(feature = "conformance-fixtures")]
+    async fn complete(
+        &self,
+        _request: rmcp::model::CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, McpError> {
+        Ok(fixtures::complete())
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        #[cfg(feature = "conformance-fixtures")]
+        if let Some(answer) = fixtures::intercept_call(&request.name, &context).await {
+            return answer;
+        }
         // Progress goes out from this task (rmcp routes notifications by task-local request
         // context), so the tool queues it and this loop sends it while the tool runs.
         let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
@@ -181,19 +221,32 @@ impl ServerHandler for McpServer {
         tokio::pin!(call);
         let peer = context.peer.clone();
         let mut last_progress = f64::NEG_INFINITY;
-        loop {
+        let result = loop {
             tokio::select! {
-                result = &mut call => return result.map(CallToolResponse::from),
+                result = &mut call => break result,
                 Some(param) = progress_rx.recv() => {
-                    // Progress must increase; drop a report that would not.
-                    if param.progress > last_progress {
-                        last_progress = param.progress;
-                        if let Err(e) = peer.notify_progress(param).await {
-                            tracing::debug!("could not send progress: {e}");
-                        }
-                    }
+                    send_progress(&peer, param, &mut last_progress).await;
                 }
             }
+        };
+        // Progress reported just before the end still goes out ahead of the result.
+        while let Ok(param) = progress_rx.try_recv() {
+            send_progress(&peer, param, &mut last_progress).await;
+        }
+        result.map(CallToolResponse::from)
+    }
+}
+
+/// Sends a progress notification; a report that would not increase progress is dropped.
+async fn send_progress(
+    peer: &rmcp::Peer<RoleServer>,
+    param: ProgressNotificationParam,
+    last: &mut f64,
+) {
+    if param.progress > *last {
+        *last = param.progress;
+        if let Err(e) = peer.notify_progress(param).await {
+            tracing::debug!("could not send progress: {e}");
         }
     }
 }

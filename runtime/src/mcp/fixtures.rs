@@ -1,0 +1,301 @@
+//! The fixtures the official MCP conformance suite calls (tools, resources, prompts named in its
+//! server requirements), so that its checks exercise our transport and handler for real.
+//!
+//! Compiled only with the `conformance-fixtures` feature, which the test setup enables for a
+//! separate binary; the shipped binary never contains any of this.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolResponse, ClientCapabilities, CompleteResult, ContentBlock, GetPromptResult,
+    JsonObject, Prompt, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
+};
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec, native};
+
+/// A 1x1 PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+/// 8 samples of silence as a WAV file.
+const WAV: &str =
+    "UklGRjQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YRAAAACAgICAgICAgICAgICAgICA";
+
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+#[derive(Deserialize, JsonSchema)]
+struct GreetArgs {
+    /// Who to greet.
+    name: String,
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("fixture JSON matches the rmcp model")
+}
+
+fn content(items: Vec<ContentBlock>) -> ToolOutput {
+    ToolOutput {
+        content: items,
+        structured: None,
+    }
+}
+
+fn embedded(uri: &str, mime: &str, text: &str) -> ContentBlock {
+    ContentBlock::resource(ResourceContents::text(text, uri).with_mime_type(mime))
+}
+
+/// A tool whose input schema is given as JSON rather than derived.
+struct RawSchemaTool(ToolSpec);
+
+impl Tool for RawSchemaTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+
+    fn call(&self, _context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
+        Box::pin(async move { Ok(ToolOutput::text(Value::Object(arguments).to_string())) })
+    }
+}
+
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    let text = |name: &str, reply: &'static str| {
+        native(
+            name,
+            "Conformance fixture.",
+            true,
+            move |_c: ToolContext, _a: NoArgs| async move { Ok(ToolOutput::text(reply)) },
+        )
+    };
+    let schema: JsonObject = from_json(json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"}, "email": {"type": "string"}},
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false
+    }));
+    vec![
+        text(
+            "test_simple_text",
+            "This is a simple text response for testing.",
+        ),
+        text(
+            "test_logging_tool",
+            "Logged nothing: no log level was asked for.",
+        ),
+        text("test_streaming_elicitation", "No elicitation needed."),
+        native(
+            "test_image_content",
+            "Conformance fixture.",
+            true,
+            |_c: ToolContext, _a: NoArgs| async {
+                Ok(content(vec![ContentBlock::image(PNG, "image/png")]))
+            },
+        ),
+        native(
+            "test_audio_content",
+            "Conformance fixture.",
+            true,
+            |_c: ToolContext, _a: NoArgs| async {
+                Ok(content(vec![ContentBlock::audio(WAV, "audio/wav")]))
+            },
+        ),
+        native(
+            "test_embedded_resource",
+            "Conformance fixture.",
+            true,
+            |_c: ToolContext, _a: NoArgs| async {
+                Ok(content(vec![embedded(
+                    "test://embedded-resource",
+                    "text/plain",
+                    "This is an embedded resource content.",
+                )]))
+            },
+        ),
+        native(
+            "test_multiple_content_types",
+            "Conformance fixture.",
+            true,
+            |_c: ToolContext, _a: NoArgs| async {
+                Ok(content(vec![
+                    ContentBlock::text("Multiple content types test:"),
+                    ContentBlock::image(PNG, "image/png"),
+                    embedded(
+                        "test://mixed-content-resource",
+                        "application/json",
+                        r#"{"test":"data","value":123}"#,
+                    ),
+                ]))
+            },
+        ),
+        native(
+            "test_error_handling",
+            "Conformance fixture.",
+            true,
+            |_c: ToolContext, _a: NoArgs| async {
+                Err(ToolError::Failed(
+                    "This tool intentionally returns an error for testing".into(),
+                ))
+            },
+        ),
+        native(
+            "test_tool_with_progress",
+            "Conformance fixture.",
+            true,
+            |c: ToolContext, _a: NoArgs| async move {
+                if let Some(report) = &c.progress {
+                    for step in [0.0, 50.0, 100.0] {
+                        report(step, Some(100.0), format!("{step}%"));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                Ok(ToolOutput::text("Progress test completed"))
+            },
+        ),
+        native(
+            "greet",
+            "Conformance fixture.",
+            true,
+            |_c: ToolContext, a: GreetArgs| async move {
+                Ok(ToolOutput::text(format!("Hello, {}!", a.name)))
+            },
+        ),
+        Arc::new(RawSchemaTool(ToolSpec {
+            name: "json_schema_2020_12_tool".into(),
+            description: "Tool with JSON Schema 2020-12 features".into(),
+            input_schema: Arc::new(schema),
+            read_only: true,
+        })),
+        text("test_missing_capability", "unreachable: intercepted"),
+        text("test_tool_with_logging", "unreachable: intercepted"),
+    ]
+}
+
+/// Fixture tools whose answer is a protocol-level behaviour rather than a tool result.
+#[allow(deprecated)]
+pub async fn intercept_call(
+    name: &str,
+    context: &RequestContext<RoleServer>,
+) -> Option<Result<CallToolResponse, McpError>> {
+    match name {
+        "test_missing_capability" => {
+            let sampling: ClientCapabilities = from_json(json!({"sampling": {}}));
+            Some(Err(McpError::missing_required_client_capability(sampling)))
+        }
+        "test_tool_with_logging" => {
+            for text in [
+                "Tool execution started",
+                "Tool processing data",
+                "Tool execution completed",
+            ] {
+                let _ = context
+                    .peer
+                    .notify_logging_message(from_json(json!({"level": "info", "data": text})))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let result = from_json::<rmcp::model::CallToolResult>(
+                json!({"content": [{"type": "text", "text": "Logging test completed"}]}),
+            );
+            Some(Ok(result.into()))
+        }
+        _ => None,
+    }
+}
+
+pub fn resources() -> Vec<Resource> {
+    vec![
+        Resource::new("test://static-text", "static-text").with_description("Static text fixture"),
+        Resource::new("test://static-binary", "static-binary")
+            .with_description("Static PNG fixture"),
+    ]
+}
+
+pub fn resource_templates() -> Vec<ResourceTemplate> {
+    vec![ResourceTemplate::new(
+        "test://template/{id}/data",
+        "template-data",
+    )]
+}
+
+pub fn read_resource(uri: &str) -> Option<ReadResourceResult> {
+    let contents = if uri == "test://static-text" {
+        json!({"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."})
+    } else if uri == "test://static-binary" {
+        json!({"uri": uri, "mimeType": "image/png", "blob": PNG})
+    } else if let Some(id) = uri
+        .strip_prefix("test://template/")
+        .and_then(|r| r.strip_suffix("/data"))
+    {
+        let text = json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")})
+            .to_string();
+        json!({"uri": uri, "mimeType": "application/json", "text": text})
+    } else {
+        return None;
+    };
+    Some(from_json(
+        json!({"resultType": "complete", "contents": [contents]}),
+    ))
+}
+
+pub fn prompts() -> Vec<Prompt> {
+    from_json(json!([
+        {"name": "test_simple_prompt", "description": "A prompt without arguments"},
+        {"name": "test_prompt_with_arguments", "description": "A prompt with two arguments",
+         "arguments": [{"name": "arg1", "description": "First", "required": true},
+                       {"name": "arg2", "description": "Second", "required": true}]},
+        {"name": "test_prompt_with_embedded_resource", "description": "A prompt embedding a resource",
+         "arguments": [{"name": "resourceUri", "description": "URI to embed", "required": true}]},
+        {"name": "test_prompt_with_image", "description": "A prompt with an image"}
+    ]))
+}
+
+pub fn get_prompt(name: &str, arguments: Option<&JsonObject>) -> Option<GetPromptResult> {
+    let arg = |key: &str| {
+        arguments
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let user_text =
+        |text: String| json!({"role": "user", "content": {"type": "text", "text": text}});
+    let messages = match name {
+        "test_simple_prompt" => json!([user_text("This is a simple prompt for testing.".into())]),
+        "test_prompt_with_arguments" => json!([user_text(format!(
+            "Prompt with arguments: arg1='{}', arg2='{}'",
+            arg("arg1"),
+            arg("arg2")
+        ))]),
+        "test_prompt_with_embedded_resource" => json!([
+            {"role": "user", "content": {"type": "resource", "resource": {
+                "uri": arg("resourceUri"), "mimeType": "text/plain",
+                "text": "Embedded resource content for testing."}}},
+            user_text("Please process the embedded resource above.".into())
+        ]),
+        "test_prompt_with_image" => json!([
+            {"role": "user", "content": {"type": "image", "data": PNG, "mimeType": "image/png"}},
+            user_text("Please analyze the image above.".into())
+        ]),
+        _ => return None,
+    };
+    Some(from_json(
+        json!({"resultType": "complete", "messages": messages}),
+    ))
+}
+
+pub fn complete() -> CompleteResult {
+    from_json(json!({"resultType": "complete", "completion": {"values": []}}))
+}
