@@ -154,6 +154,18 @@ async def test_default_kernel_loss_is_reported_then_replaced(jupyter_server, tra
     assert default_id not in jupyter_server.kernel_ids()
 
 
+async def test_killed_kernel_process_is_reported_not_hidden(jupyter_server, transport):
+    """Jupyter restarts a kernel whose process died under the same id: its state is still lost."""
+    async with client_for(jupyter_server, "legacy", transport=transport) as client:
+        await client.call_tool("execute_code", {"code": "precious = 42"})
+        killed = await client.call_tool(
+            "execute_code", {"code": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "timeout": 60})
+        assert killed.is_error, joined(killed)
+        assert "lost" in joined(killed) and "restarted" in joined(killed)
+        fresh = await client.call_tool("execute_code", {"code": "print('precious' in globals())"})
+        assert texts(fresh) == ["False\n"], "a fresh kernel, and the agent was told"
+
+
 async def test_unknown_kernel_id(jupyter_server, transport):
     async with client_for(jupyter_server, "legacy", transport=transport) as client:
         result = await client.call_tool("execute_code", {"code": "1", "kernel_id": "no-such-kernel"})

@@ -2,8 +2,10 @@
 //!
 //! This layer knows nothing about MCP; tools call it and turn its errors into results.
 
+pub mod document;
 pub mod kernel;
 pub mod launcher;
+pub mod notebook;
 pub mod rest;
 
 use std::collections::{HashMap, HashSet};
@@ -77,26 +79,12 @@ impl Jupyter {
                     }));
                 }
                 Liveness::Gone(_) => {
-                    let old = kernel.id().to_owned();
-                    self.kernels.lock().await.remove(&old);
                     // It may still exist (restarted under the same id); it is no use to us now.
-                    self.stop_kernel(&old).await;
+                    self.stop_kernel(kernel.id()).await;
                 }
             }
         }
-        let model = self.rest.start_kernel(None).await?;
-        self.started
-            .lock()
-            .expect("started lock")
-            .insert(model.id.clone());
-        tracing::info!(kernel = %model.id, "started the default kernel");
-        let kernel = match self.kernel(&model.id).await {
-            Ok(kernel) => kernel,
-            Err(e) => {
-                self.stop_kernel(&model.id).await;
-                return Err(e);
-            }
-        };
+        let kernel = self.start_kernel().await?;
         *slot = DefaultKernel {
             kernel: Some(kernel.clone()),
             loss_reported: false,
@@ -117,7 +105,59 @@ impl Jupyter {
         self.default_kernel.lock().await.kernel.clone()
     }
 
-    async fn stop_kernel(&self, id: &str) {
+    /// Starts a kernel of the default spec that we own (shut down when we stop) and connects.
+    pub async fn start_kernel(&self) -> Result<Arc<Kernel>, KernelError> {
+        let model = self.rest.start_kernel(None).await?;
+        self.started
+            .lock()
+            .expect("started lock")
+            .insert(model.id.clone());
+        tracing::info!(kernel = %model.id, "started a kernel");
+        match self.kernel(&model.id).await {
+            Ok(kernel) => Ok(kernel),
+            Err(e) => {
+                self.stop_kernel(&model.id).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether we started this kernel.
+    pub fn started_here(&self, id: &str) -> bool {
+        self.started.lock().expect("started lock").contains(id)
+    }
+
+    /// Restarts a kernel on purpose: its state is cleared and the restart is not taken for a
+    /// loss. A kernel already gone is reconnected after the restart (or replaced if it no longer
+    /// exists), so the caller always ends with a working kernel.
+    pub async fn restart_kernel(&self, kernel: &Arc<Kernel>) -> Result<Arc<Kernel>, KernelError> {
+        let id = kernel.id().to_owned();
+        if kernel.liveness() == Liveness::Alive {
+            kernel.connection().expect_restart(true);
+            match self.rest.restart_kernel(&id).await {
+                Ok(_) => return Ok(kernel.clone()),
+                Err(rest::RestError::NotFound { .. }) => {}
+                Err(e) => {
+                    kernel.connection().expect_restart(false);
+                    return Err(e.into());
+                }
+            }
+        }
+        // Our connection saw the kernel go: start over with a fresh connection.
+        self.kernels.lock().await.remove(&id);
+        match self.rest.restart_kernel(&id).await {
+            Ok(_) => self.kernel(&id).await,
+            Err(rest::RestError::NotFound { .. }) => {
+                self.started.lock().expect("started lock").remove(&id);
+                self.start_kernel().await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Shuts down a kernel we started (others are left alone).
+    pub async fn stop_kernel(&self, id: &str) {
+        self.kernels.lock().await.remove(id);
         if self.started.lock().expect("started lock").remove(id) {
             match self.rest.delete_kernel(id).await {
                 Ok(()) | Err(rest::RestError::NotFound { .. }) => {}

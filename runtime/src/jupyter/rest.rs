@@ -139,6 +139,16 @@ pub struct ContentsModel {
     pub last_modified: Option<String>,
     #[serde(default)]
     pub content: Option<Value>,
+    #[serde(default)]
+    pub hash: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SessionModel {
+    pub id: String,
+    #[serde(default)]
+    pub path: String,
+    pub kernel: Option<KernelModel>,
 }
 
 impl ContentsModel {
@@ -353,6 +363,85 @@ impl JupyterRest {
             Subject::Server,
         )
         .await
+    }
+
+    /// A file's text and the sha256 of its bytes, read as a plain file (no notebook rewriting).
+    pub async fn get_text_file(&self, path: &str) -> Result<(String, String), RestError> {
+        let mut url = self.endpoint(&["api", "contents", path]);
+        url.query_pairs_mut()
+            .append_pair("type", "file")
+            .append_pair("format", "text")
+            .append_pair("content", "1")
+            .append_pair("hash", "1");
+        let subject = Subject::Path(path.to_owned());
+        let model: ContentsModel = self.json(Method::GET, url, None, subject.clone()).await?;
+        let text = match model.content {
+            Some(Value::String(text)) => text,
+            _ => {
+                return Err(RestError::Decode {
+                    subject,
+                    reason: "the file has no text content".into(),
+                });
+            }
+        };
+        Ok((text, model.hash.unwrap_or_default()))
+    }
+
+    /// The sha256 of a file's bytes, without its content.
+    pub async fn get_file_hash(&self, path: &str) -> Result<String, RestError> {
+        let mut url = self.endpoint(&["api", "contents", path]);
+        url.query_pairs_mut()
+            .append_pair("type", "file")
+            .append_pair("content", "0")
+            .append_pair("hash", "1");
+        let subject = Subject::Path(path.to_owned());
+        let model: ContentsModel = self.json(Method::GET, url, None, subject).await?;
+        Ok(model.hash.unwrap_or_default())
+    }
+
+    /// Saves text verbatim as the file's content.
+    pub async fn put_text_file(&self, path: &str, text: &str) -> Result<(), RestError> {
+        let url = self.endpoint(&["api", "contents", path]);
+        let body = serde_json::json!({ "type": "file", "format": "text", "content": text });
+        self.send(Method::PUT, url, Some(body), Subject::Path(path.to_owned()))
+            .await
+            .map(drop)
+    }
+
+    pub async fn list_sessions(&self) -> Result<Vec<SessionModel>, RestError> {
+        self.json(
+            Method::GET,
+            self.endpoint(&["api", "sessions"]),
+            None,
+            Subject::Server,
+        )
+        .await
+    }
+
+    /// Creates a notebook session for `path` bound to a running kernel.
+    pub async fn create_session(
+        &self,
+        path: &str,
+        kernel_id: &str,
+    ) -> Result<SessionModel, RestError> {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let body = serde_json::json!({
+            "path": path, "name": name, "type": "notebook", "kernel": { "id": kernel_id },
+        });
+        self.json(
+            Method::POST,
+            self.endpoint(&["api", "sessions"]),
+            Some(body),
+            Subject::Path(path.to_owned()),
+        )
+        .await
+    }
+
+    pub async fn delete_session(&self, id: &str) -> Result<(), RestError> {
+        let url = self.endpoint(&["api", "sessions", id]);
+        self.send(Method::DELETE, url, None, Subject::Server)
+            .await
+            .map(drop)
     }
 
     /// A file or directory model; `content` asks for the directory listing or file body.

@@ -1,0 +1,203 @@
+//! A notebook document: cells by index and id, edited through small operations, saved after each
+//! batch. Tools hold a `dyn Document` and never know which backend is behind it: `file` (the
+//! contents API) or, later, `live` (a real-time collaboration room).
+
+pub mod file;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value;
+
+use super::notebook::{Cell, Notebook, NotebookError};
+use super::rest::RestError;
+
+/// One change to a notebook. Cells are named by id, so an edit computed from one version of the
+/// document still means the same thing when it lands on a newer one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Edit {
+    /// Inserts at `index` (clamped to the end).
+    Insert {
+        index: usize,
+        cell: Cell,
+    },
+    /// Replaces a cell's source. With `expected`, refuses if someone else changed it meanwhile.
+    SetSource {
+        cell_id: String,
+        source: String,
+        expected: Option<String>,
+    },
+    /// Moves a cell to `to` (the index it has afterwards, clamped).
+    Move {
+        cell_id: String,
+        to: usize,
+    },
+    Delete {
+        cell_ids: Vec<String>,
+    },
+    SetOutputs {
+        cell_id: String,
+        outputs: Vec<Value>,
+        execution_count: Option<i64>,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error("notebook '{0}' was not found on the Jupyter Server")]
+    NotFound(String),
+    #[error(
+        "cell '{cell_id}' of '{path}' changed or disappeared while this edit was being saved \
+         (someone else edited the notebook); read it again and retry"
+    )]
+    Conflict { path: String, cell_id: String },
+    #[error("'{path}' cannot be read as a notebook: {source}")]
+    Invalid { path: String, source: NotebookError },
+    #[error(transparent)]
+    Rest(#[from] RestError),
+}
+
+pub type DocumentFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, DocumentError>> + Send + 'a>>;
+
+pub trait Document: Send + Sync {
+    fn path(&self) -> &str;
+    /// `file` or `live`.
+    fn backend(&self) -> &'static str;
+    /// The notebook as it is now.
+    fn read(&self) -> DocumentFuture<'_, Notebook>;
+    /// Applies the edits to the newest version and saves; returns the notebook as saved.
+    fn apply(&self, edits: Vec<Edit>) -> DocumentFuture<'_, Notebook>;
+}
+
+/// Applies edits in order; nothing is changed if one of them no longer fits.
+pub fn apply_edits(
+    notebook: &Notebook,
+    edits: &[Edit],
+    path: &str,
+) -> Result<Notebook, DocumentError> {
+    let mut next = notebook.clone();
+    let conflict = |cell_id: &str| DocumentError::Conflict {
+        path: path.to_owned(),
+        cell_id: cell_id.to_owned(),
+    };
+    for edit in edits {
+        match edit {
+            Edit::Insert { index, cell } => {
+                let mut cell = cell.clone();
+                if next.index_of(&cell.id).is_some() {
+                    cell.id = super::notebook::new_cell_id();
+                }
+                let at = (*index).min(next.cells.len());
+                next.cells.insert(at, cell);
+            }
+            Edit::SetSource {
+                cell_id,
+                source,
+                expected,
+            } => {
+                let index = next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
+                let cell = &mut next.cells[index];
+                if expected.as_ref().is_some_and(|e| *e != cell.source) {
+                    return Err(conflict(cell_id));
+                }
+                cell.source = source.clone();
+            }
+            Edit::Move { cell_id, to } => {
+                let from = next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
+                let cell = next.cells.remove(from);
+                let to = (*to).min(next.cells.len());
+                next.cells.insert(to, cell);
+            }
+            Edit::Delete { cell_ids } => {
+                for cell_id in cell_ids {
+                    let index = next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
+                    next.cells.remove(index);
+                }
+            }
+            Edit::SetOutputs {
+                cell_id,
+                outputs,
+                execution_count,
+            } => {
+                let index = next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
+                let cell = &mut next.cells[index];
+                cell.outputs = outputs.clone();
+                cell.execution_count = *execution_count;
+            }
+        }
+    }
+    Ok(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jupyter::notebook::CellType;
+
+    fn notebook(sources: &[&str]) -> Notebook {
+        let mut nb = Notebook::empty();
+        for (i, s) in sources.iter().enumerate() {
+            let mut cell = Cell::new(CellType::Code, *s);
+            cell.id = format!("c{i}");
+            nb.cells.push(cell);
+        }
+        nb
+    }
+
+    fn sources(nb: &Notebook) -> Vec<&str> {
+        nb.cells.iter().map(|c| c.source.as_str()).collect()
+    }
+
+    #[test]
+    fn edits_apply_in_order() {
+        let nb = notebook(&["a", "b", "c"]);
+        let out = apply_edits(
+            &nb,
+            &[
+                Edit::Insert {
+                    index: 99,
+                    cell: Cell::new(CellType::Markdown, "d"),
+                },
+                Edit::Move {
+                    cell_id: "c0".into(),
+                    to: 2,
+                },
+                Edit::SetSource {
+                    cell_id: "c1".into(),
+                    source: "B".into(),
+                    expected: Some("b".into()),
+                },
+                Edit::Delete {
+                    cell_ids: vec!["c2".into()],
+                },
+            ],
+            "x.ipynb",
+        )
+        .unwrap();
+        assert_eq!(sources(&out), vec!["B", "a", "d"]);
+    }
+
+    #[test]
+    fn edits_to_vanished_or_changed_cells_conflict_and_change_nothing() {
+        let nb = notebook(&["a"]);
+        let gone = apply_edits(
+            &nb,
+            &[Edit::Delete {
+                cell_ids: vec!["zz".into()],
+            }],
+            "x.ipynb",
+        );
+        assert!(matches!(gone, Err(DocumentError::Conflict { .. })));
+        let changed = apply_edits(
+            &nb,
+            &[Edit::SetSource {
+                cell_id: "c0".into(),
+                source: "new".into(),
+                expected: Some("old".into()),
+            }],
+            "x.ipynb",
+        );
+        assert!(matches!(changed, Err(DocumentError::Conflict { .. })));
+    }
+}
