@@ -42,6 +42,13 @@ pub enum Transport {
     StreamableHttp,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DocumentBackend {
+    Auto,
+    File,
+    Live,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct StartArgs {
     /// How MCP clients reach the server.
@@ -60,6 +67,24 @@ pub struct StartArgs {
     /// Token of the Jupyter Server given by --jupyter-url.
     #[arg(long, env = "JUPYTER_TOKEN", hide_env_values = true)]
     pub jupyter_token: Option<String>,
+
+    /// Jupyter Server holding the notebooks, when it is not the one running the kernels.
+    #[arg(long, env = "DOCUMENT_URL", value_parser = parse_http_url)]
+    pub document_url: Option<Url>,
+
+    /// Token of the --document-url server.
+    #[arg(long, env = "DOCUMENT_TOKEN", hide_env_values = true)]
+    pub document_token: Option<String>,
+
+    /// How notebooks are edited: through the contents API (file), a collaboration room (live),
+    /// or live when the server offers collaboration (auto).
+    #[arg(
+        long,
+        value_enum,
+        env = "JUPYTER_MCP_DOCUMENT_BACKEND",
+        default_value = "auto"
+    )]
+    pub document_backend: DocumentBackend,
 
     /// Root directory of the embedded Jupyter Server (default: the current directory).
     #[arg(long, env = "JUPYTER_MCP_ROOT_DIR")]
@@ -151,6 +176,9 @@ pub enum JupyterSource {
 pub struct Config {
     pub transport: Transport,
     pub jupyter: JupyterSource,
+    /// A separate server for notebooks (`--document-url`), with its token.
+    pub documents: Option<(Url, Option<String>)>,
+    pub document_backend: DocumentBackend,
     pub execution: ExecutionLimits,
     pub output: OutputLimits,
     pub http: HttpConfig,
@@ -201,6 +229,11 @@ pub enum ConfigError {
     )]
     BadBoolEnv { name: &'static str, value: String },
     #[error(
+        "the live document backend (Jupyter real-time collaboration) is not available in this build yet; \
+         use --document-backend file or auto"
+    )]
+    LiveBackendUnavailable,
+    #[error(
         "--execution-timeout ({default}s) is larger than --max-execution-timeout ({max}s); raise the maximum or lower the default"
     )]
     TimeoutAboveMax { default: u64, max: u64 },
@@ -221,6 +254,9 @@ impl Config {
                 default: args.execution_timeout,
                 max: args.max_execution_timeout,
             });
+        }
+        if args.document_backend == DocumentBackend::Live {
+            return Err(ConfigError::LiveBackendUnavailable);
         }
         let jupyter = match args.jupyter_url {
             Some(url) => JupyterSource::Remote {
@@ -244,6 +280,10 @@ impl Config {
         Ok(Config {
             transport: args.transport,
             jupyter,
+            documents: args
+                .document_url
+                .map(|url| (url, args.document_token.filter(|t| !t.is_empty()))),
+            document_backend: args.document_backend,
             execution: ExecutionLimits {
                 default_timeout: Duration::from_secs(args.execution_timeout),
                 max_timeout: Duration::from_secs(args.max_execution_timeout),

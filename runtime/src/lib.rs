@@ -7,6 +7,7 @@ pub mod config;
 pub mod dispatch;
 pub mod jupyter;
 pub mod mcp;
+pub mod notebooks;
 pub mod state;
 pub mod tools;
 

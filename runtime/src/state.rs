@@ -4,6 +4,8 @@ use std::sync::{Arc, RwLock};
 
 use crate::config::Config;
 use crate::jupyter::Jupyter;
+use crate::jupyter::rest::JupyterRest;
+use crate::notebooks::Notebooks;
 use crate::tools::ToolRegistry;
 
 pub struct ServerState {
@@ -11,6 +13,7 @@ pub struct ServerState {
     /// Replaced as a whole by `connect_to_jupyter`; calls in flight keep the one they started with.
     jupyter: RwLock<Arc<Jupyter>>,
     pub tools: ToolRegistry,
+    pub notebooks: Notebooks,
 }
 
 impl ServerState {
@@ -19,11 +22,20 @@ impl ServerState {
             config,
             jupyter: RwLock::new(Arc::new(jupyter)),
             tools,
+            notebooks: Notebooks::default(),
         })
     }
 
     pub fn jupyter(&self) -> Arc<Jupyter> {
         self.jupyter.read().expect("jupyter lock").clone()
+    }
+
+    /// The server holding notebooks: `--document-url` if given, else the kernels' server.
+    pub fn documents_rest(&self) -> JupyterRest {
+        match &self.config.documents {
+            Some((url, token)) => JupyterRest::new(url.clone(), token.clone()),
+            None => self.jupyter().rest().clone(),
+        }
     }
 
     /// Points the server at another Jupyter Server; returns the previous one to be shut down.

@@ -143,10 +143,14 @@ impl Jupyter {
                 }
             }
         }
-        // Our connection saw the kernel go: start over with a fresh connection.
+        // Our connection saw the kernel go: start over with a fresh connection, or a fresh
+        // kernel when it no longer exists (restarting a deleted kernel is a 500, not a 404).
         self.kernels.lock().await.remove(&id);
-        match self.rest.restart_kernel(&id).await {
-            Ok(_) => self.kernel(&id).await,
+        match self.rest.get_kernel(&id).await {
+            Ok(_) => {
+                self.rest.restart_kernel(&id).await?;
+                self.kernel(&id).await
+            }
             Err(rest::RestError::NotFound { .. }) => {
                 self.started.lock().expect("started lock").remove(&id);
                 self.start_kernel().await

@@ -59,6 +59,8 @@ pub async fn connect(
         ToolError::Failed(format!("Failed to connect to Jupyter server {url}: {e}"))
     })?;
     let previous = state.replace_jupyter(Jupyter::new(rest));
+    // Notebooks in use belong to the previous server.
+    state.notebooks.clear();
     tokio::spawn(async move { previous.shutdown().await });
     let auth = if token.is_some() {
         "Token-based"

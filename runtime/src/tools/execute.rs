@@ -8,8 +8,9 @@ use serde::Deserialize;
 
 use super::outputs::{self, NO_OUTPUT, Rendered};
 use super::{ProgressReporter, Tool, ToolContext, ToolError, ToolOutput, native};
+use crate::config::OutputLimits;
 use crate::jupyter::kernel::{
-    Completion, ConnectError, ExecutionOutcome, ExecutionRequest, KernelError, Progress,
+    Completion, ConnectError, ExecutionOutcome, ExecutionRequest, KernelError, Liveness, Progress,
     ProgressSink,
 };
 
@@ -91,6 +92,16 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
             )),
             other => ToolError::failed(other),
         })?,
+        // With a notebook in use, code runs in its kernel, as the Python server does.
+        None if let Ok(notebook) = state.notebooks.resolve(None) => {
+            let kernel = notebook.kernel();
+            if kernel.liveness() != Liveness::Alive {
+                return Err(ToolError::Failed(super::cells::kernel_gone_message(
+                    &notebook.name,
+                )));
+            }
+            kernel
+        }
         None => jupyter
             .default_kernel()
             .await
@@ -120,6 +131,14 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
             let Some(reason) = e.gone_reason() else {
                 return Err(ToolError::failed(e));
             };
+            if let Ok(notebook) = state.notebooks.resolve(None)
+                && args.kernel_id.is_none()
+                && notebook.kernel().id() == kernel.id()
+            {
+                return Err(ToolError::Failed(super::cells::kernel_gone_message(
+                    &notebook.name,
+                )));
+            }
             if args.kernel_id.is_some() {
                 return Err(ToolError::Failed(format!(
                     "Kernel '{}' {reason}; every variable, import and definition it held is lost. \
@@ -135,25 +154,27 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
             )));
         }
     };
+    let rendered = render_execution(
+        &outcome,
+        timeout,
+        context.state.config.output,
+        "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run the code \
+         in a notebook cell so the whole output is saved there.",
+    );
     Ok(ToolOutput {
-        content: outputs::to_content(render_execution(&outcome, timeout, &context)),
+        content: outputs::to_content(rendered),
         structured: None,
     })
 }
 
 /// Outputs plus a closing note when the execution did not finish by itself.
-fn render_execution(
+pub fn render_execution(
     outcome: &ExecutionOutcome,
     timeout: Duration,
-    context: &ToolContext,
+    limits: OutputLimits,
+    full_output_hint: &str,
 ) -> Vec<Rendered> {
-    let limits = context.state.config.output;
-    let mut rendered = outputs::render_outputs(
-        &outcome.outputs,
-        limits,
-        "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run the code \
-         in a notebook cell so the whole output is saved there.",
-    );
+    let mut rendered = outputs::render_outputs(&outcome.outputs, limits, full_output_hint);
     match outcome.completion {
         Completion::Finished if rendered.is_empty() => {
             rendered.push(Rendered::Text(NO_OUTPUT.into()))

@@ -1,10 +1,12 @@
 //! Tools: what an agent can call. One file per family; each tool is a typed argument struct plus
 //! an async function, wrapped so native and (later) extension tools look the same to dispatch.
 
+pub mod cells;
 pub mod connect;
 pub mod execute;
 pub mod files;
 pub mod kernels;
+pub mod notebooks;
 pub mod outputs;
 
 use std::collections::BTreeMap;
@@ -172,7 +174,11 @@ impl ToolRegistry {
             kernels::list_kernels(),
             files::list_files(),
             connect::connect_to_jupyter(),
-        ] {
+        ]
+        .into_iter()
+        .chain(cells::tools())
+        .chain(notebooks::tools())
+        {
             registry.insert(tool);
         }
         registry

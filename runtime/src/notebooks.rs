@@ -1,0 +1,161 @@
+//! The notebooks in use: each name bound to a document and a kernel, one of them current.
+//!
+//! Several notebooks can be in use at once; tools that take `notebook_name` can address any of
+//! them, the others use the current one (one per server, as the Python server has it).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use crate::jupyter::document::Document;
+use crate::jupyter::kernel::Kernel;
+
+/// How the notebook's kernel came to be attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelOrigin {
+    /// Given by the caller (`kernel_id`): never stopped by us.
+    Given,
+    /// Started by us, with a Jupyter session for the path we created so JupyterLab shares it.
+    StartedWithSession { session_id: String },
+    /// Started by us without a session: someone else's session already holds the path.
+    StartedBesideExistingSession { their_kernel: Option<String> },
+}
+
+pub struct NotebookInUse {
+    pub name: String,
+    pub path: String,
+    pub document: Arc<dyn Document>,
+    kernel: Mutex<Arc<Kernel>>,
+    pub origin: KernelOrigin,
+}
+
+impl NotebookInUse {
+    pub fn new(
+        name: String,
+        path: String,
+        document: Arc<dyn Document>,
+        kernel: Arc<Kernel>,
+        origin: KernelOrigin,
+    ) -> Self {
+        NotebookInUse {
+            name,
+            path,
+            document,
+            kernel: Mutex::new(kernel),
+            origin,
+        }
+    }
+
+    pub fn kernel(&self) -> Arc<Kernel> {
+        self.kernel.lock().expect("kernel lock").clone()
+    }
+
+    pub fn replace_kernel(&self, kernel: Arc<Kernel>) {
+        *self.kernel.lock().expect("kernel lock") = kernel;
+    }
+}
+
+#[derive(Default)]
+struct Registry {
+    by_name: BTreeMap<String, Arc<NotebookInUse>>,
+    current: Option<String>,
+}
+
+#[derive(Default)]
+pub struct Notebooks {
+    registry: Mutex<Registry>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LookupError {
+    #[error(
+        "Notebook '{name}' is not in use. Notebooks in use: {in_use}. Call use_notebook to open it, or list_notebooks to see what is open."
+    )]
+    Unknown { name: String, in_use: String },
+    #[error("No notebook is in use. Call use_notebook to open or create one first.")]
+    NoneCurrent,
+}
+
+impl Notebooks {
+    pub fn get(&self, name: &str) -> Option<Arc<NotebookInUse>> {
+        self.registry
+            .lock()
+            .expect("registry lock")
+            .by_name
+            .get(name)
+            .cloned()
+    }
+
+    /// The named notebook, or the current one when no name is given.
+    pub fn resolve(&self, name: Option<&str>) -> Result<Arc<NotebookInUse>, LookupError> {
+        let registry = self.registry.lock().expect("registry lock");
+        let name = match name.filter(|n| !n.is_empty()) {
+            Some(name) => name.to_owned(),
+            None => registry.current.clone().ok_or(LookupError::NoneCurrent)?,
+        };
+        registry
+            .by_name
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| LookupError::Unknown {
+                in_use: describe_names(registry.by_name.keys()),
+                name,
+            })
+    }
+
+    pub fn current_name(&self) -> Option<String> {
+        self.registry.lock().expect("registry lock").current.clone()
+    }
+
+    /// Registers a notebook and makes it current.
+    pub fn insert(&self, notebook: Arc<NotebookInUse>) {
+        let mut registry = self.registry.lock().expect("registry lock");
+        registry.current = Some(notebook.name.clone());
+        registry.by_name.insert(notebook.name.clone(), notebook);
+    }
+
+    pub fn make_current(&self, name: &str) -> Option<String> {
+        let mut registry = self.registry.lock().expect("registry lock");
+        registry.current.replace(name.to_owned())
+    }
+
+    /// Removes a notebook; returns it and the name of the new current notebook, if it changed.
+    pub fn remove(&self, name: &str) -> Option<(Arc<NotebookInUse>, Option<Option<String>>)> {
+        let mut registry = self.registry.lock().expect("registry lock");
+        let removed = registry.by_name.remove(name)?;
+        let switched = if registry.current.as_deref() == Some(name) {
+            registry.current = registry.by_name.keys().next().cloned();
+            Some(registry.current.clone())
+        } else {
+            None
+        };
+        Some((removed, switched))
+    }
+
+    pub fn all(&self) -> Vec<Arc<NotebookInUse>> {
+        self.registry
+            .lock()
+            .expect("registry lock")
+            .by_name
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets every notebook (the Jupyter Server was switched); returns them.
+    pub fn clear(&self) -> Vec<Arc<NotebookInUse>> {
+        let mut registry = self.registry.lock().expect("registry lock");
+        registry.current = None;
+        std::mem::take(&mut registry.by_name)
+            .into_values()
+            .collect()
+    }
+}
+
+fn describe_names<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<String> = names.map(|n| format!("'{n}'")).collect();
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
