@@ -113,30 +113,30 @@ def start_http_server(args: list[str], env: dict[str, str] | None = None, token:
 
 
 @contextlib.asynccontextmanager
-async def http_client(server: HttpServer, mode: str):
+async def http_client(server: HttpServer, mode: str, **client_kwargs):
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {server.token}"} if server.token else {}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as hc:
         async with Client(streamable_http_client(server.mcp_url, http_client=hc), mode=mode,
-                          read_timeout_seconds=120) as client:
+                          read_timeout_seconds=120, **client_kwargs) as client:
             yield client
 
 
 @contextlib.asynccontextmanager
 async def client_for(jupyter: JupyterServer, mode: str, *extra_args: str, env: dict[str, str] | None = None,
-                     transport: str = "stdio"):
+                     transport: str = "stdio", **client_kwargs):
     """The official client connected to a fresh instance of our server on the given transport."""
     args = ["start", "--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token, *extra_args]
     if transport == "stdio":
         params = StdioServerParameters(command=server_binary(), args=args, env=server_env(env))
-        async with Client(params, mode=mode, read_timeout_seconds=120) as client:
+        async with Client(params, mode=mode, read_timeout_seconds=120, **client_kwargs) as client:
             yield client
         return
     server = start_http_server(args, env)
     try:
-        async with http_client(server, mode) as client:
+        async with http_client(server, mode, **client_kwargs) as client:
             yield client
     finally:
         server.stop()

@@ -10,15 +10,16 @@ import anyio
 import nbformat
 import pytest
 
-from conftest import client_for, joined, texts
+from conftest import MODES, client_for, joined, texts
+from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.anyio
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 
 
-def notebook_client(jupyter_server, transport="stdio", mode="legacy"):
-    return client_for(jupyter_server, mode, "--document-backend", "file", transport=transport)
+def notebook_client(jupyter_server, transport="stdio", mode="legacy", **client_kwargs):
+    return client_for(jupyter_server, mode, "--document-backend", "file", transport=transport, **client_kwargs)
 
 
 def on_disk(jupyter_server, path):
@@ -224,3 +225,62 @@ async def test_notebook_kernel_loss_is_reported_until_restart(jupyter_server):
         await call(client, "restart_notebook", notebook_name="l")
         result = await call(client, "execute_cell", cell_index=0)
         assert texts(result)[0] == "2"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_resources_prompt_and_subscriptions(jupyter_server, transport, mode):
+    path = f"res-{uuid.uuid4().hex[:6]}.ipynb"
+    updates = []
+
+    async def on_message(message):
+        params = getattr(getattr(message, "root", message), "params", None)
+        uri = getattr(params, "uri", None)
+        if uri:
+            updates.append(uri)
+
+    async with notebook_client(jupyter_server, transport, mode, message_handler=on_message) as client:
+        await call(client, "use_notebook", notebook_name="r", notebook_path=path, mode="create")
+        await call(client, "insert_cell", cell_index=-1, cell_type="markdown", cell_source="# Heading")
+        ran = await call(client, "insert_execute_code_cell", cell_index=-1, cell_source="print(6 * 7)")
+        cell_id = ran.structured_content["cell_id"]
+
+        listed = [str(r.uri) for r in (await client.list_resources(cache_mode="bypass")).resources]
+        assert "notebook://r" in listed
+        templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+        assert "notebook://{name}/cells/{cell_id}/outputs/{index}" in templates
+
+        whole = (await client.read_resource("notebook://r", cache_mode="bypass")).contents[0]
+        assert whole.mime_type == "application/x-ipynb+json"
+        nbformat.validate(nbformat.reads(whole.text, as_version=4))
+        cell = json.loads((await client.read_resource(f"notebook://r/cells/{cell_id}", cache_mode="bypass")).contents[0].text)
+        assert cell["index"] == 1 and cell["cell_type"] == "code" and cell["source"] == ["print(6 * 7)"]
+        output_uri = cell["outputs"][0]["uri"]
+        assert output_uri == f"notebook://r/cells/{cell_id}/outputs/0"
+        assert (await client.read_resource(output_uri, cache_mode="bypass")).contents[0].text == "42\n"
+        with pytest.raises(MCPError) as unknown:
+            await client.read_resource("notebook://nope", cache_mode="bypass")
+        assert "use_notebook" in unknown.value.error.message
+
+        # The prompt cites the notebook as it is now, not the last saved file.
+        await call(client, "overwrite_cell_source", cell_index=0, cell_source="# Heading, edited")
+        prompt = await client.get_prompt("jupyter_cite", {"prompt": "Explain", "cell_indices": "0-", "notebook_name": "r"})
+        text = prompt.messages[0].content.text
+        assert text.startswith("USER Cite cells [0, 1] from notebook r, here are the cells:")
+        assert "=====Cell 0 | type: markdown | execution count: N/A=====\n# Heading, edited" in text
+        assert text.endswith("=====End of Cited Cells=====\nUSER's Instruction are follow: Explain")
+        with pytest.raises(MCPError):
+            await client.get_prompt("jupyter_cite", {"prompt": "x", "cell_indices": "5", "notebook_name": "r"})
+
+        uri = f"notebook://r/cells/{cell_id}"
+        if mode == "legacy":
+            await client.subscribe_resource(uri)
+            await call(client, "insert_cell", cell_index=0, cell_type="code", cell_source="pass")
+            with anyio.fail_after(10):
+                while uri not in updates:
+                    await anyio.sleep(0.05)
+        else:
+            async with client.listen(resource_subscriptions=[uri]) as subscription:
+                await call(client, "insert_cell", cell_index=0, cell_type="code", cell_source="pass")
+                with anyio.fail_after(10):
+                    event = await subscription.__anext__()
+                assert uri in str(event)

@@ -6,8 +6,11 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use crate::jupyter::document::Document;
+use tokio::sync::broadcast;
+
+use crate::jupyter::document::{Document, DocumentError, Edit};
 use crate::jupyter::kernel::Kernel;
+use crate::jupyter::notebook::Notebook;
 
 /// How the notebook's kernel came to be attached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +29,7 @@ pub struct NotebookInUse {
     pub document: Arc<dyn Document>,
     kernel: Mutex<Arc<Kernel>>,
     pub origin: KernelOrigin,
+    changes: broadcast::Sender<String>,
 }
 
 impl NotebookInUse {
@@ -35,6 +39,7 @@ impl NotebookInUse {
         document: Arc<dyn Document>,
         kernel: Arc<Kernel>,
         origin: KernelOrigin,
+        changes: broadcast::Sender<String>,
     ) -> Self {
         NotebookInUse {
             name,
@@ -42,7 +47,15 @@ impl NotebookInUse {
             document,
             kernel: Mutex::new(kernel),
             origin,
+            changes,
         }
+    }
+
+    /// Applies edits to the document and tells subscribers the notebook changed.
+    pub async fn apply(&self, edits: Vec<Edit>) -> Result<Notebook, DocumentError> {
+        let saved = self.document.apply(edits).await?;
+        let _ = self.changes.send(self.name.clone());
+        Ok(saved)
     }
 
     pub fn kernel(&self) -> Arc<Kernel> {
@@ -60,9 +73,19 @@ struct Registry {
     current: Option<String>,
 }
 
-#[derive(Default)]
 pub struct Notebooks {
     registry: Mutex<Registry>,
+    /// Names of notebooks a tool just changed, for resource subscriptions.
+    changes: broadcast::Sender<String>,
+}
+
+impl Default for Notebooks {
+    fn default() -> Self {
+        Notebooks {
+            registry: Mutex::default(),
+            changes: broadcast::Sender::new(256),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -76,6 +99,16 @@ pub enum LookupError {
 }
 
 impl Notebooks {
+    /// Where notebooks announce their changes (given to each notebook in use).
+    pub fn change_sender(&self) -> broadcast::Sender<String> {
+        self.changes.clone()
+    }
+
+    /// Names of notebooks as they change.
+    pub fn watch_changes(&self) -> broadcast::Receiver<String> {
+        self.changes.subscribe()
+    }
+
     pub fn get(&self, name: &str) -> Option<Arc<NotebookInUse>> {
         self.registry
             .lock()

@@ -16,6 +16,9 @@ use tokio::sync::Mutex;
 use kernel::{ExecuteError, Kernel, KernelError, Liveness};
 use rest::JupyterRest;
 
+/// How long a restarted kernel may take to answer again.
+const RESTART_READY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// One Jupyter Server and the kernels this server uses on it.
 pub struct Jupyter {
     rest: JupyterRest,
@@ -135,7 +138,10 @@ impl Jupyter {
         if kernel.liveness() == Liveness::Alive {
             kernel.connection().expect_restart(true);
             match self.rest.restart_kernel(&id).await {
-                Ok(_) => return Ok(kernel.clone()),
+                Ok(_) => {
+                    kernel.wait_ready(RESTART_READY).await;
+                    return Ok(kernel.clone());
+                }
                 Err(rest::RestError::NotFound { .. }) => {}
                 Err(e) => {
                     kernel.connection().expect_restart(false);
@@ -149,7 +155,9 @@ impl Jupyter {
         match self.rest.get_kernel(&id).await {
             Ok(_) => {
                 self.rest.restart_kernel(&id).await?;
-                self.kernel(&id).await
+                let kernel = self.kernel(&id).await?;
+                kernel.wait_ready(RESTART_READY).await;
+                Ok(kernel)
             }
             Err(rest::RestError::NotFound { .. }) => {
                 self.started.lock().expect("started lock").remove(&id);

@@ -3,11 +3,13 @@
 #[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;
 pub mod http;
+pub mod resources;
 pub mod stdio;
 
 use std::sync::Arc;
 
 // Logging is deprecated in 2026-07-28 but 2025-11-25 clients still send logging/setLevel.
+use rmcp::model::JsonObject;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
@@ -35,11 +37,57 @@ small; the result says how to get the rest.";
 #[derive(Clone)]
 pub struct McpServer {
     state: Arc<ServerState>,
+    /// Legacy `resources/subscribe` watchers of this session, by URI.
+    subscriptions:
+        Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
 }
 
 impl McpServer {
     pub fn new(state: Arc<ServerState>) -> Self {
-        McpServer { state }
+        McpServer {
+            state,
+            subscriptions: Arc::default(),
+        }
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        // The last handle of a session stops its watchers.
+        if Arc::strong_count(&self.subscriptions) == 1 {
+            for (_, watcher) in self
+                .subscriptions
+                .lock()
+                .expect("subscriptions lock")
+                .drain()
+            {
+                watcher.abort();
+            }
+        }
+    }
+}
+
+/// Waits for changes to the notebook a URI names; `None` when the change stream ends.
+async fn next_change_for(
+    changes: &mut tokio::sync::broadcast::Receiver<String>,
+    uris: &[String],
+) -> Option<Vec<String>> {
+    loop {
+        match changes.recv().await {
+            Ok(name) => {
+                let hit: Vec<String> = uris
+                    .iter()
+                    .filter(|u| resources::concerns(u, &name))
+                    .cloned()
+                    .collect();
+                if !hit.is_empty() {
+                    return Some(hit);
+                }
+            }
+            // Missed some changes: tell every subscriber to re-read.
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return Some(uris.to_vec()),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+        }
     }
 }
 
@@ -80,10 +128,11 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        #[allow(unused_mut)]
+        let mut all = resources::list(&self.state);
         #[cfg(feature = "conformance-fixtures")]
-        return Ok(ListResourcesResult::with_all_items(fixtures::resources()));
-        #[cfg(not(feature = "conformance-fixtures"))]
-        Ok(ListResourcesResult::with_all_items(Vec::new()))
+        all.extend(fixtures::resources());
+        Ok(ListResourcesResult::with_all_items(all))
     }
 
     async fn list_resource_templates(
@@ -91,12 +140,11 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        #[allow(unused_mut)]
+        let mut all = resources::templates();
         #[cfg(feature = "conformance-fixtures")]
-        return Ok(ListResourceTemplatesResult::with_all_items(
-            fixtures::resource_templates(),
-        ));
-        #[cfg(not(feature = "conformance-fixtures"))]
-        Ok(ListResourceTemplatesResult::with_all_items(Vec::new()))
+        all.extend(fixtures::resource_templates());
+        Ok(ListResourceTemplatesResult::with_all_items(all))
     }
 
     async fn read_resource(
@@ -108,13 +156,9 @@ impl ServerHandler for McpServer {
         if let Some(result) = fixtures::read_resource(&request.uri) {
             return Ok(result.into());
         }
-        Err(McpError::resource_not_found(
-            format!(
-                "No resource at '{}'. Call resources/list to see what this server offers.",
-                request.uri
-            ),
-            Some(serde_json::json!({ "uri": request.uri })),
-        ))
+        resources::read(&self.state, &request.uri)
+            .await
+            .map(Into::into)
     }
 
     async fn list_prompts(
@@ -122,10 +166,11 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
+        #[allow(unused_mut)]
+        let mut all = vec![cite_prompt()];
         #[cfg(feature = "conformance-fixtures")]
-        return Ok(ListPromptsResult::with_all_items(fixtures::prompts()));
-        #[cfg(not(feature = "conformance-fixtures"))]
-        Ok(ListPromptsResult::with_all_items(Vec::new()))
+        all.extend(fixtures::prompts());
+        Ok(ListPromptsResult::with_all_items(all))
     }
 
     async fn get_prompt(
@@ -136,6 +181,9 @@ impl ServerHandler for McpServer {
         #[cfg(feature = "conformance-fixtures")]
         if let Some(result) = fixtures::get_prompt(&request.name, request.arguments.as_ref()) {
             return Ok(result.into());
+        }
+        if request.name == "jupyter_cite" {
+            return self.cite(request.arguments.as_ref()).await.map(Into::into);
         }
         Err(McpError::invalid_params(
             format!(
@@ -159,9 +207,28 @@ impl ServerHandler for McpServer {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        tracing::debug!("client subscribed to {}", request.uri);
+        let uri = request.uri.clone();
+        let mut changes = self.state.notebooks.watch_changes();
+        let peer = context.peer.clone();
+        let watched = vec![uri.clone()];
+        let watcher = tokio::spawn(async move {
+            while next_change_for(&mut changes, &watched).await.is_some() {
+                let param = rmcp::model::ResourceUpdatedNotificationParam::new(watched[0].clone());
+                if peer.notify_resource_updated(param).await.is_err() {
+                    break;
+                }
+            }
+        });
+        if let Some(old) = self
+            .subscriptions
+            .lock()
+            .expect("subscriptions lock")
+            .insert(uri, watcher.abort_handle())
+        {
+            old.abort();
+        }
         Ok(())
     }
 
@@ -170,8 +237,37 @@ impl ServerHandler for McpServer {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        tracing::debug!("client unsubscribed from {}", request.uri);
+        if let Some(watcher) = self
+            .subscriptions
+            .lock()
+            .expect("subscriptions lock")
+            .remove(&request.uri)
+        {
+            watcher.abort();
+        }
         Ok(())
+    }
+
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        let uris = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut changes = self.state.notebooks.watch_changes();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                hit = next_change_for(&mut changes, &uris), if !uris.is_empty() => {
+                    let Some(hit) = hit else { return Ok(()) };
+                    for uri in hit {
+                        if context.sink().notify_resource_updated(uri).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
     }
 
     fn accepted_subscription_filter(
@@ -248,5 +344,56 @@ async fn send_progress(
         if let Err(e) = peer.notify_progress(param).await {
             tracing::debug!("could not send progress: {e}");
         }
+    }
+}
+
+fn cite_prompt() -> rmcp::model::Prompt {
+    serde_json::from_value(serde_json::json!({
+        "name": "jupyter_cite",
+        "description": "Cite cells of a notebook in use (as they are now, unsaved edits included) \
+            ahead of your instruction.",
+        "arguments": [
+            {"name": "prompt", "description": "User prompt for the cited cells", "required": true},
+            {"name": "cell_indices", "description": "Cell indices to cite (0-based), e.g. '0,1,2', '0-2', '0-2,4' or '3-' (to the end)", "required": true},
+            {"name": "notebook_name", "description": "Notebook to cite from (default: the current notebook)", "required": false}
+        ]
+    }))
+    .expect("prompt JSON matches the rmcp model")
+}
+
+impl McpServer {
+    async fn cite(
+        &self,
+        arguments: Option<&JsonObject>,
+    ) -> Result<rmcp::model::GetPromptResult, McpError> {
+        let argument = |key: &str| {
+            arguments
+                .and_then(|a| a.get(key))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let in_use = self
+            .state
+            .notebooks
+            .resolve(
+                Some(&argument("notebook_name"))
+                    .filter(|n| !n.is_empty())
+                    .map(String::as_str),
+            )
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
+        let notebook = in_use
+            .document
+            .read()
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        let indices = resources::parse_cell_ranges(&argument("cell_indices"), notebook.cells.len())
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        let text = resources::cite_text(&in_use.name, &notebook, &indices, &argument("prompt"));
+        Ok(serde_json::from_value(serde_json::json!({
+            "resultType": "complete",
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}]
+        }))
+        .expect("prompt JSON matches the rmcp model"))
     }
 }

@@ -211,7 +211,7 @@ async fn read(notebook: &NotebookInUse) -> Result<Notebook, ToolError> {
 }
 
 async fn apply(notebook: &NotebookInUse, edits: Vec<Edit>) -> Result<Notebook, ToolError> {
-    notebook.document.apply(edits).await.map_err(document_error)
+    notebook.apply(edits).await.map_err(document_error)
 }
 
 fn out_of_range(index: i64, notebook: &Notebook) -> ToolError {
@@ -987,7 +987,7 @@ async fn write_while_running(
             outputs,
             execution_count,
         };
-        if let Err(e) = in_use.document.apply(vec![edit]).await {
+        if let Err(e) = in_use.apply(vec![edit]).await {
             tracing::debug!("could not save outputs while running: {e}");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -264,6 +264,7 @@ async fn use_notebook(
         document,
         kernel,
         origin,
+        state.notebooks.change_sender(),
     ));
     let previous = state.notebooks.current_name();
     state.notebooks.insert(in_use);

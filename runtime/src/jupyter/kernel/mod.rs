@@ -96,6 +96,37 @@ impl Kernel {
         Ok(execute::run(self, request).await?)
     }
 
+    /// Waits until the kernel answers `kernel_info` (after a restart its channels come back a
+    /// moment later than the REST call returns; a request sent too early can be lost).
+    pub async fn wait_ready(&self, within: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            let (msg_id, mut replies) =
+                self.connection
+                    .request("shell", "kernel_info_request", serde_json::json!({}));
+            let attempt = tokio::time::sleep(std::time::Duration::from_secs(1));
+            tokio::pin!(attempt);
+            loop {
+                tokio::select! {
+                    routed = replies.recv() => match routed {
+                        Some(connection::Routed::Message(m)) if m.msg_type() == "kernel_info_reply" => {
+                            self.connection.forget(&msg_id);
+                            return true;
+                        }
+                        Some(connection::Routed::Message(_)) => continue,
+                        _ => {
+                            self.connection.forget(&msg_id);
+                            return false;
+                        }
+                    },
+                    _ = &mut attempt => break,
+                }
+            }
+            self.connection.forget(&msg_id);
+        }
+        false
+    }
+
     /// Interrupts the kernel; returns why it is gone if the interrupt shows it is.
     pub(crate) async fn interrupt_or_gone(&self) -> Option<GoneReason> {
         match self.rest.interrupt_kernel(&self.id).await {
