@@ -81,6 +81,17 @@ impl Document for FileDocument {
     fn read(&self) -> DocumentFuture<'_, Notebook> {
         Box::pin(async move {
             let mut known = self.known.lock().await;
+            // The hash alone is cheap to ask for; the content only when it changed.
+            if let Some((notebook, hash)) = known.as_ref() {
+                let current = self
+                    .rest
+                    .get_file_hash(&self.path)
+                    .await
+                    .map_err(|e| self.not_found(e))?;
+                if *hash == current {
+                    return Ok(notebook.clone());
+                }
+            }
             let fresh = self.fetch().await?;
             let notebook = fresh.0.clone();
             *known = Some(fresh);

@@ -1,0 +1,113 @@
+"""Notebook tool latency: ours (file backend) beside the Python server 2.2.4, same Jupyter Server.
+
+Measures insert_cell (append to a small notebook), read_notebook (a 200-cell notebook, detailed,
+all cells) and execute_cell (a one-line cell), median and p90, through the official MCP client
+over stdio. The Jupyter Server runs jupyter-collaboration, which the Python server needs (it edits
+only through collaboration rooms). Not a test: it measures. Usage: tests/bench/run notebooks
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from execute_latency import summary  # noqa: E402
+from harness import start_jupyter  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+
+
+def write_notebook(path: Path, sources: list[str]) -> None:
+    nb = {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {"cell_type": "code", "id": f"c{i:04d}", "metadata": {}, "execution_count": None, "outputs": [],
+             "source": source}
+            for i, source in enumerate(sources)
+        ],
+    }
+    path.write_text(json.dumps(nb, indent=1))
+
+
+async def measure(command: str, args: list[str], env: dict, calls: int, tag: str) -> dict[str, list[float]]:
+    params = StdioServerParameters(command=command, args=args, env=env)
+    results: dict[str, list[float]] = {}
+    async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+        async def timed(name: str, tool: str, arguments: dict, n: int) -> None:
+            for _ in range(2):  # warm-up
+                r = await client.call_tool(tool, arguments)
+                assert not r.is_error, f"{tag} {tool}: {r.content}"
+            samples = []
+            for _ in range(n):
+                started = time.perf_counter()
+                r = await client.call_tool(tool, arguments)
+                samples.append(time.perf_counter() - started)
+                assert not r.is_error, f"{tag} {tool}: {r.content}"
+            results[name] = samples
+
+        r = await client.call_tool("use_notebook", {"notebook_name": "big", "notebook_path": f"big-{tag}.ipynb"})
+        assert not r.is_error, r.content
+        await timed("read_notebook (200 cells, detailed)", "read_notebook",
+                    {"notebook_name": "big", "response_format": "detailed", "start_index": 0, "limit": 0}, calls)
+        r = await client.call_tool("use_notebook", {"notebook_name": "small", "notebook_path": f"small-{tag}.ipynb"})
+        assert not r.is_error, r.content
+        await timed("insert_cell", "insert_cell",
+                    {"cell_index": -1, "cell_type": "code", "cell_source": "y = 1"}, calls)
+        await timed("execute_cell (one line)", "execute_cell",
+                    {"cell_index": 0, "stream": False}, max(3, calls // 3))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=30)
+    parser.add_argument("--upstream-calls", type=int, default=10)
+    parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"))
+    parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"))
+    opts = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="jmcp-nbbench-"))
+    jupyter = start_jupyter(tmp)
+    try:
+        for tag in ("ours", "py"):
+            big = [f"# cell {i}\nvalue_{i} = {i} * 2\nprint(value_{i})" for i in range(200)]
+            write_notebook(jupyter.root / f"big-{tag}.ipynb", big)
+            write_notebook(jupyter.root / f"small-{tag}.ipynb", ["1 + 1"])
+        env = dict(os.environ, RUST_LOG="warn")
+        connect = ["--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token]
+        ours = asyncio.run(measure(opts.ours, ["start", *connect, "--document-backend", "file"], env, opts.calls, "ours"))
+        theirs = None
+        if opts.upstream and Path(opts.upstream).exists():
+            theirs = asyncio.run(measure(opts.upstream, ["start", "--transport", "stdio", *connect], env,
+                                         opts.upstream_calls, "py"))
+        else:
+            print("(Python server not given: set UPSTREAM_JUPYTER_MCP_SERVER or use tests/bench/run)")
+    finally:
+        jupyter.process.terminate()
+        jupyter.process.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print(f"\nnotebook tools, ours {opts.calls} calls each (file backend), Python server {opts.upstream_calls}")
+    print(f"{'tool':38} {'ours med':>9} {'ours p90':>9} {'py med':>9} {'py p90':>9} {'py/ours':>8}")
+    for name, samples in ours.items():
+        median, p90 = summary(samples)
+        line = f"{name:38} {median * 1e3:9.2f} {p90 * 1e3:9.2f}"
+        if theirs and name in theirs:
+            t_median, t_p90 = summary(theirs[name])
+            line += f" {t_median * 1e3:9.2f} {t_p90 * 1e3:9.2f} {t_median / median:8.1f}"
+        print(line + "   (ms)")
+
+
+if __name__ == "__main__":
+    main()
