@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
-use crate::jupyter::document::{Document, DocumentError, Edit};
+use crate::jupyter::document::{Document, DocumentError, Edit, EditPlan};
 use crate::jupyter::kernel::Kernel;
 use crate::jupyter::notebook::Notebook;
 
@@ -53,9 +53,18 @@ impl NotebookInUse {
 
     /// Applies edits to the document and tells subscribers the notebook changed.
     pub async fn apply(&self, edits: Vec<Edit>) -> Result<Notebook, DocumentError> {
-        let saved = self.document.apply(edits).await?;
-        let _ = self.changes.send(self.name.clone());
+        let (_, saved) = self.update(Box::new(move |_| Ok(edits))).await?;
         Ok(saved)
+    }
+
+    /// Plans and saves edits against the newest version (see `Document::update`), then tells
+    /// subscribers; returns the notebook before and after.
+    pub async fn update(&self, plan: EditPlan<'_>) -> Result<(Notebook, Notebook), DocumentError> {
+        let (before, after) = self.document.update(plan).await?;
+        if before != after {
+            let _ = self.changes.send(self.name.clone());
+        }
+        Ok((before, after))
     }
 
     pub fn kernel(&self) -> Arc<Kernel> {

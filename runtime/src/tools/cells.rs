@@ -203,7 +203,22 @@ fn notebook_in_use(
 }
 
 fn document_error(error: DocumentError) -> ToolError {
-    ToolError::failed(error)
+    match error {
+        DocumentError::Refused(reason) => ToolError::Failed(reason),
+        other => ToolError::failed(other),
+    }
+}
+
+/// Plans edits against the notebook as it is when the write happens (one check for other
+/// writers per call); returns the notebook before and after.
+async fn update<'a>(
+    notebook: &NotebookInUse,
+    plan: impl FnOnce(&Notebook) -> Result<Vec<Edit>, ToolError> + Send + 'a,
+) -> Result<(Notebook, Notebook), ToolError> {
+    notebook
+        .update(Box::new(move |nb| plan(nb).map_err(|e| e.to_string())))
+        .await
+        .map_err(document_error)
 }
 
 async fn read(notebook: &NotebookInUse) -> Result<Notebook, ToolError> {
@@ -410,21 +425,23 @@ async fn insert(
     cell_index: i64,
     cell: Cell,
 ) -> Result<(usize, String, Notebook), ToolError> {
-    let current = read(in_use).await?;
-    let total = current.cells.len() as i64;
-    if cell_index < -1 || cell_index > total {
-        return Err(ToolError::Failed(format!(
-            "Index {cell_index} is outside valid range [-1, {total}]. Use -1 to append at end."
-        )));
-    }
-    let at = if cell_index == -1 {
-        current.cells.len()
-    } else {
-        cell_index as usize
-    };
     let id = cell.id.clone();
-    let saved = apply(in_use, vec![Edit::Insert { index: at, cell }]).await?;
-    let index = saved.index_of(&id).unwrap_or(at);
+    let (_, saved) = update(in_use, move |current| {
+        let total = current.cells.len() as i64;
+        if cell_index < -1 || cell_index > total {
+            return Err(ToolError::Failed(format!(
+                "Index {cell_index} is outside valid range [-1, {total}]. Use -1 to append at end."
+            )));
+        }
+        let at = if cell_index == -1 {
+            current.cells.len()
+        } else {
+            cell_index as usize
+        };
+        Ok(vec![Edit::Insert { index: at, cell }])
+    })
+    .await?;
+    let index = saved.index_of(&id).ok_or_else(|| unknown_id(&id))?;
     Ok((index, id, saved))
 }
 
@@ -469,17 +486,17 @@ pub struct OverwriteArgs {
     pub notebook_name: Option<String>,
 }
 
-async fn set_source(in_use: &NotebookInUse, cell: &Cell, source: String) -> Result<(), ToolError> {
-    apply(
-        in_use,
-        vec![Edit::SetSource {
-            cell_id: cell.id.clone(),
-            source,
-            expected: Some(cell.source.clone()),
-        }],
-    )
-    .await
-    .map(drop)
+/// The edit that sets a cell's source, refused if someone changed the cell meanwhile; no edit
+/// when nothing changes.
+fn set_source(cell: &Cell, source: String) -> Vec<Edit> {
+    if cell.source == source {
+        return Vec::new();
+    }
+    vec![Edit::SetSource {
+        cell_id: cell.id.clone(),
+        source,
+        expected: Some(cell.source.clone()),
+    }]
 }
 
 async fn overwrite_cell_source(
@@ -487,12 +504,14 @@ async fn overwrite_cell_source(
     args: OverwriteArgs,
 ) -> Result<ToolOutput, ToolError> {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let notebook = read(&in_use).await?;
-    let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
-    let cell = &notebook.cells[index];
-    let diff = source_diff(&cell.source, &args.cell_source);
-    set_source(&in_use, cell, args.cell_source.clone()).await?;
-    let text = match diff {
+    let (before, _) = update(&in_use, |nb| {
+        let index = resolve_cell(nb, args.cell_index, args.cell_id.as_deref())?;
+        Ok(set_source(&nb.cells[index], args.cell_source.clone()))
+    })
+    .await?;
+    let index = resolve_cell(&before, args.cell_index, args.cell_id.as_deref())?;
+    let cell = &before.cells[index];
+    let text = match source_diff(&cell.source, &args.cell_source) {
         Some(diff) => format!(
             "Cell {index} overwritten successfully!\n\n{}",
             fenced_diff(&diff)
@@ -523,19 +542,8 @@ pub struct EditSourceArgs {
     pub notebook_name: Option<String>,
 }
 
-async fn edit_cell_source(
-    context: ToolContext,
-    args: EditSourceArgs,
-) -> Result<ToolOutput, ToolError> {
-    if args.old_string.is_empty() {
-        return Err(ToolError::InvalidArguments(
-            "old_string must not be empty".into(),
-        ));
-    }
-    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let notebook = read(&in_use).await?;
-    let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
-    let cell = &notebook.cells[index];
+/// The new source of an edit_cell_source call, or why it cannot be made.
+fn replaced_source(cell: &Cell, args: &EditSourceArgs) -> Result<String, ToolError> {
     let count = cell.source.matches(&args.old_string).count();
     if count == 0 {
         return Err(ToolError::Failed(
@@ -547,14 +555,32 @@ async fn edit_cell_source(
             "old_string is not unique in cell source ({count} occurrences). Use replace_all=True to replace all occurrences."
         )));
     }
-    let new_source = if args.replace_all {
+    Ok(if args.replace_all {
         cell.source.replace(&args.old_string, &args.new_string)
     } else {
         cell.source.replacen(&args.old_string, &args.new_string, 1)
-    };
-    let diff = source_diff(&cell.source, &new_source);
-    set_source(&in_use, cell, new_source).await?;
-    let text = match diff {
+    })
+}
+
+async fn edit_cell_source(
+    context: ToolContext,
+    args: EditSourceArgs,
+) -> Result<ToolOutput, ToolError> {
+    if args.old_string.is_empty() {
+        return Err(ToolError::InvalidArguments(
+            "old_string must not be empty".into(),
+        ));
+    }
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let (before, _) = update(&in_use, |nb| {
+        let cell = &nb.cells[resolve_cell(nb, args.cell_index, args.cell_id.as_deref())?];
+        Ok(set_source(cell, replaced_source(cell, &args)?))
+    })
+    .await?;
+    let index = resolve_cell(&before, args.cell_index, args.cell_id.as_deref())?;
+    let cell = &before.cells[index];
+    let new_source = replaced_source(cell, &args)?;
+    let text = match source_diff(&cell.source, &new_source) {
         Some(diff) => format!(
             "Cell {index} edited successfully!\n\n{}",
             fenced_diff(&diff)
@@ -583,9 +609,8 @@ pub struct DeleteCellArgs {
     pub notebook_name: Option<String>,
 }
 
-async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> Result<ToolOutput, ToolError> {
-    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let notebook = read(&in_use).await?;
+/// The indices of the cells a delete_cell call names, checked against the notebook.
+fn delete_targets(notebook: &Notebook, args: &DeleteCellArgs) -> Result<Vec<usize>, ToolError> {
     let indices: Vec<usize> = match (&args.cell_ids_to_delete, &args.cell_indices) {
         (Some(ids), _) if !ids.is_empty() => {
             let missing: Vec<&String> = ids
@@ -613,7 +638,7 @@ async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> Result<ToolO
             }
             indices
                 .iter()
-                .map(|&i| resolve_cell(&notebook, Some(i), None))
+                .map(|&i| resolve_cell(notebook, Some(i), None))
                 .collect::<Result<_, _>>()?
         }
         _ => {
@@ -626,17 +651,24 @@ async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> Result<ToolO
     if !indices.iter().all(|i| seen.insert(*i)) {
         return Err(ToolError::Failed("the same cell is named twice".into()));
     }
+    Ok(indices)
+}
+
+async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let (notebook, _) = update(&in_use, |nb| {
+        let cell_ids = delete_targets(nb, &args)?
+            .iter()
+            .map(|&i| nb.cells[i].id.clone())
+            .collect();
+        Ok(vec![Edit::Delete { cell_ids }])
+    })
+    .await?;
+    let indices = delete_targets(&notebook, &args)?;
     let ids: Vec<String> = indices
         .iter()
         .map(|&i| notebook.cells[i].id.clone())
         .collect();
-    apply(
-        &in_use,
-        vec![Edit::Delete {
-            cell_ids: ids.clone(),
-        }],
-    )
-    .await?;
     let mut parts = Vec::new();
     for &index in &indices {
         let cell = &notebook.cells[index];
@@ -668,31 +700,37 @@ pub struct ClearOutputArgs {
     pub notebook_name: Option<String>,
 }
 
+/// The code cell a clear_cell_output call names.
+fn clear_target(notebook: &Notebook, args: &ClearOutputArgs) -> Result<usize, ToolError> {
+    let index = resolve_cell(notebook, args.cell_index, args.cell_id.as_deref())?;
+    if notebook.cells[index].cell_type != CellType::Code {
+        return Err(ToolError::Failed(format!(
+            "Cell {index} is not a code cell, cannot clear output."
+        )));
+    }
+    Ok(index)
+}
+
 async fn clear_cell_output(
     context: ToolContext,
     args: ClearOutputArgs,
 ) -> Result<ToolOutput, ToolError> {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let notebook = read(&in_use).await?;
-    let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
-    let cell = &notebook.cells[index];
-    if cell.cell_type != CellType::Code {
-        return Err(ToolError::Failed(format!(
-            "Cell {index} is not a code cell, cannot clear output."
-        )));
-    }
+    let (before, _) = update(&in_use, |nb| {
+        let cell = &nb.cells[clear_target(nb, &args)?];
+        if cell.outputs.is_empty() && cell.execution_count.is_none() {
+            return Ok(Vec::new());
+        }
+        Ok(vec![Edit::SetOutputs {
+            cell_id: cell.id.clone(),
+            outputs: Vec::new(),
+            execution_count: None,
+        }])
+    })
+    .await?;
+    let index = clear_target(&before, &args)?;
+    let cell = &before.cells[index];
     let removed = cell.outputs.len();
-    if removed > 0 || cell.execution_count.is_some() {
-        apply(
-            &in_use,
-            vec![Edit::SetOutputs {
-                cell_id: cell.id.clone(),
-                outputs: Vec::new(),
-                execution_count: None,
-            }],
-        )
-        .await?;
-    }
     let text = if removed == 0 {
         format!("Cell {index} had no output to clear.")
     } else {
@@ -721,9 +759,8 @@ pub struct MoveCellArgs {
     pub notebook_name: Option<String>,
 }
 
-async fn move_cell(context: ToolContext, args: MoveCellArgs) -> Result<ToolOutput, ToolError> {
-    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let notebook = read(&in_use).await?;
+/// The source and target indices a move_cell call names.
+fn move_targets(notebook: &Notebook, args: &MoveCellArgs) -> Result<(usize, usize), ToolError> {
     let total = notebook.cells.len();
     if total == 0 {
         return Err(ToolError::Failed("Notebook has no cells.".into()));
@@ -758,19 +795,24 @@ async fn move_cell(context: ToolContext, args: MoveCellArgs) -> Result<ToolOutpu
             ));
         }
     };
-    let cell = &notebook.cells[source];
-    let saved = if source == target {
-        notebook.clone()
-    } else {
-        apply(
-            &in_use,
-            vec![Edit::Move {
-                cell_id: cell.id.clone(),
-                to: target,
-            }],
-        )
-        .await?
-    };
+    Ok((source, target))
+}
+
+async fn move_cell(context: ToolContext, args: MoveCellArgs) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let (before, saved) = update(&in_use, |nb| {
+        let (source, target) = move_targets(nb, &args)?;
+        if source == target {
+            return Ok(Vec::new());
+        }
+        Ok(vec![Edit::Move {
+            cell_id: nb.cells[source].id.clone(),
+            to: target,
+        }])
+    })
+    .await?;
+    let (source, target) = move_targets(&before, &args)?;
+    let cell = &before.cells[source];
     let text = format!(
         "Cell moved successfully from index {source} to {target} ({}).\nNotebook has {} cells, showing surrounding cells:\n{}",
         cell.cell_type.as_str(),

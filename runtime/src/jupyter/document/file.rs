@@ -12,7 +12,7 @@
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
-use super::{Document, DocumentError, DocumentFuture, Edit, apply_edits};
+use super::{Document, DocumentError, DocumentFuture, EditPlan, apply_edits};
 use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::{JupyterRest, RestError};
 
@@ -99,7 +99,7 @@ impl Document for FileDocument {
         })
     }
 
-    fn apply(&self, edits: Vec<Edit>) -> DocumentFuture<'_, Notebook> {
+    fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)> {
         Box::pin(async move {
             let mut known = self.known.lock().await;
             let current_hash = self
@@ -107,26 +107,33 @@ impl Document for FileDocument {
                 .get_file_hash(&self.path)
                 .await
                 .map_err(|e| self.not_found(e))?;
-            let base = match known.take() {
-                Some((notebook, hash)) if hash == current_hash => notebook,
-                _ => {
-                    // Never read, or saved by someone else since: start from their version.
-                    let (notebook, _) = self.fetch().await?;
-                    notebook
+            let (base, base_hash) = match known.take() {
+                Some((notebook, hash)) if hash == current_hash => (notebook, hash),
+                // Never read, or saved by someone else since: start from their version.
+                _ => self.fetch().await?,
+            };
+            let edits = match plan(&base) {
+                Ok(edits) => edits,
+                Err(reason) => {
+                    *known = Some((base, base_hash));
+                    return Err(DocumentError::Refused(reason));
                 }
             };
-            let next = apply_edits(&base, &edits, &self.path);
-            let next = match next {
+            if edits.is_empty() {
+                *known = Some((base.clone(), base_hash));
+                return Ok((base.clone(), base));
+            }
+            let next = match apply_edits(&base, &edits, &self.path) {
                 Ok(next) => next,
                 Err(e) => {
-                    *known = Some((base, current_hash));
+                    *known = Some((base, base_hash));
                     return Err(e);
                 }
             };
             let text = next.to_ipynb();
             self.rest.put_text_file(&self.path, &text).await?;
             *known = Some((next.clone(), sha256_hex(&text)));
-            Ok(next)
+            Ok((base, next))
         })
     }
 }

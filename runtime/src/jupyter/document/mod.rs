@@ -53,9 +53,15 @@ pub enum DocumentError {
     Conflict { path: String, cell_id: String },
     #[error("'{path}' cannot be read as a notebook: {source}")]
     Invalid { path: String, source: NotebookError },
+    /// The edit plan found the notebook unfit for the edit; the message says why.
+    #[error("{0}")]
+    Refused(String),
     #[error(transparent)]
     Rest(#[from] RestError),
 }
+
+/// Computes the edits to make from the notebook as it is at the moment of writing, or refuses.
+pub type EditPlan<'a> = Box<dyn FnOnce(&Notebook) -> Result<Vec<Edit>, String> + Send + 'a>;
 
 pub type DocumentFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, DocumentError>> + Send + 'a>>;
@@ -67,7 +73,15 @@ pub trait Document: Send + Sync {
     /// The notebook as it is now.
     fn read(&self) -> DocumentFuture<'_, Notebook>;
     /// Applies the edits to the newest version and saves; returns the notebook as saved.
-    fn apply(&self, edits: Vec<Edit>) -> DocumentFuture<'_, Notebook>;
+    fn apply(&self, edits: Vec<Edit>) -> DocumentFuture<'_, Notebook> {
+        Box::pin(async move {
+            let (_, saved) = self.update(Box::new(move |_| Ok(edits))).await?;
+            Ok(saved)
+        })
+    }
+    /// Plans edits against the newest version and saves them, checking for other writers once;
+    /// returns the notebook before and after. No edits, no write.
+    fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)>;
 }
 
 /// Applies edits in order; nothing is changed if one of them no longer fits.
