@@ -214,6 +214,9 @@ pub enum ExecuteError {
     },
 }
 
+/// After the reply, how long we wait for the kernel's idle status before answering anyway.
+const IDLE_AFTER_REPLY: Duration = Duration::from_secs(3);
+
 /// After an interrupt, how long outputs may still trickle in before we answer.
 const SETTLE_AFTER_INTERRUPT: Duration = Duration::from_secs(1);
 
@@ -263,6 +266,11 @@ pub(super) async fn run(
             routed = replies.recv() => match routed {
                 Some(Routed::Message(message)) => match (message.channel.as_str(), message.msg_type()) {
                     ("shell", "execute_reply") => {
+                        // The idle status normally follows within milliseconds; if iopub lost
+                        // it (a channel reconnecting), do not wait for the full timeout.
+                        if settle_deadline.is_none() {
+                            settle_deadline = Some(tokio::time::Instant::now() + IDLE_AFTER_REPLY);
+                        }
                         reply_status = message.content.get("status").and_then(Value::as_str).map(str::to_owned);
                         if let Some(n) = message.content.get("execution_count").and_then(Value::as_i64) {
                             collector.execution_count = Some(n);

@@ -96,33 +96,37 @@ impl Kernel {
         Ok(execute::run(self, request).await?)
     }
 
-    /// Waits until the kernel answers `kernel_info` (after a restart its channels come back a
-    /// moment later than the REST call returns; a request sent too early can be lost).
+    /// Waits until the kernel answers `kernel_info` on shell *and* its iopub messages reach us
+    /// (after a restart Jupyter reconnects its channels a moment after the REST call returns,
+    /// and iopub subscriptions miss what is published before they join).
     pub async fn wait_ready(&self, within: std::time::Duration) -> bool {
         let deadline = tokio::time::Instant::now() + within;
         while tokio::time::Instant::now() < deadline {
             let (msg_id, mut replies) =
                 self.connection
                     .request("shell", "kernel_info_request", serde_json::json!({}));
-            let attempt = tokio::time::sleep(std::time::Duration::from_secs(1));
+            let attempt = tokio::time::sleep(std::time::Duration::from_millis(500));
             tokio::pin!(attempt);
-            loop {
+            let (mut replied, mut published) = (false, false);
+            let ready = loop {
                 tokio::select! {
                     routed = replies.recv() => match routed {
-                        Some(connection::Routed::Message(m)) if m.msg_type() == "kernel_info_reply" => {
-                            self.connection.forget(&msg_id);
-                            return true;
+                        Some(connection::Routed::Message(m)) => {
+                            replied |= m.msg_type() == "kernel_info_reply";
+                            published |= m.channel == "iopub";
+                            if replied && published {
+                                break Some(true);
+                            }
                         }
-                        Some(connection::Routed::Message(_)) => continue,
-                        _ => {
-                            self.connection.forget(&msg_id);
-                            return false;
-                        }
+                        _ => break Some(false),
                     },
-                    _ = &mut attempt => break,
+                    _ = &mut attempt => break None,
                 }
-            }
+            };
             self.connection.forget(&msg_id);
+            if let Some(ready) = ready {
+                return ready;
+            }
         }
         false
     }
