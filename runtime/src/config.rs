@@ -86,6 +86,10 @@ pub struct StartArgs {
     )]
     pub document_backend: DocumentBackend,
 
+    /// Turn a capability on (NAME) or off (NAME=off); repeatable. See capabilities://.
+    #[arg(long = "capability", value_name = "NAME[=VALUE]")]
+    pub capabilities: Vec<String>,
+
     /// Root directory of the embedded Jupyter Server (default: the current directory).
     #[arg(long, env = "JUPYTER_MCP_ROOT_DIR")]
     pub root_dir: Option<PathBuf>,
@@ -179,6 +183,8 @@ pub struct Config {
     /// A separate server for notebooks (`--document-url`), with its token.
     pub documents: Option<(Url, Option<String>)>,
     pub document_backend: DocumentBackend,
+    /// Capability settings from the environment and the command line (checked at start).
+    pub capabilities: crate::capabilities::Settings,
     pub execution: ExecutionLimits,
     pub output: OutputLimits,
     pub http: HttpConfig,
@@ -284,6 +290,11 @@ impl Config {
                 .document_url
                 .map(|url| (url, args.document_token.filter(|t| !t.is_empty()))),
             document_backend: args.document_backend,
+            capabilities: crate::capabilities::Settings {
+                config: Vec::new(),
+                env: env("JUPYTER_MCP_CAPABILITIES"),
+                cli: args.capabilities,
+            },
             execution: ExecutionLimits {
                 default_timeout: Duration::from_secs(args.execution_timeout),
                 max_timeout: Duration::from_secs(args.max_execution_timeout),

@@ -29,6 +29,11 @@ pub async fn call_tool(
             Some(serde_json::json!({ "tool": name })),
         ));
     };
+    if let Some(reason) = crate::tools::refusal(tool.spec(), &state.capabilities) {
+        return Ok(CallToolResult::error(vec![Content::text(format!(
+            "Error executing tool {name}: {reason}"
+        ))]));
+    }
     let started = Instant::now();
     // A panicking tool must cost only its own call.
     let outcome = AssertUnwindSafe(tool.call(context, arguments.unwrap_or_default()))

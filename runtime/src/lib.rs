@@ -3,6 +3,7 @@
 //! Requests flow one way: transport → [`mcp`] → [`dispatch`] → [`tools`] → [`jupyter`].
 //! See ARCHITECTURE.md for the map.
 
+pub mod capabilities;
 pub mod config;
 pub mod dispatch;
 pub mod jupyter;
@@ -26,6 +27,8 @@ use tools::ToolRegistry;
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
+    Capability(#[from] capabilities::CapabilityError),
+    #[error(transparent)]
     Launch(#[from] LaunchError),
     #[error("the MCP transport failed: {0}")]
     Transport(String),
@@ -36,6 +39,8 @@ pub enum RunError {
 /// Runs the server until its transport ends or it is told to stop, then stops what it started
 /// (its kernels and, if it started one, the Jupyter Server).
 pub async fn run(config: Config) -> Result<(), RunError> {
+    // Checked first: a misspelt capability stops the server before it starts anything.
+    let capabilities = capabilities::Registry::build(&[], &config.capabilities)?;
     let embedded = match &config.jupyter {
         JupyterSource::Embedded { root_dir } => Some(EmbeddedJupyter::start(root_dir).await?),
         JupyterSource::Remote { .. } => None,
@@ -57,7 +62,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     for tool in mcp::fixtures::tools() {
         tools.insert(tool);
     }
-    let state = ServerState::new(config, Jupyter::new(rest), tools);
+    let state = ServerState::new(config, Jupyter::new(rest), tools, capabilities);
 
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());

@@ -19,6 +19,9 @@ pub enum KernelOrigin {
     Given,
     /// Started by us, with a Jupyter session for the path we created so JupyterLab shares it.
     StartedWithSession { session_id: String },
+    /// The kernel of a session someone else opened for the path (`kernel.adopt-session`):
+    /// shared, never stopped by us.
+    Adopted { session_id: String },
     /// Started by us without a session: someone else's session already holds the path.
     StartedBesideExistingSession { their_kernel: Option<String> },
 }

@@ -2,6 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
+use crate::capabilities::Registry;
 use crate::config::Config;
 use crate::jupyter::Jupyter;
 use crate::jupyter::rest::JupyterRest;
@@ -14,15 +15,22 @@ pub struct ServerState {
     jupyter: RwLock<Arc<Jupyter>>,
     pub tools: ToolRegistry,
     pub notebooks: Notebooks,
+    pub capabilities: Registry,
 }
 
 impl ServerState {
-    pub fn new(config: Config, jupyter: Jupyter, tools: ToolRegistry) -> Arc<Self> {
+    pub fn new(
+        config: Config,
+        jupyter: Jupyter,
+        tools: ToolRegistry,
+        capabilities: Registry,
+    ) -> Arc<Self> {
         Arc::new(ServerState {
             config,
             jupyter: RwLock::new(Arc::new(jupyter)),
             tools,
             notebooks: Notebooks::default(),
+            capabilities,
         })
     }
 

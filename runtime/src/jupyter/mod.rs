@@ -154,8 +154,10 @@ impl Jupyter {
         self.kernels.lock().await.remove(&id);
         match self.rest.get_kernel(&id).await {
             Ok(_) => {
-                self.rest.restart_kernel(&id).await?;
+                // Connect first, so the restart's own status messages are known to be ours.
                 let kernel = self.kernel(&id).await?;
+                kernel.connection().expect_restart(true);
+                self.rest.restart_kernel(&id).await?;
                 kernel.wait_ready(RESTART_READY).await;
                 Ok(kernel)
             }
@@ -165,6 +167,27 @@ impl Jupyter {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// A working kernel in place of a lost one: the same kernel reattached when Jupyter already
+    /// restarted it under its id (its state is gone either way), else a new kernel of ours.
+    pub async fn replace_lost_kernel(
+        &self,
+        lost: &Arc<Kernel>,
+    ) -> Result<Arc<Kernel>, KernelError> {
+        let id = lost.id().to_owned();
+        self.kernels.lock().await.remove(&id);
+        let still_there = matches!(
+            lost.liveness(),
+            Liveness::Gone(kernel::GoneReason::Restarted)
+        ) && self.rest.get_kernel(&id).await.is_ok();
+        if still_there {
+            let kernel = self.kernel(&id).await?;
+            kernel.wait_ready(RESTART_READY).await;
+            return Ok(kernel);
+        }
+        self.stop_kernel(&id).await;
+        self.start_kernel().await
     }
 
     /// Shuts down a kernel we started (others are left alone).

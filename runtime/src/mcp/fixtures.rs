@@ -177,6 +177,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             description: "Tool with JSON Schema 2020-12 features".into(),
             input_schema: Arc::new(schema),
             read_only: true,
+            capability: None,
         })),
         text("test_missing_capability", "unreachable: intercepted"),
         text("test_tool_with_logging", "unreachable: intercepted"),

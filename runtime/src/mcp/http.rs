@@ -351,6 +351,7 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
         stop: stop.clone(),
     });
 
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -361,12 +362,14 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
                     continue;
                 }
             },
-            _ = stop.cancelled() => return Ok(()),
+            _ = stop.cancelled() => break,
         };
+        // Reap finished connections so the set does not grow without bound.
+        while connections.try_join_next().is_some() {}
         let _ = stream.set_nodelay(true);
         let context = context.clone();
         let stop = stop.clone();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let context = context.clone();
                 async move { Ok::<_, Infallible>(context.route(request).await) }
@@ -388,6 +391,12 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
             }
         });
     }
+    // Answer what is in flight before the process goes on to stop.
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
 }
 
 /// What the `connect` and `stop` subcommands send to a running server.

@@ -27,6 +27,9 @@ use crate::tools::{ProgressReporter, ToolContext};
 
 pub const SERVER_NAME: &str = "Jupyter MCP Server";
 
+/// The extension under which the capability block is advertised.
+pub const CAPABILITIES_EXTENSION: &str = "io.jupyter-mcp/capabilities";
+
 const INSTRUCTIONS: &str = "Read, edit and run Jupyter notebooks and kernels. Code runs on the \
 Jupyter side: execute_code runs code in a kernel (a default one is started on first use, or name \
 one with kernel_id from list_kernels); list_files explores the server's files; \
@@ -108,7 +111,13 @@ impl ServerHandler for McpServer {
             c.completions = Some(Default::default());
             c
         };
-        let capabilities = capabilities.build();
+        let mut capabilities = capabilities.build();
+        // The capability block, as in server/discover and the capabilities:// resource.
+        let block = match self.state.capabilities.block() {
+            serde_json::Value::Object(block) => block,
+            _ => unreachable!("the block is an object"),
+        };
+        capabilities.extensions = Some([(CAPABILITIES_EXTENSION.to_owned(), block)].into());
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
@@ -119,7 +128,19 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = self.state.tools.iter().map(|t| t.spec().to_mcp()).collect();
+        let capabilities = &self.state.capabilities;
+        let tools = self
+            .state
+            .tools
+            .iter()
+            .filter(|t| {
+                t.spec()
+                    .capability
+                    .as_deref()
+                    .is_none_or(|c| capabilities.enabled(c))
+            })
+            .map(|t| t.spec().to_mcp())
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -130,6 +151,7 @@ impl ServerHandler for McpServer {
     ) -> Result<ListResourcesResult, McpError> {
         #[allow(unused_mut)]
         let mut all = resources::list(&self.state);
+        all.insert(0, resources::capabilities_resource());
         #[cfg(feature = "conformance-fixtures")]
         all.extend(fixtures::resources());
         Ok(ListResourcesResult::with_all_items(all))
@@ -155,6 +177,9 @@ impl ServerHandler for McpServer {
         #[cfg(feature = "conformance-fixtures")]
         if let Some(result) = fixtures::read_resource(&request.uri) {
             return Ok(result.into());
+        }
+        if request.uri == resources::CAPABILITIES_URI {
+            return Ok(resources::read_capabilities(&self.state).into());
         }
         resources::read(&self.state, &request.uri)
             .await

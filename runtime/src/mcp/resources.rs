@@ -12,6 +12,24 @@ use crate::jupyter::notebook::{Cell, Notebook};
 use crate::state::ServerState;
 
 const SCHEME: &str = "notebook://";
+pub const CAPABILITIES_URI: &str = "capabilities://";
+
+pub fn capabilities_resource() -> Resource {
+    let mut resource = Resource::new(CAPABILITIES_URI, "capabilities").with_description(
+        "What this server does on its own (e.g. restarting lost kernels): every capability it \
+         knows, whether it is on, and why.",
+    );
+    resource.mime_type = Some("application/json".into());
+    resource
+}
+
+pub fn read_capabilities(state: &ServerState) -> ReadResourceResult {
+    let text =
+        serde_json::to_string_pretty(&state.capabilities.block()).expect("JSON values serialize");
+    ReadResourceResult::new(vec![
+        ResourceContents::text(text, CAPABILITIES_URI).with_mime_type("application/json"),
+    ])
+}
 
 pub fn list(state: &ServerState) -> Vec<Resource> {
     state

@@ -15,8 +15,9 @@ use tokio::sync::watch;
 use super::execute::{format_secs, progress_sink, render_execution};
 use super::outputs::{self, Rendered};
 use super::{Tool, ToolContext, ToolError, ToolOutput, native, seconds};
+use crate::capabilities::AUTO_RESTART;
 use crate::jupyter::document::{DocumentError, Edit};
-use crate::jupyter::kernel::{Completion, ExecutionRequest, Liveness};
+use crate::jupyter::kernel::{Completion, ExecutionRequest, Kernel, Liveness};
 use crate::jupyter::notebook::{Cell, CellType, Notebook};
 use crate::notebooks::NotebookInUse;
 
@@ -873,8 +874,43 @@ pub struct InsertExecuteArgs {
 pub fn kernel_gone_message(notebook_name: &str) -> String {
     format!(
         "The kernel of '{notebook_name}' is gone, and its session — every variable, import and \
-         definition — went with it. Call restart_notebook to start a fresh one."
+         definition — went with it. Call restart_notebook to start a fresh one, or enable the \
+         'kernel.auto-restart' capability to have replacements started automatically."
     )
+}
+
+/// The notebook's kernel, ready to run code. A lost kernel is refused, or replaced when
+/// `kernel.auto-restart` is on — and then the returned note says so.
+pub async fn ready_kernel(
+    context: &ToolContext,
+    in_use: &NotebookInUse,
+) -> Result<(Arc<Kernel>, Option<String>), ToolError> {
+    let kernel = in_use.kernel();
+    let Liveness::Gone(reason) = kernel.liveness() else {
+        return Ok((kernel, None));
+    };
+    if !context.state.capabilities.enabled(AUTO_RESTART) {
+        return Err(ToolError::Failed(kernel_gone_message(&in_use.name)));
+    }
+    let fresh = context
+        .state
+        .jupyter()
+        .replace_lost_kernel(&kernel)
+        .await
+        .map_err(|e| {
+            ToolError::Failed(format!(
+                "The kernel of '{}' is gone and no replacement could be started: {e}",
+                in_use.name
+            ))
+        })?;
+    in_use.replace_kernel(fresh.clone());
+    let note = format!(
+        "[KERNEL REPLACED: the kernel of '{}' {reason}; a new, empty kernel ('{}') replaced it \
+         (kernel.auto-restart is on), so every earlier variable, import and definition is gone.]",
+        in_use.name,
+        fresh.id()
+    );
+    Ok((fresh, Some(note)))
 }
 
 async fn execute_cell(
@@ -943,10 +979,7 @@ async fn run_cell(
             cell.cell_type.as_str()
         )));
     }
-    let kernel = in_use.kernel();
-    if let Liveness::Gone(_) = kernel.liveness() {
-        return Err(ToolError::Failed(kernel_gone_message(&in_use.name)));
-    }
+    let (kernel, replaced) = ready_kernel(context, in_use).await?;
     let timeout = context.state.config.execution.resolve(timeout);
     let mut request = ExecutionRequest::new(cell.source.clone(), timeout);
     request.cancel = context.cancel.clone();
@@ -991,6 +1024,9 @@ async fn run_cell(
         context.state.config.output,
         &full_output_hint(&in_use.name, &cell.id),
     );
+    if let Some(note) = replaced {
+        rendered.insert(0, Rendered::Text(note));
+    }
     if stream {
         match outcome.completion {
             Completion::Finished => rendered.push(Rendered::Text(format!(

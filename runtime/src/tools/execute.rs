@@ -10,7 +10,7 @@ use super::outputs::{self, NO_OUTPUT, Rendered};
 use super::{ProgressReporter, Tool, ToolContext, ToolError, ToolOutput, native};
 use crate::config::OutputLimits;
 use crate::jupyter::kernel::{
-    Completion, ConnectError, ExecutionOutcome, ExecutionRequest, KernelError, Liveness, Progress,
+    Completion, ConnectError, ExecutionOutcome, ExecutionRequest, KernelError, Progress,
     ProgressSink,
 };
 
@@ -84,6 +84,7 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
     let jupyter = state.jupyter();
     let timeout = state.config.execution.resolve(args.timeout);
 
+    let mut replaced = None;
     let kernel = match &args.kernel_id {
         Some(id) => jupyter.kernel(id).await.map_err(|e| match e {
             KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
@@ -94,12 +95,8 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
         })?,
         // With a notebook in use, code runs in its kernel, as the Python server does.
         None if let Ok(notebook) = state.notebooks.resolve(None) => {
-            let kernel = notebook.kernel();
-            if kernel.liveness() != Liveness::Alive {
-                return Err(ToolError::Failed(super::cells::kernel_gone_message(
-                    &notebook.name,
-                )));
-            }
+            let (kernel, note) = super::cells::ready_kernel(&context, &notebook).await?;
+            replaced = note;
             kernel
         }
         None => jupyter
@@ -154,13 +151,16 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
             )));
         }
     };
-    let rendered = render_execution(
+    let mut rendered = render_execution(
         &outcome,
         timeout,
         context.state.config.output,
         "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run the code \
          in a notebook cell so the whole output is saved there.",
     );
+    if let Some(note) = replaced {
+        rendered.insert(0, Rendered::Text(note));
+    }
     Ok(ToolOutput {
         content: outputs::to_content(rendered),
         structured: None,

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::capabilities::Registry;
 use crate::state::ServerState;
 
 /// What a tool declares about itself.
@@ -30,6 +31,8 @@ pub struct ToolSpec {
     pub description: String,
     pub input_schema: Arc<JsonObject>,
     pub read_only: bool,
+    /// The capability that must be on for the tool to be listed and callable.
+    pub capability: Option<String>,
 }
 
 impl ToolSpec {
@@ -153,6 +156,7 @@ where
             description: description.to_owned(),
             input_schema: Arc::new(schema),
             read_only,
+            capability: None,
         },
         run,
         _args: std::marker::PhantomData,
@@ -199,6 +203,26 @@ impl ToolRegistry {
     pub fn names(&self) -> Vec<&str> {
         self.tools.keys().map(String::as_str).collect()
     }
+
+    /// The tools a client sees: those whose capability (if any) is on.
+    pub fn visible<'a>(
+        &'a self,
+        capabilities: &'a Registry,
+    ) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
+        self.iter()
+            .filter(|t| refusal(t.spec(), capabilities).is_none())
+    }
+}
+
+/// Why a tool may not run now: the capability it needs is off.
+pub fn refusal(spec: &ToolSpec, capabilities: &Registry) -> Option<String> {
+    let needed = spec.capability.as_deref()?;
+    (!capabilities.enabled(needed)).then(|| {
+        format!(
+            "it needs the '{needed}' capability, which is off. An operator can turn it on with \
+             --capability {needed}."
+        )
+    })
 }
 
 /// Seconds as the tools take them (floats, as the Python server's schema allows).
@@ -207,5 +231,60 @@ pub fn seconds(value: f64) -> Duration {
         Duration::from_secs_f64(value)
     } else {
         Duration::ZERO
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::{ADOPT_SESSION, Settings};
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct NoArgs {}
+
+    #[test]
+    fn gated_tools_are_hidden_and_refused_while_their_capability_is_off() {
+        let mut registry = ToolRegistry::default();
+        let gated = native("adopt_things", "test", true, |_c, _a: NoArgs| async {
+            Ok(ToolOutput::text("ok"))
+        });
+        registry.insert(native("open_tool", "test", true, |_c, _a: NoArgs| async {
+            Ok(ToolOutput::text("ok"))
+        }));
+        let spec = ToolSpec {
+            capability: Some(ADOPT_SESSION.into()),
+            ..gated.spec().clone()
+        };
+        struct Gated(ToolSpec);
+        impl Tool for Gated {
+            fn spec(&self) -> &ToolSpec {
+                &self.0
+            }
+            fn call(&self, _c: ToolContext, _a: JsonObject) -> ToolFuture<'_> {
+                Box::pin(async { Ok(ToolOutput::text("ran")) })
+            }
+        }
+        registry.insert(Arc::new(Gated(spec.clone())));
+        let off = Registry::build(&[], &Settings::default()).unwrap();
+        let names: Vec<_> = registry
+            .visible(&off)
+            .map(|t| t.spec().name.clone())
+            .collect();
+        assert_eq!(names, vec!["open_tool"]);
+        assert!(
+            refusal(&spec, &off)
+                .unwrap()
+                .contains("'kernel.adopt-session'")
+        );
+        let on = Registry::build(
+            &[],
+            &Settings {
+                cli: vec![ADOPT_SESSION.into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(registry.visible(&on).count(), 2);
+        assert!(refusal(&spec, &on).is_none());
     }
 }

@@ -200,6 +200,26 @@ async fn use_notebook(
                 .map_err(ToolError::failed)?
                 .into_iter()
                 .find(|s| s.path == path);
+            let adopt = context
+                .state
+                .capabilities
+                .enabled(crate::capabilities::ADOPT_SESSION);
+            let their_kernel = existing
+                .as_ref()
+                .and_then(|s| s.kernel.as_ref())
+                .map(|k| k.id.clone());
+            if let (true, Some(session), Some(theirs)) = (adopt, &existing, their_kernel) {
+                let kernel = jupyter.kernel(&theirs).await.map_err(ToolError::failed)?;
+                let line = format!(
+                    "[INFO] Adopted kernel '{theirs}' of the Jupyter session already open on '{path}' (kernel.adopt-session is on); it is shared, and left running when the notebook is released."
+                );
+                let origin = KernelOrigin::Adopted {
+                    session_id: session.id.clone(),
+                };
+                return finish_use(
+                    &context, name, path, document, &notebook, kernel, origin, line,
+                );
+            }
             let kernel = jupyter.start_kernel().await.map_err(|e| {
                 ToolError::Failed(format!("Could not start a kernel for '{path}': {e}"))
             })?;
@@ -258,6 +278,31 @@ async fn use_notebook(
             }
         }
     };
+    finish_use(
+        &context,
+        name,
+        path,
+        document,
+        &notebook,
+        kernel,
+        origin,
+        kernel_line,
+    )
+}
+
+/// Registers the notebook, makes it current and writes use_notebook's answer.
+#[allow(clippy::too_many_arguments)]
+fn finish_use(
+    context: &ToolContext,
+    name: String,
+    path: String,
+    document: Arc<dyn Document>,
+    notebook: &Notebook,
+    kernel: Arc<crate::jupyter::kernel::Kernel>,
+    origin: KernelOrigin,
+    kernel_line: String,
+) -> Result<ToolOutput, ToolError> {
+    let state = &context.state;
     let in_use = Arc::new(NotebookInUse::new(
         name.clone(),
         path,
@@ -276,7 +321,7 @@ async fn use_notebook(
     let total = notebook.cells.len();
     lines.push(format!("\nNotebook has {total} cells."));
     lines.push(format!("Showing first {} cells:\n", total.min(20)));
-    lines.push(brief_table(&notebook, 0, 20));
+    lines.push(brief_table(notebook, 0, 20));
     Ok(ToolOutput::text(lines.join("\n")))
 }
 
@@ -383,7 +428,11 @@ async fn release_kernel(context: &ToolContext, in_use: &NotebookInUse) -> String
     let jupyter = context.state.jupyter();
     let kernel = in_use.kernel();
     let id = kernel.id().to_owned();
-    if in_use.origin == KernelOrigin::Given || !jupyter.started_here(&id) {
+    if matches!(
+        in_use.origin,
+        KernelOrigin::Given | KernelOrigin::Adopted { .. }
+    ) || !jupyter.started_here(&id)
+    {
         return format!(" Kernel '{id}' was not started here and keeps running.");
     }
     let rest = jupyter.rest();
