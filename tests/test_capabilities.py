@@ -57,6 +57,28 @@ async def test_sources_and_precedence(jupyter_server):
             "name": "kernel.auto-restart", "description": "", "enabled": False, "source": "cli"}
 
 
+async def test_config_file_source(jupyter_server, tmp_path):
+    config = tmp_path / "server.toml"
+    config.write_text('[capabilities]\n"kernel.auto-restart" = true\n"kernel.adopt-session" = true\n')
+    env = {"JUPYTER_MCP_CAPABILITIES": "kernel.adopt-session=off"}
+    async with nb_client(jupyter_server, "--config", str(config), env=env) as client:
+        block = await block_of(client)
+        assert declared(block, "kernel.auto-restart")["source"] == "config"
+        assert declared(block, "kernel.adopt-session") | {"description": ""} == {
+            "name": "kernel.adopt-session", "description": "", "enabled": False, "source": "env"}
+        assert block["capabilities"] == ["kernel.auto-restart"]
+
+
+def test_unknown_name_in_config_file_stops_the_server(jupyter_server, tmp_path):
+    config = tmp_path / "server.toml"
+    config.write_text('[capabilities]\n"kernel.autorestart" = true\n')
+    out = subprocess.run(
+        [server_binary(), "start", "--config", str(config), "--jupyter-url", jupyter_server.url],
+        capture_output=True, text=True, timeout=30, env=server_env(), stdin=subprocess.DEVNULL)
+    assert out.returncode != 0
+    assert "kernel.autorestart" in out.stderr and "the config file" in out.stderr
+
+
 @pytest.mark.parametrize("where", ["cli", "env"])
 def test_unknown_names_stop_the_server(jupyter_server, where):
     args = [server_binary(), "start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token]

@@ -86,6 +86,10 @@ pub struct StartArgs {
     )]
     pub document_backend: DocumentBackend,
 
+    /// A TOML config file; its `[capabilities]` table sets capabilities (`name = true|false`).
+    #[arg(long, env = "JUPYTER_MCP_CONFIG")]
+    pub config: Option<PathBuf>,
+
     /// Turn a capability on (NAME) or off (NAME=off); repeatable. See capabilities://.
     #[arg(long = "capability", value_name = "NAME[=VALUE]")]
     pub capabilities: Vec<String>,
@@ -234,6 +238,8 @@ pub enum ConfigError {
         "invalid value '{value}' for environment variable {name}: expected a boolean (true/false, yes/no, on/off, 1/0)"
     )]
     BadBoolEnv { name: &'static str, value: String },
+    #[error("cannot read the config file {path}: {reason}")]
+    ConfigFile { path: PathBuf, reason: String },
     #[error(
         "the live document backend (Jupyter real-time collaboration) is not available in this build yet; \
          use --document-backend file or auto"
@@ -291,7 +297,10 @@ impl Config {
                 .map(|url| (url, args.document_token.filter(|t| !t.is_empty()))),
             document_backend: args.document_backend,
             capabilities: crate::capabilities::Settings {
-                config: Vec::new(),
+                config: match &args.config {
+                    Some(path) => read_config_file(path)?,
+                    None => Vec::new(),
+                },
                 env: env("JUPYTER_MCP_CAPABILITIES"),
                 cli: args.capabilities,
             },
@@ -313,6 +322,43 @@ impl Config {
             },
         })
     }
+}
+
+/// The `[capabilities]` table of a config file. Keys this build does not know are refused, so a
+/// typo never passes silently.
+fn read_config_file(path: &std::path::Path) -> Result<Vec<(String, bool)>, ConfigError> {
+    let fail = |reason: String| ConfigError::ConfigFile {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| fail(e.to_string()))?;
+    let mut settings = Vec::new();
+    for (key, value) in table {
+        match (key.as_str(), value) {
+            ("capabilities", toml::Value::Table(capabilities)) => {
+                for (name, value) in capabilities {
+                    let enabled = value.as_bool().ok_or_else(|| {
+                        fail(format!(
+                            "capabilities.{name} must be true or false, not {value}"
+                        ))
+                    })?;
+                    settings.push((name, enabled));
+                }
+            }
+            ("capabilities", other) => {
+                return Err(fail(format!("[capabilities] must be a table, not {other}")));
+            }
+            (other, _) => {
+                return Err(fail(format!(
+                    "unknown key '{other}'; this build reads only the [capabilities] table"
+                )));
+            }
+        }
+    }
+    Ok(settings)
 }
 
 /// Booleans as the Python server reads them.
@@ -413,6 +459,37 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("--max-execution-timeout"));
+    }
+
+    #[test]
+    fn config_file_capabilities() {
+        let dir =
+            std::env::temp_dir().join(format!("jmcp-config-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("good.toml");
+        std::fs::write(&good, "[capabilities]\n\"kernel.auto-restart\" = true\n").unwrap();
+        let config =
+            Config::from_args_and_env(start_args(&["--config", good.to_str().unwrap()]), |_| None)
+                .unwrap();
+        assert_eq!(
+            config.capabilities.config,
+            vec![("kernel.auto-restart".to_owned(), true)]
+        );
+        let bad = dir.join("bad.toml");
+        std::fs::write(&bad, "[capabilities]\nx = \"yes\"\n").unwrap();
+        let err =
+            Config::from_args_and_env(start_args(&["--config", bad.to_str().unwrap()]), |_| None)
+                .unwrap_err();
+        assert!(err.to_string().contains("true or false"), "{err}");
+        std::fs::write(&bad, "cache_dirr = \"/tmp\"\n").unwrap();
+        let err =
+            Config::from_args_and_env(start_args(&["--config", bad.to_str().unwrap()]), |_| None)
+                .unwrap_err();
+        assert!(
+            err.to_string().contains("unknown key 'cache_dirr'"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
