@@ -29,7 +29,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start the MCP server (the default).
-    Start(StartArgs),
+    Start(Box<StartArgs>),
     /// Ask a running Streamable HTTP server to use another Jupyter Server.
     Connect(ConnectArgs),
     /// Ask a running Streamable HTTP server to shut down.
@@ -85,6 +85,10 @@ pub struct StartArgs {
         default_value = "auto"
     )]
     pub document_backend: DocumentBackend,
+
+    /// Write OpenTelemetry spans of tool calls, executions and kernel lifecycle to this JSONL file.
+    #[arg(long, env = "JUPYTER_MCP_OTEL_FILE")]
+    pub otel_file: Option<PathBuf>,
 
     /// A TOML config file; its `[capabilities]` table sets capabilities (`name = true|false`).
     #[arg(long, env = "JUPYTER_MCP_CONFIG")]
@@ -189,6 +193,8 @@ pub struct Config {
     pub document_backend: DocumentBackend,
     /// Capability settings from the environment and the command line (checked at start).
     pub capabilities: crate::capabilities::Settings,
+    /// Where the OpenTelemetry handler writes spans (off when `None`).
+    pub otel_file: Option<PathBuf>,
     pub execution: ExecutionLimits,
     pub output: OutputLimits,
     pub http: HttpConfig,
@@ -304,6 +310,7 @@ impl Config {
                 env: env("JUPYTER_MCP_CAPABILITIES"),
                 cli: args.capabilities,
             },
+            otel_file: args.otel_file,
             execution: ExecutionLimits {
                 default_timeout: Duration::from_secs(args.execution_timeout),
                 max_timeout: Duration::from_secs(args.max_execution_timeout),
@@ -390,7 +397,7 @@ mod tests {
         let mut full = vec!["jupyter-mcp-server", "start"];
         full.extend_from_slice(argv);
         match Cli::try_parse_from(full).unwrap().command {
-            Some(Command::Start(args)) => args,
+            Some(Command::Start(args)) => *args,
             other => panic!("expected start, got {other:?}"),
         }
     }

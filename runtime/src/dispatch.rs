@@ -11,14 +11,17 @@ use futures_util::FutureExt;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ContentBlock as Content, JsonObject};
 
+use crate::hooks::{CALL_SCOPE, CallScope, HookEvent};
 use crate::state::ServerState;
 use crate::tools::{ToolContext, ToolError};
+use serde_json::Value;
 
 pub async fn call_tool(
     state: &Arc<ServerState>,
     name: &str,
     arguments: Option<JsonObject>,
     context: ToolContext,
+    traceparent: Option<String>,
 ) -> Result<CallToolResult, McpError> {
     let Some(tool) = state.tools.get(name) else {
         return Err(McpError::invalid_params(
@@ -35,8 +38,58 @@ pub async fn call_tool(
         ))]));
     }
     let started = Instant::now();
-    // A panicking tool must cost only its own call.
-    let outcome = AssertUnwindSafe(tool.call(context, arguments.unwrap_or_default()))
+    let arguments = arguments.unwrap_or_default();
+    let hooks = state.hooks.clone();
+    let scope = Arc::new(CallScope {
+        traceparent,
+        ..Default::default()
+    });
+    let outcome = CALL_SCOPE
+        .scope(scope, async {
+            if hooks.is_empty() {
+                return run_contained(tool.as_ref(), name, context, arguments).await;
+            }
+            let arguments_value = Value::Object(arguments.clone());
+            let (pair, refused) = hooks
+                .before(&HookEvent::before_tool_call(name, &arguments_value))
+                .await;
+            let outcome = match refused {
+                Err(refusal) => Err(ToolError::Failed(refusal.to_string())),
+                Ok(()) => run_contained(tool.as_ref(), name, context, arguments).await,
+            };
+            // after_tool_call fires on every path, refusals and failures included.
+            let (result, error) = match &outcome {
+                Ok(output) => (Some(text_of(&output.content)), None),
+                Err(e) => (None, Some(e.to_string())),
+            };
+            let after = HookEvent::after_tool_call(name, &arguments_value, result, error);
+            match hooks.after(pair, &after).await {
+                Err(refusal) if outcome.is_ok() => Err(ToolError::Failed(refusal.to_string())),
+                _ => outcome,
+            }
+        })
+        .await;
+    tracing::debug!(tool = name, elapsed = ?started.elapsed(), ok = outcome.is_ok(), "tool call");
+    Ok(match outcome {
+        Ok(output) => {
+            let mut result = CallToolResult::success(output.content);
+            result.structured_content = output.structured;
+            result
+        }
+        Err(error) => CallToolResult::error(vec![Content::text(format!(
+            "Error executing tool {name}: {error}"
+        ))]),
+    })
+}
+
+/// Runs a tool so that a panic costs only its own call.
+async fn run_contained(
+    tool: &dyn crate::tools::Tool,
+    name: &str,
+    context: ToolContext,
+    arguments: JsonObject,
+) -> Result<crate::tools::ToolOutput, ToolError> {
+    AssertUnwindSafe(tool.call(context, arguments))
         .catch_unwind()
         .await
         .unwrap_or_else(|panic| {
@@ -49,16 +102,14 @@ pub async fn call_tool(
             Err(ToolError::Failed(format!(
                 "internal error ({what}); the server is still running, please report this"
             )))
-        });
-    tracing::debug!(tool = name, elapsed = ?started.elapsed(), ok = outcome.is_ok(), "tool call");
-    Ok(match outcome {
-        Ok(output) => {
-            let mut result = CallToolResult::success(output.content);
-            result.structured_content = output.structured;
-            result
-        }
-        Err(error) => CallToolResult::error(vec![Content::text(format!(
-            "Error executing tool {name}: {error}"
-        ))]),
-    })
+        })
+}
+
+/// The text of a result, for the after_tool_call event.
+fn text_of(content: &[Content]) -> String {
+    content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -6,6 +6,7 @@
 pub mod capabilities;
 pub mod config;
 pub mod dispatch;
+pub mod hooks;
 pub mod jupyter;
 pub mod mcp;
 pub mod notebooks;
@@ -30,6 +31,8 @@ pub enum RunError {
     Capability(#[from] capabilities::CapabilityError),
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    #[error(transparent)]
+    Otel(#[from] hooks::otel::OtelFileError),
     #[error("the MCP transport failed: {0}")]
     Transport(String),
     #[error(transparent)]
@@ -41,6 +44,11 @@ pub enum RunError {
 pub async fn run(config: Config) -> Result<(), RunError> {
     // Checked first: a misspelt capability stops the server before it starts anything.
     let capabilities = capabilities::Registry::build(&[], &config.capabilities)?;
+    let hooks = Arc::new(hooks::Hooks::default());
+    if let Some(path) = &config.otel_file {
+        hooks.register(Arc::new(hooks::otel::OtelHandler::to_file(path)?));
+        tracing::info!("writing OpenTelemetry spans to {}", path.display());
+    }
     let embedded = match &config.jupyter {
         JupyterSource::Embedded { root_dir } => Some(EmbeddedJupyter::start(root_dir).await?),
         JupyterSource::Remote { .. } => None,
@@ -62,7 +70,13 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     for tool in mcp::fixtures::tools() {
         tools.insert(tool);
     }
-    let state = ServerState::new(config, Jupyter::new(rest), tools, capabilities);
+    let state = ServerState::new(
+        config,
+        Jupyter::new(rest, hooks.clone()),
+        tools,
+        capabilities,
+        hooks.clone(),
+    );
 
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
@@ -78,6 +92,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if let Some(embedded) = embedded {
         embedded.stop().await;
     }
+    // Last, so the spans of the stops above are written too.
+    hooks.shutdown();
     outcome
 }
 

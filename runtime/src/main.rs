@@ -21,9 +21,9 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    match cli.command.unwrap_or(Command::Start(cli.start)) {
+    match cli.command.unwrap_or(Command::Start(Box::new(cli.start))) {
         Command::Start(args) => {
-            let config = Config::from_args(args)?;
+            let config = Config::from_args(*args)?;
             let outcome = runtime.block_on(jupyter_mcp_server::run(config));
             // A blocking stdin read may still be pending; do not wait for it.
             runtime.shutdown_background();

@@ -16,6 +16,7 @@ pub struct ServerState {
     pub tools: ToolRegistry,
     pub notebooks: Notebooks,
     pub capabilities: Registry,
+    pub hooks: Arc<crate::hooks::Hooks>,
 }
 
 impl ServerState {
@@ -24,6 +25,7 @@ impl ServerState {
         jupyter: Jupyter,
         tools: ToolRegistry,
         capabilities: Registry,
+        hooks: Arc<crate::hooks::Hooks>,
     ) -> Arc<Self> {
         Arc::new(ServerState {
             config,
@@ -31,6 +33,7 @@ impl ServerState {
             tools,
             notebooks: Notebooks::default(),
             capabilities,
+            hooks,
         })
     }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use tokio::sync::Mutex;
 
+use crate::hooks::{HookEvent, Hooks};
 use kernel::{ExecuteError, Kernel, KernelError, Liveness};
 use rest::JupyterRest;
 
@@ -27,6 +28,7 @@ pub struct Jupyter {
     default_kernel: Mutex<DefaultKernel>,
     /// Kernels we started, shut down when we stop.
     started: std::sync::Mutex<HashSet<String>>,
+    hooks: Arc<Hooks>,
 }
 
 #[derive(Default)]
@@ -43,12 +45,24 @@ impl std::fmt::Debug for Jupyter {
 }
 
 impl Jupyter {
-    pub fn new(rest: JupyterRest) -> Self {
+    pub fn new(rest: JupyterRest, hooks: Arc<Hooks>) -> Self {
         Jupyter {
             rest,
             kernels: Mutex::default(),
             default_kernel: Mutex::default(),
             started: Default::default(),
+            hooks,
+        }
+    }
+
+    /// Fires `kernel_lifecycle`; lifecycle events cannot be refused, so errors are only logged.
+    async fn lifecycle(&self, event_type: &str, kernel_id: &str, kernel_name: &str) {
+        if self.hooks.is_empty() {
+            return;
+        }
+        let event = HookEvent::kernel_lifecycle(event_type, kernel_id, kernel_name);
+        if let Err(e) = self.hooks.fire(&event).await {
+            tracing::warn!("{e}");
         }
     }
 
@@ -62,7 +76,7 @@ impl Jupyter {
         if let Some(kernel) = kernels.get(id) {
             return Ok(kernel.clone());
         }
-        let kernel = Kernel::connect(self.rest.clone(), id).await?;
+        let kernel = Kernel::connect(self.rest.clone(), id, self.hooks.clone()).await?;
         kernels.insert(id.to_owned(), kernel.clone());
         Ok(kernel)
     }
@@ -87,7 +101,7 @@ impl Jupyter {
                 }
             }
         }
-        let kernel = self.start_kernel().await?;
+        let kernel = self.start_kernel("default").await?;
         *slot = DefaultKernel {
             kernel: Some(kernel.clone()),
             loss_reported: false,
@@ -109,7 +123,7 @@ impl Jupyter {
     }
 
     /// Starts a kernel of the default spec that we own (shut down when we stop) and connects.
-    pub async fn start_kernel(&self) -> Result<Arc<Kernel>, KernelError> {
+    pub async fn start_kernel(&self, label: &str) -> Result<Arc<Kernel>, KernelError> {
         let model = self.rest.start_kernel(None).await?;
         self.started
             .lock()
@@ -117,7 +131,11 @@ impl Jupyter {
             .insert(model.id.clone());
         tracing::info!(kernel = %model.id, "started a kernel");
         match self.kernel(&model.id).await {
-            Ok(kernel) => Ok(kernel),
+            Ok(kernel) => {
+                kernel.set_label(label);
+                self.lifecycle("started", &model.id, label).await;
+                Ok(kernel)
+            }
             Err(e) => {
                 self.stop_kernel(&model.id).await;
                 Err(e)
@@ -140,6 +158,7 @@ impl Jupyter {
             match self.rest.restart_kernel(&id).await {
                 Ok(_) => {
                     kernel.wait_ready(RESTART_READY).await;
+                    self.lifecycle("restarted", &id, &kernel.label()).await;
                     return Ok(kernel.clone());
                 }
                 Err(rest::RestError::NotFound { .. }) => {}
@@ -155,15 +174,17 @@ impl Jupyter {
         match self.rest.get_kernel(&id).await {
             Ok(_) => {
                 // Connect first, so the restart's own status messages are known to be ours.
-                let kernel = self.kernel(&id).await?;
-                kernel.connection().expect_restart(true);
+                let fresh = self.kernel(&id).await?;
+                fresh.set_label(&kernel.label());
+                fresh.connection().expect_restart(true);
                 self.rest.restart_kernel(&id).await?;
-                kernel.wait_ready(RESTART_READY).await;
-                Ok(kernel)
+                fresh.wait_ready(RESTART_READY).await;
+                self.lifecycle("restarted", &id, &fresh.label()).await;
+                Ok(fresh)
             }
             Err(rest::RestError::NotFound { .. }) => {
                 self.started.lock().expect("started lock").remove(&id);
-                self.start_kernel().await
+                self.start_kernel(&kernel.label()).await
             }
             Err(e) => Err(e.into()),
         }
@@ -183,21 +204,28 @@ impl Jupyter {
         ) && self.rest.get_kernel(&id).await.is_ok();
         if still_there {
             let kernel = self.kernel(&id).await?;
+            kernel.set_label(&lost.label());
             kernel.wait_ready(RESTART_READY).await;
+            self.lifecycle("restarted", &id, &lost.label()).await;
             return Ok(kernel);
         }
         self.stop_kernel(&id).await;
-        self.start_kernel().await
+        self.start_kernel(&lost.label()).await
     }
 
     /// Shuts down a kernel we started (others are left alone).
     pub async fn stop_kernel(&self, id: &str) {
-        self.kernels.lock().await.remove(id);
+        let known = self.kernels.lock().await.remove(id);
         if self.started.lock().expect("started lock").remove(id) {
+            if let Some(kernel) = &known {
+                kernel.connection().expect_shutdown();
+            }
             match self.rest.delete_kernel(id).await {
                 Ok(()) | Err(rest::RestError::NotFound { .. }) => {}
                 Err(e) => tracing::warn!(kernel = %id, "could not shut down kernel: {e}"),
             }
+            let label = known.map(|k| k.label()).unwrap_or_default();
+            self.lifecycle("stopped", id, &label).await;
         }
     }
 
@@ -210,10 +238,10 @@ impl Jupyter {
             .iter()
             .cloned()
             .collect();
-        self.kernels.lock().await.clear();
-        *self.default_kernel.lock().await = DefaultKernel::default();
         for id in ids {
             self.stop_kernel(&id).await;
         }
+        self.kernels.lock().await.clear();
+        *self.default_kernel.lock().await = DefaultKernel::default();
     }
 }

@@ -337,8 +337,13 @@ impl ServerHandler for McpServer {
             cancel: context.ct.clone(),
             progress,
         };
-        let call =
-            crate::dispatch::call_tool(&self.state, &request.name, request.arguments, tool_context);
+        let call = crate::dispatch::call_tool(
+            &self.state,
+            &request.name,
+            request.arguments,
+            tool_context,
+            context.meta.get_traceparent().map(str::to_owned),
+        );
         tokio::pin!(call);
         let peer = context.peer.clone();
         let mut last_progress = f64::NEG_INFINITY;

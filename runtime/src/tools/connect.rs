@@ -58,7 +58,7 @@ pub async fn connect(
     rest.status().await.map_err(|e| {
         ToolError::Failed(format!("Failed to connect to Jupyter server {url}: {e}"))
     })?;
-    let previous = state.replace_jupyter(Jupyter::new(rest));
+    let previous = state.replace_jupyter(Jupyter::new(rest, state.hooks.clone()));
     // Notebooks in use belong to the previous server.
     state.notebooks.clear();
     tokio::spawn(async move { previous.shutdown().await });

@@ -220,7 +220,7 @@ async fn use_notebook(
                     &context, name, path, document, &notebook, kernel, origin, line,
                 );
             }
-            let kernel = jupyter.start_kernel().await.map_err(|e| {
+            let kernel = jupyter.start_kernel(&name).await.map_err(|e| {
                 ToolError::Failed(format!("Could not start a kernel for '{path}': {e}"))
             })?;
             match existing {
@@ -456,6 +456,8 @@ async fn release_kernel(context: &ToolContext, in_use: &NotebookInUse) -> String
         return format!(" Kernel '{id}' is shared with someone else and keeps running.");
     }
     if let Some(session_id) = our_session {
+        // Deleting the session ends the kernel too: that end is ours, not news.
+        kernel.connection().expect_shutdown();
         let _ = rest.delete_session(session_id).await;
     }
     jupyter.stop_kernel(&id).await;

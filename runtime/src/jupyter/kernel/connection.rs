@@ -77,6 +77,11 @@ type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Routed>>>>;
 struct Shared {
     /// Set while we restart the kernel ourselves, so the restart is not taken for a loss.
     restart_expected: AtomicBool,
+    /// Set when we shut the kernel down ourselves: its end is then no news.
+    shutdown_expected: AtomicBool,
+    /// The name the kernel serves under (a notebook's name, or "default"), for lifecycle events.
+    label: std::sync::Mutex<String>,
+    hooks: Arc<crate::hooks::Hooks>,
     liveness: watch::Sender<Liveness>,
     execution_state: watch::Sender<String>,
 }
@@ -107,13 +112,20 @@ impl std::fmt::Debug for KernelConnection {
 
 impl KernelConnection {
     /// Connects to a kernel; fails at once if the kernel does not exist or refuses us.
-    pub async fn open(rest: JupyterRest, kernel_id: &str) -> Result<Self, ConnectError> {
+    pub async fn open(
+        rest: JupyterRest,
+        kernel_id: &str,
+        hooks: Arc<crate::hooks::Hooks>,
+    ) -> Result<Self, ConnectError> {
         let session_id = uuid::Uuid::new_v4().to_string();
         let socket = Socket::connect(&rest, kernel_id, &session_id).await?;
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         let routes: Routes = Arc::default();
         let shared = Arc::new(Shared {
             restart_expected: AtomicBool::new(false),
+            shutdown_expected: AtomicBool::new(false),
+            label: std::sync::Mutex::new(String::new()),
+            hooks,
             liveness: watch::Sender::new(Liveness::Alive),
             execution_state: watch::Sender::new("unknown".to_owned()),
         });
@@ -153,6 +165,19 @@ impl KernelConnection {
     /// The last `execution_state` the kernel reported (busy, idle, starting, …).
     pub fn execution_state(&self) -> String {
         self.shared.execution_state.borrow().clone()
+    }
+
+    /// Marks the kernel's end as ours (we are shutting it down).
+    pub fn expect_shutdown(&self) {
+        self.shared.shutdown_expected.store(true, Ordering::SeqCst);
+    }
+
+    pub fn label(&self) -> String {
+        self.shared.label.lock().expect("label lock").clone()
+    }
+
+    pub fn set_label(&self, label: &str) {
+        *self.shared.label.lock().expect("label lock") = label.to_owned();
     }
 
     /// Marks the next restart as ours, so it does not count as the kernel being gone.
@@ -279,7 +304,7 @@ impl SocketTask {
             match self.pump(&mut socket, &mut outgoing, unsent.take()).await {
                 Pumped::CallerGone => return,
                 Pumped::KernelGone(reason) => {
-                    self.declare_gone(reason);
+                    self.declare_gone(reason).await;
                     return;
                 }
                 Pumped::SocketClosed(why, message) => {
@@ -359,12 +384,28 @@ impl SocketTask {
         }
     }
 
-    fn declare_gone(&self, reason: GoneReason) {
-        tracing::warn!(kernel = %self.kernel_id, "kernel {reason}; its state is lost");
+    async fn declare_gone(&self, reason: GoneReason) {
         self.shared.liveness.send_replace(Liveness::Gone(reason));
         self.shared.execution_state.send_replace("dead".to_owned());
         for (_, route) in self.routes.lock().expect("routes lock").drain() {
             let _ = route.send(Routed::Gone(reason));
+        }
+        if self.shared.shutdown_expected.load(Ordering::SeqCst) {
+            return;
+        }
+        tracing::warn!(kernel = %self.kernel_id, "kernel {reason}; its state is lost");
+        // A restart or end we did not cause is a lifecycle event too.
+        if !self.shared.hooks.is_empty() {
+            let event_type = match reason {
+                GoneReason::Restarted => "restarted",
+                GoneReason::Deleted | GoneReason::Dead => "stopped",
+            };
+            let label = self.shared.label.lock().expect("label lock").clone();
+            let event =
+                crate::hooks::HookEvent::kernel_lifecycle(event_type, &self.kernel_id, &label);
+            if let Err(e) = self.shared.hooks.fire(&event).await {
+                tracing::warn!("{e}");
+            }
         }
     }
 
@@ -384,7 +425,7 @@ impl SocketTask {
                     return Some(socket);
                 }
                 Err(ConnectError::NotFound(_)) => {
-                    self.declare_gone(GoneReason::Deleted);
+                    self.declare_gone(GoneReason::Deleted).await;
                     return None;
                 }
                 Err(e) => tracing::debug!(kernel = %self.kernel_id, "reconnect failed: {e}"),

@@ -22,6 +22,8 @@ pub enum KernelError {
     Execute(#[from] ExecuteError),
     #[error(transparent)]
     Rest(#[from] RestError),
+    #[error(transparent)]
+    Refused(#[from] crate::hooks::HookError),
 }
 
 impl KernelError {
@@ -38,6 +40,7 @@ pub struct Kernel {
     id: String,
     rest: JupyterRest,
     connection: KernelConnection,
+    hooks: Arc<crate::hooks::Hooks>,
     /// Executions run one at a time, first come first served (tokio's mutex is fair).
     queue: tokio::sync::Mutex<()>,
 }
@@ -50,12 +53,17 @@ impl std::fmt::Debug for Kernel {
 
 impl Kernel {
     /// Opens our connection to a running kernel.
-    pub async fn connect(rest: JupyterRest, id: &str) -> Result<Arc<Kernel>, KernelError> {
-        let connection = KernelConnection::open(rest.clone(), id).await?;
+    pub async fn connect(
+        rest: JupyterRest,
+        id: &str,
+        hooks: Arc<crate::hooks::Hooks>,
+    ) -> Result<Arc<Kernel>, KernelError> {
+        let connection = KernelConnection::open(rest.clone(), id, hooks.clone()).await?;
         Ok(Arc::new(Kernel {
             id: id.to_owned(),
             rest,
             connection,
+            hooks,
             queue: tokio::sync::Mutex::new(()),
         }))
     }
@@ -72,9 +80,61 @@ impl Kernel {
         self.connection.liveness()
     }
 
-    /// Runs code after the executions queued before it. The timeout clock starts when this
-    /// request reaches the kernel; a cancellation while still queued just leaves the queue.
+    /// The name this kernel serves under (a notebook's name, or "default").
+    pub fn label(&self) -> String {
+        self.connection.label()
+    }
+
+    pub fn set_label(&self, label: &str) {
+        self.connection.set_label(label);
+    }
+
+    /// Runs code after the executions queued before it, firing the execute hooks around it
+    /// whatever its end. The timeout clock starts when this request reaches the kernel; a
+    /// cancellation while still queued just leaves the queue.
     pub async fn execute(
+        &self,
+        request: ExecutionRequest,
+    ) -> Result<ExecutionOutcome, KernelError> {
+        if self.hooks.is_empty() {
+            return self.execute_queued(request).await;
+        }
+        let (pair, refused) = self
+            .hooks
+            .before(&crate::hooks::HookEvent::before_execute(
+                &self.id,
+                &request.code,
+            ))
+            .await;
+        if let Err(refusal) = refused {
+            let after =
+                crate::hooks::HookEvent::after_execute(&self.id, &[], Some(refusal.to_string()));
+            let _ = self.hooks.after(pair, &after).await;
+            return Err(refusal.into());
+        }
+        let timeout = request.timeout;
+        let outcome = self.execute_queued(request).await;
+        let after = match &outcome {
+            Ok(o) => {
+                let error = match o.completion {
+                    Completion::Finished => None,
+                    Completion::TimedOut => Some(format!(
+                        "timed out after {:.1}s; the kernel was interrupted",
+                        timeout.as_secs_f64()
+                    )),
+                    Completion::Cancelled => {
+                        Some("cancelled; the kernel was interrupted".to_owned())
+                    }
+                };
+                crate::hooks::HookEvent::after_execute(&self.id, &o.outputs, error)
+            }
+            Err(e) => crate::hooks::HookEvent::after_execute(&self.id, &[], Some(e.to_string())),
+        };
+        self.hooks.after(pair, &after).await?;
+        outcome
+    }
+
+    async fn execute_queued(
         &self,
         request: ExecutionRequest,
     ) -> Result<ExecutionOutcome, KernelError> {

@@ -1,0 +1,375 @@
+//! Hooks: events before and after every tool call and kernel execution, and on kernel lifecycle,
+//! delivered to registered handlers (native ones such as the OpenTelemetry writer, later wasm
+//! guests) without touching the code that fires them.
+//!
+//! Events are fired in exactly two places: `dispatch` (tool events) and the kernel layer
+//! (execute and lifecycle events). Handlers run in registration order. A *critical* handler
+//! (`propagate_errors`) can fail the call it observes; an optional one's error is logged and
+//! suppressed. Each handler gets its own context map per before/after pair.
+
+pub mod otel;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::{Map, Value, json};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookKind {
+    BeforeToolCall,
+    AfterToolCall,
+    BeforeExecute,
+    AfterExecute,
+    KernelLifecycle,
+}
+
+impl HookKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookKind::BeforeToolCall => "before_tool_call",
+            HookKind::AfterToolCall => "after_tool_call",
+            HookKind::BeforeExecute => "before_execute",
+            HookKind::AfterExecute => "after_execute",
+            HookKind::KernelLifecycle => "kernel_lifecycle",
+        }
+    }
+}
+
+/// An event and its data (the same keys the Python server passes as kwargs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookEvent {
+    pub kind: HookKind,
+    pub data: Map<String, Value>,
+}
+
+impl HookEvent {
+    fn new(kind: HookKind, data: Value) -> Self {
+        let Value::Object(data) = data else {
+            unreachable!("event data is an object")
+        };
+        HookEvent { kind, data }
+    }
+
+    pub fn before_tool_call(tool_name: &str, arguments: &Value) -> Self {
+        Self::new(
+            HookKind::BeforeToolCall,
+            json!({"tool_name": tool_name, "arguments": arguments}),
+        )
+    }
+
+    pub fn after_tool_call(
+        tool_name: &str,
+        arguments: &Value,
+        result: Option<String>,
+        error: Option<String>,
+    ) -> Self {
+        Self::new(
+            HookKind::AfterToolCall,
+            json!({"tool_name": tool_name, "arguments": arguments, "result": result, "error": error}),
+        )
+    }
+
+    pub fn before_execute(kernel_id: &str, code: &str) -> Self {
+        Self::new(
+            HookKind::BeforeExecute,
+            json!({"kernel_id": kernel_id, "code": code}),
+        )
+    }
+
+    pub fn after_execute(kernel_id: &str, outputs: &[Value], error: Option<String>) -> Self {
+        Self::new(
+            HookKind::AfterExecute,
+            json!({"kernel_id": kernel_id, "outputs": outputs, "error": error}),
+        )
+    }
+
+    pub fn kernel_lifecycle(event_type: &str, kernel_id: &str, kernel_name: &str) -> Self {
+        Self::new(
+            HookKind::KernelLifecycle,
+            json!({"event_type": event_type, "kernel_id": kernel_id, "kernel_name": kernel_name}),
+        )
+    }
+
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.data.get(key).and_then(Value::as_str)
+    }
+}
+
+pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+pub trait HookHandler: Send + Sync {
+    /// Shown in logs and in the error of a call this handler refused.
+    fn name(&self) -> &str;
+    /// Whether this handler's errors fail the call (critical) or are only logged (optional).
+    fn propagate_errors(&self) -> bool;
+    /// Handles one event; `context` is this handler's own map, shared by a before/after pair.
+    fn on_event<'a>(
+        &'a self,
+        event: &'a HookEvent,
+        context: &'a mut Map<String, Value>,
+    ) -> HookFuture<'a>;
+    /// Called once when the server stops (e.g. to flush).
+    fn shutdown(&self) {}
+}
+
+/// A critical handler refused or failed: the call it guards fails with this message.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("refused by hook handler '{handler}': {message}")]
+pub struct HookError {
+    pub handler: String,
+    pub message: String,
+}
+
+pub type HandlerId = u64;
+
+/// The contexts of one before/after pair, one map per handler.
+#[derive(Debug, Default)]
+pub struct Pair {
+    contexts: Vec<(HandlerId, Map<String, Value>)>,
+}
+
+tokio::task_local! {
+    /// What the events of one tool call share: the caller's trace context and a place for
+    /// handlers to leave call-wide values (the OTel writer keeps its tool span there).
+    pub static CALL_SCOPE: Arc<CallScope>;
+}
+
+#[derive(Debug, Default)]
+pub struct CallScope {
+    /// W3C `traceparent` from the request's `_meta`, if the client sent one.
+    pub traceparent: Option<String>,
+    pub shared: Mutex<Map<String, Value>>,
+}
+
+impl CallScope {
+    pub fn current() -> Option<Arc<CallScope>> {
+        CALL_SCOPE.try_with(Arc::clone).ok()
+    }
+}
+
+#[derive(Default)]
+pub struct Hooks {
+    handlers: RwLock<Vec<(HandlerId, Arc<dyn HookHandler>)>>,
+    next_id: AtomicU64,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field(
+                "handlers",
+                &self.handlers.read().map(|h| h.len()).unwrap_or(0),
+            )
+            .finish()
+    }
+}
+
+impl Hooks {
+    pub fn register(&self, handler: Arc<dyn HookHandler>) -> HandlerId {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.handlers
+            .write()
+            .expect("handlers lock")
+            .push((id, handler));
+        id
+    }
+
+    pub fn unregister(&self, id: HandlerId) -> bool {
+        let mut handlers = self.handlers.write().expect("handlers lock");
+        let before = handlers.len();
+        handlers.retain(|(h, _)| *h != id);
+        handlers.len() != before
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.handlers.read().expect("handlers lock").is_empty()
+    }
+
+    fn snapshot(&self) -> Vec<(HandlerId, Arc<dyn HookHandler>)> {
+        self.handlers.read().expect("handlers lock").clone()
+    }
+
+    async fn deliver(
+        handler: &dyn HookHandler,
+        event: &HookEvent,
+        context: &mut Map<String, Value>,
+    ) -> Result<(), HookError> {
+        match handler.on_event(event, context).await {
+            Ok(()) => Ok(()),
+            Err(message) if handler.propagate_errors() => Err(HookError {
+                handler: handler.name().to_owned(),
+                message,
+            }),
+            Err(message) => {
+                tracing::debug!(
+                    handler = handler.name(),
+                    event = event.kind.as_str(),
+                    "hook handler failed: {message}"
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// Fires a `before_*` event. On a critical refusal the pair is still returned (with the
+    /// contexts of the handlers that ran), so the `after_*` event can carry the refusal.
+    pub async fn before(&self, event: &HookEvent) -> (Pair, Result<(), HookError>) {
+        let mut pair = Pair::default();
+        for (id, handler) in self.snapshot() {
+            let mut context = Map::new();
+            let outcome = Self::deliver(handler.as_ref(), event, &mut context).await;
+            pair.contexts.push((id, context));
+            if let Err(e) = outcome {
+                return (pair, Err(e));
+            }
+        }
+        (pair, Ok(()))
+    }
+
+    /// Fires an `after_*` event to every handler, each with its context from the pair; the first
+    /// critical failure is returned (the others still run).
+    pub async fn after(&self, mut pair: Pair, event: &HookEvent) -> Result<(), HookError> {
+        let mut first_error = None;
+        for (id, handler) in self.snapshot() {
+            let mut context = pair
+                .contexts
+                .iter_mut()
+                .find(|(h, _)| *h == id)
+                .map(|(_, c)| std::mem::take(c))
+                .unwrap_or_default();
+            if let Err(e) = Self::deliver(handler.as_ref(), event, &mut context).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Fires a single event (kernel lifecycle).
+    pub async fn fire(&self, event: &HookEvent) -> Result<(), HookError> {
+        self.after(Pair::default(), event).await
+    }
+
+    pub fn shutdown(&self) {
+        for (_, handler) in self.snapshot() {
+            handler.shutdown();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Recorder {
+        name: String,
+        critical: bool,
+        fail_on: Option<HookKind>,
+        seen: Mutex<Vec<(HookKind, Option<Value>)>>,
+    }
+
+    impl Recorder {
+        fn new(name: &str, critical: bool, fail_on: Option<HookKind>) -> Arc<Self> {
+            Arc::new(Recorder {
+                name: name.into(),
+                critical,
+                fail_on,
+                seen: Mutex::default(),
+            })
+        }
+    }
+
+    impl HookHandler for Recorder {
+        fn name(&self) -> &str {
+            &self.name
+        }
+        fn propagate_errors(&self) -> bool {
+            self.critical
+        }
+        fn on_event<'a>(
+            &'a self,
+            event: &'a HookEvent,
+            context: &'a mut Map<String, Value>,
+        ) -> HookFuture<'a> {
+            Box::pin(async move {
+                let before = context.get("mark").cloned();
+                context.insert("mark".into(), json!(self.name));
+                self.seen.lock().unwrap().push((event.kind, before));
+                if self.fail_on == Some(event.kind) {
+                    Err(format!("{} says no", self.name))
+                } else {
+                    Ok(())
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn contexts_pair_up_per_handler_and_order_holds() {
+        let hooks = Hooks::default();
+        let a = Recorder::new("a", false, None);
+        let b = Recorder::new("b", false, None);
+        hooks.register(a.clone());
+        let b_id = hooks.register(b.clone());
+        let event = HookEvent::before_tool_call("t", &json!({}));
+        let (pair, outcome) = hooks.before(&event).await;
+        assert!(outcome.is_ok());
+        hooks
+            .after(
+                pair,
+                &HookEvent::after_tool_call("t", &json!({}), None, None),
+            )
+            .await
+            .unwrap();
+        // Each handler saw its own mark in the after event, never the other's.
+        assert_eq!(
+            a.seen.lock().unwrap()[1],
+            (HookKind::AfterToolCall, Some(json!("a")))
+        );
+        assert_eq!(
+            b.seen.lock().unwrap()[1],
+            (HookKind::AfterToolCall, Some(json!("b")))
+        );
+        assert!(hooks.unregister(b_id));
+        hooks
+            .fire(&HookEvent::kernel_lifecycle("started", "k", "nb"))
+            .await
+            .unwrap();
+        assert_eq!(b.seen.lock().unwrap().len(), 2);
+        assert_eq!(a.seen.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn critical_errors_propagate_and_optional_ones_do_not() {
+        let hooks = Hooks::default();
+        hooks.register(Recorder::new("quiet", false, Some(HookKind::BeforeExecute)));
+        let (_, ok) = hooks.before(&HookEvent::before_execute("k", "1")).await;
+        assert!(ok.is_ok());
+        let later = Recorder::new("later", false, None);
+        hooks.register(Recorder::new("policy", true, Some(HookKind::BeforeExecute)));
+        hooks.register(later.clone());
+        let (pair, refused) = hooks.before(&HookEvent::before_execute("k", "1")).await;
+        let refused = refused.unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "refused by hook handler 'policy': policy says no"
+        );
+        assert!(
+            later.seen.lock().unwrap().is_empty(),
+            "handlers after a refusal do not see the before event"
+        );
+        hooks
+            .after(
+                pair,
+                &HookEvent::after_execute("k", &[], Some(refused.to_string())),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            later.seen.lock().unwrap().len(),
+            1,
+            "every handler sees the after event"
+        );
+    }
+}

@@ -1,0 +1,119 @@
+"""Hooks and the OpenTelemetry JSONL handler through the real binary."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import time
+import uuid
+
+import anyio
+import pytest
+
+from conftest import client_for, joined, server_binary, server_env
+
+pytestmark = pytest.mark.anyio
+
+KEYS = ["name", "context", "kind", "parent_id", "start_time", "end_time", "status", "attributes", "events",
+        "links", "resource"]
+TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+HEX = re.compile(r"^0x[0-9a-f]+$")
+
+
+def read_spans(path):
+    lines = path.read_text().splitlines()
+    spans = []
+    for line in lines:
+        assert line.startswith('{"name": '), line[:80]
+        span = json.loads(line)
+        assert list(span) == KEYS, list(span)
+        assert list(span["context"]) == ["trace_id", "span_id", "trace_state"]
+        assert HEX.match(span["context"]["trace_id"]) and len(span["context"]["trace_id"]) == 34
+        assert HEX.match(span["context"]["span_id"]) and len(span["context"]["span_id"]) == 18
+        assert span["kind"] == "SpanKind.INTERNAL" and span["status"] == {"status_code": "UNSET"}
+        assert TIME.match(span["start_time"]) and TIME.match(span["end_time"])
+        assert span["start_time"] <= span["end_time"]
+        assert span["events"] == [] and span["links"] == []
+        assert span["resource"]["attributes"]["service.name"] == "jupyter-mcp-server"
+        spans.append(span)
+    return spans
+
+
+async def test_spans_for_calls_executions_failures_timeouts_and_lifecycle(jupyter_server, tmp_path):
+    spans_file = tmp_path / "spans.jsonl"
+    path = f"otel-{uuid.uuid4().hex[:6]}.ipynb"
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    async with client_for(jupyter_server, "legacy", "--otel-file", str(spans_file), "--document-backend", "file") as client:
+        await client.call_tool("list_kernels", {})
+        await client.call_tool("execute_code", {"code": "print('hi')"}, meta={"traceparent": traceparent})
+        failed = await client.call_tool("execute_code", {"code": "1", "kernel_id": "missing"})
+        assert failed.is_error
+        await client.call_tool("execute_code", {"code": "import time; time.sleep(30)", "timeout": 1})
+        await client.call_tool("use_notebook", {"notebook_name": "traced", "notebook_path": path, "mode": "create"})
+        await client.call_tool("restart_notebook", {"notebook_name": "traced"})
+        await client.call_tool("unuse_notebook", {"notebook_name": "traced"})
+    spans = read_spans(spans_file)
+    by_name = {}
+    for span in spans:
+        by_name.setdefault(span["name"], []).append(span)
+
+    listing = by_name["tool_call:list_kernels"][0]
+    assert listing["attributes"]["tool.name"] == "list_kernels" and listing["parent_id"] is None
+    assert len(listing["attributes"]["result.summary"]) <= 200
+
+    calls = by_name["tool_call:execute_code"]
+    traced = next(s for s in calls if s["context"]["trace_id"] == "0x4bf92f3577b34da6a3ce929d0e0e4736")
+    assert traced["parent_id"] == "0x00f067aa0ba902b7", "the caller's traceparent is continued"
+    executes = by_name["execute"]
+    child = next(s for s in executes if s["parent_id"] == traced["context"]["span_id"])
+    assert child["context"]["trace_id"] == traced["context"]["trace_id"]
+    assert child["attributes"]["code.snippet"] == "print('hi')" and child["attributes"]["output.count"] == 1
+    assert child["attributes"]["kernel.id"]
+
+    failing = next(s for s in calls if s["attributes"].get("error") is True and "missing" in s["attributes"]["error.message"])
+    assert "result.summary" not in failing["attributes"]
+    timed_out = next(s for s in executes if s["attributes"].get("error") is True)
+    assert "timed out" in timed_out["attributes"]["error.message"]
+
+    lifecycle = [(s["attributes"]["event_type"], s["attributes"]["kernel.name"]) for s in by_name["kernel_lifecycle"]]
+    assert ("started", "default") in lifecycle
+    assert ("started", "traced") in lifecycle and ("restarted", "traced") in lifecycle
+    assert ("stopped", "traced") in lifecycle and ("stopped", "default") in lifecycle, "flushed at exit"
+    assert all(s["parent_id"] is None for s in by_name["kernel_lifecycle"])
+
+
+async def test_concurrent_calls_give_whole_lines(jupyter_server, tmp_path):
+    spans_file = tmp_path / "spans.jsonl"
+    async with client_for(jupyter_server, "legacy", "--otel-file", str(spans_file)) as client:
+        async with anyio.create_task_group() as tg:
+            for i in range(200):
+                tg.start_soon(client.call_tool, "list_files", {"pattern": f"*{i}*"})
+    spans = read_spans(spans_file)
+    assert len([s for s in spans if s["name"] == "tool_call:list_files"]) == 200
+
+
+def test_sigterm_flushes(jupyter_server, tmp_path):
+    spans_file = tmp_path / "spans.jsonl"
+    proc = subprocess.Popen(
+        [server_binary(), "start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env=server_env({"JUPYTER_MCP_OTEL_FILE": str(spans_file)}),
+    )
+
+    def send(message):
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_code", "arguments": {"code": "2+2"}}})
+    while json.loads(proc.stdout.readline()).get("id") != 2:
+        pass
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=40) == 0
+    names = [s["name"] for s in read_spans(spans_file)]
+    assert "tool_call:execute_code" in names and "execute" in names
+    assert names.count("kernel_lifecycle") == 2, "started and stopped, the stop written at shutdown"
