@@ -17,9 +17,12 @@ fn per_event(hooks: &Hooks, runtime: &tokio::runtime::Runtime, calls: u32) -> f6
             if hooks.is_empty() {
                 continue;
             }
-            let (pair, refused) = hooks.before(&HookEvent::before_tool_call("execute_code", &arguments)).await;
+            let (pair, refused) = hooks
+                .before(&HookEvent::before_tool_call("execute_code", &arguments))
+                .await;
             refused.unwrap();
-            let after = HookEvent::after_tool_call("execute_code", &arguments, Some("2".into()), None);
+            let after =
+                HookEvent::after_tool_call("execute_code", &arguments, Some("2".into()), None);
             hooks.after(pair, &after).await.unwrap();
         }
         started.elapsed().as_nanos() as f64 / f64::from(calls) / 2.0
@@ -27,7 +30,10 @@ fn per_event(hooks: &Hooks, runtime: &tokio::runtime::Runtime, calls: u32) -> f6
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let calls = 20_000;
 
     let empty = Hooks::default();

@@ -186,8 +186,12 @@ pub fn source_diff(old: &str, new: &str) -> Option<String> {
     Some(text)
 }
 
-fn fenced_diff(diff: &str) -> String {
-    format!("```diff\n{diff}\n```")
+/// "Cell N <done> successfully!" with a fenced diff, or the no-change variant.
+fn change_report(index: usize, done: &str, old: &str, new: &str) -> String {
+    match source_diff(old, new) {
+        Some(diff) => format!("Cell {index} {done} successfully!\n\n```diff\n{diff}\n```"),
+        None => format!("Cell {index} {done} successfully - no changes detected"),
+    }
 }
 
 // ---- addressing ----------------------------------------------------------------------------
@@ -512,13 +516,7 @@ async fn overwrite_cell_source(
     .await?;
     let index = resolve_cell(&before, args.cell_index, args.cell_id.as_deref())?;
     let cell = &before.cells[index];
-    let text = match source_diff(&cell.source, &args.cell_source) {
-        Some(diff) => format!(
-            "Cell {index} overwritten successfully!\n\n{}",
-            fenced_diff(&diff)
-        ),
-        None => format!("Cell {index} overwritten successfully - no changes detected"),
-    };
+    let text = change_report(index, "overwritten", &cell.source, &args.cell_source);
     Ok(with_cell_id(ToolOutput::text(text), &cell.id))
 }
 
@@ -581,13 +579,7 @@ async fn edit_cell_source(
     let index = resolve_cell(&before, args.cell_index, args.cell_id.as_deref())?;
     let cell = &before.cells[index];
     let new_source = replaced_source(cell, &args)?;
-    let text = match source_diff(&cell.source, &new_source) {
-        Some(diff) => format!(
-            "Cell {index} edited successfully!\n\n{}",
-            fenced_diff(&diff)
-        ),
-        None => format!("Cell {index} edited successfully - no changes detected"),
-    };
+    let text = change_report(index, "edited", &cell.source, &new_source);
     Ok(with_cell_id(ToolOutput::text(text), &cell.id))
 }
 
