@@ -6,8 +6,9 @@ import json
 import re
 import signal
 import subprocess
-import time
+import threading
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import pytest
@@ -117,3 +118,59 @@ def test_sigterm_flushes(jupyter_server, tmp_path):
     names = [s["name"] for s in read_spans(spans_file)]
     assert "tool_call:execute_code" in names and "execute" in names
     assert names.count("kernel_lifecycle") == 2, "started and stopped, the stop written at shutdown"
+
+
+class OtlpReceiver:
+    """A small OTLP/HTTP collector on loopback that keeps the spans it is sent."""
+
+    def __init__(self):
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        spans = self.spans = []
+        self.paths = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.paths.append((self.path, self.headers["Content-Type"]))
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource_spans in request.resource_spans:
+                    for scope_spans in resource_spans.scope_spans:
+                        spans.extend(scope_spans.spans)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+
+
+async def test_otlp_http_export_only_when_asked(jupyter_server):
+    receiver = OtlpReceiver()
+    try:
+        # An ambient collector setting is not enough: spans carry code.
+        ambient = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+        async with client_for(jupyter_server, "legacy", env=ambient) as client:
+            await client.call_tool("execute_code", {"code": "print(1)"})
+        assert receiver.spans == []
+
+        async with client_for(jupyter_server, "legacy", "--otel-endpoint", receiver.url) as client:
+            await client.call_tool("execute_code", {"code": "print(2)"})
+        names = [s.name for s in receiver.spans]
+        assert "tool_call:execute_code" in names and "execute" in names and "kernel_lifecycle" in names
+        assert all(path == ("/v1/traces", "application/x-protobuf") for path in receiver.paths)
+        tool = next(s for s in receiver.spans if s.name == "tool_call:execute_code")
+        execute = next(s for s in receiver.spans if s.name == "execute")
+        assert execute.parent_span_id == tool.span_id and execute.trace_id == tool.trace_id
+        attributes = {a.key: a.value.string_value for a in execute.attributes}
+        assert attributes["code.snippet"] == "print(2)"
+    finally:
+        receiver.close()

@@ -90,6 +90,11 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_OTEL_FILE")]
     pub otel_file: Option<PathBuf>,
 
+    /// Send spans to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318). Never implied: spans
+    /// carry code.
+    #[arg(long, env = "JUPYTER_MCP_OTEL_ENDPOINT", value_parser = parse_http_url)]
+    pub otel_endpoint: Option<Url>,
+
     /// A TOML config file; its `[capabilities]` table sets capabilities (`name = true|false`).
     #[arg(long, env = "JUPYTER_MCP_CONFIG")]
     pub config: Option<PathBuf>,
@@ -195,6 +200,8 @@ pub struct Config {
     pub capabilities: crate::capabilities::Settings,
     /// Where the OpenTelemetry handler writes spans (off when `None`).
     pub otel_file: Option<PathBuf>,
+    /// Where the OpenTelemetry handler sends spans over OTLP/HTTP (off when `None`).
+    pub otel_endpoint: Option<Url>,
     pub execution: ExecutionLimits,
     pub output: OutputLimits,
     pub http: HttpConfig,
@@ -311,6 +318,7 @@ impl Config {
                 cli: args.capabilities,
             },
             otel_file: args.otel_file,
+            otel_endpoint: args.otel_endpoint,
             execution: ExecutionLimits {
                 default_timeout: Duration::from_secs(args.execution_timeout),
                 max_timeout: Duration::from_secs(args.max_execution_timeout),

@@ -45,9 +45,18 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // Checked first: a misspelt capability stops the server before it starts anything.
     let capabilities = capabilities::Registry::build(&[], &config.capabilities)?;
     let hooks = Arc::new(hooks::Hooks::default());
-    if let Some(path) = &config.otel_file {
-        hooks.register(Arc::new(hooks::otel::OtelHandler::to_file(path)?));
-        tracing::info!("writing OpenTelemetry spans to {}", path.display());
+    if config.otel_file.is_some() || config.otel_endpoint.is_some() {
+        let handler = hooks::otel::OtelHandler::new(
+            config.otel_file.as_deref(),
+            config.otel_endpoint.clone(),
+        )?;
+        hooks.register(Arc::new(handler));
+        if let Some(path) = &config.otel_file {
+            tracing::info!("writing OpenTelemetry spans to {}", path.display());
+        }
+        if let Some(endpoint) = &config.otel_endpoint {
+            tracing::info!("sending OpenTelemetry spans to {endpoint}");
+        }
     }
     let embedded = match &config.jupyter {
         JupyterSource::Embedded { root_dir } => Some(EmbeddedJupyter::start(root_dir).await?),

@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::SystemTime;
 
 use opentelemetry::trace::{
@@ -48,38 +48,50 @@ pub struct OtelHandler {
 impl OtelHandler {
     /// Appends spans to `path` (created if missing).
     pub fn to_file(path: &Path) -> Result<Self, OtelFileError> {
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|source| OtelFileError {
-                path: path.to_owned(),
-                source,
-            })?;
-        let (lines, receiver) = mpsc::channel::<String>();
-        let writer = std::thread::Builder::new()
-            .name("otel-jsonl".into())
-            .spawn(move || write_lines(file, receiver))
-            .expect("a thread can be started");
-        let exporter = JsonlExporter {
-            lines: Mutex::new(Some(lines)),
-            resource: Mutex::new(Map::new()),
-        };
-        let provider = SdkTracerProvider::builder()
-            .with_resource(
-                Resource::builder()
-                    .with_service_name("jupyter-mcp-server")
-                    .build(),
-            )
-            .with_simple_exporter(exporter)
-            .build();
+        Self::new(Some(path), None)
+    }
+
+    /// Writes spans to a JSONL file, sends them to an OTLP/HTTP collector, or both. The collector
+    /// is only used when asked for explicitly: spans carry code.
+    pub fn new(path: Option<&Path>, endpoint: Option<url::Url>) -> Result<Self, OtelFileError> {
+        let mut builder = SdkTracerProvider::builder().with_resource(
+            Resource::builder()
+                .with_service_name("jupyter-mcp-server")
+                .build(),
+        );
+        let mut writer = None;
+        if let Some(path) = path {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| OtelFileError {
+                    path: path.to_owned(),
+                    source,
+                })?;
+            let (lines, receiver) = mpsc::channel::<String>();
+            writer = Some(
+                std::thread::Builder::new()
+                    .name("otel-jsonl".into())
+                    .spawn(move || write_lines(file, receiver))
+                    .expect("a thread can be started"),
+            );
+            builder = builder.with_simple_exporter(JsonlExporter {
+                lines: Mutex::new(Some(lines)),
+                resource: Mutex::new(Map::new()),
+            });
+        }
+        if let Some(endpoint) = endpoint {
+            builder = builder.with_simple_exporter(OtlpExporter::start(endpoint));
+        }
+        let provider = builder.build();
         let tracer = provider.tracer("jupyter-mcp-server");
         Ok(OtelHandler {
             provider,
             tracer,
             open: Mutex::default(),
             next: AtomicU64::new(1),
-            writer: Mutex::new(Some(writer)),
+            writer: Mutex::new(writer),
         })
     }
 
@@ -300,6 +312,99 @@ impl SpanExporter for JsonlExporter {
             .map(|(k, v)| (k.to_string(), otel_value(v)))
             .collect();
         *self.resource.lock().expect("resource") = attributes;
+    }
+}
+
+/// Sends spans to an OTLP/HTTP collector (protobuf, `POST {endpoint}/v1/traces`) from a task of
+/// its own, so exporting never waits on the network. Written with our reqwest (rustls on ring)
+/// rather than opentelemetry-otlp, whose client is a second reqwest with aws-lc.
+#[derive(Debug)]
+struct OtlpExporter {
+    batches: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<SpanData>>>>,
+    resource: Arc<Mutex<Resource>>,
+    done: Mutex<Option<mpsc::Receiver<()>>>,
+}
+
+impl OtlpExporter {
+    fn start(endpoint: url::Url) -> Self {
+        let url = if endpoint.path().ends_with("/v1/traces") {
+            endpoint
+        } else {
+            let mut url = endpoint;
+            let path = format!("{}/v1/traces", url.path().trim_end_matches('/'));
+            url.set_path(&path);
+            url
+        };
+        let (batches, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Vec<SpanData>>();
+        let resource = Arc::new(Mutex::new(Resource::builder_empty().build()));
+        let (done_tx, done) = mpsc::channel();
+        let task_resource = resource.clone();
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            while let Some(batch) = receiver.recv().await {
+                use prost::Message as _;
+                let resource = task_resource.lock().expect("resource").clone();
+                let request = opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest {
+                    resource_spans: opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope(
+                        batch,
+                        &(&resource).into(),
+                    ),
+                };
+                let sent = client
+                    .post(url.clone())
+                    .header(reqwest::header::CONTENT_TYPE, "application/x-protobuf")
+                    .body(request.encode_to_vec())
+                    .timeout(std::time::Duration::from_secs(10))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(response) if response.status().is_success() => {}
+                    Ok(response) => {
+                        tracing::warn!("OTLP collector at {url} answered {}", response.status())
+                    }
+                    Err(e) => tracing::warn!("cannot send spans to {url}: {e}"),
+                }
+            }
+            let _ = done_tx.send(());
+        });
+        OtlpExporter {
+            batches: Mutex::new(Some(batches)),
+            resource,
+            done: Mutex::new(Some(done)),
+        }
+    }
+}
+
+impl SpanExporter for OtlpExporter {
+    fn export(
+        &self,
+        batch: Vec<SpanData>,
+    ) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        if let Some(batches) = self.batches.lock().expect("batches").as_ref() {
+            let _ = batches.send(batch);
+        }
+        std::future::ready(Ok(()))
+    }
+
+    fn shutdown_with_timeout(&self, timeout: std::time::Duration) -> OTelSdkResult {
+        self.batches.lock().expect("batches").take();
+        if let Some(done) = self.done.lock().expect("done").take() {
+            // The sender task runs on another worker; wait for it to send what is queued.
+            let wait = || done.recv_timeout(timeout);
+            let _ = match tokio::runtime::Handle::try_current() {
+                Ok(handle)
+                    if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
+                {
+                    tokio::task::block_in_place(wait)
+                }
+                _ => wait(),
+            };
+        }
+        Ok(())
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        *self.resource.lock().expect("resource") = resource.clone();
     }
 }
 
