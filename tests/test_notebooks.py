@@ -284,3 +284,26 @@ async def test_resources_prompt_and_subscriptions(jupyter_server, transport, mod
                 with anyio.fail_after(10):
                     event = await subscription.__anext__()
                 assert uri in str(event)
+
+
+async def test_notebooks_on_another_server_than_the_kernels(jupyter_server, tmp_path):
+    """--document-url: the notebook lives on one Jupyter Server, its kernel runs on another."""
+    from harness import start_jupyter
+
+    documents = start_jupyter(tmp_path / "documents")
+    try:
+        path = f"remote-{uuid.uuid4().hex[:6]}.ipynb"
+        args = ("--document-url", documents.url, "--document-token", documents.token)
+        async with client_for(jupyter_server, "legacy", "--document-backend", "file", *args) as client:
+            await call(client, "use_notebook", notebook_name="far", notebook_path=path, mode="create")
+            ran = await call(client, "insert_execute_code_cell", cell_index=-1, cell_source="print('split')")
+            assert texts(ran)[0] == "split\n"
+            kernel_id = joined(await call(client, "list_notebooks")).split("\n")[1].split("\t")[2]
+            assert kernel_id in jupyter_server.kernel_ids(), "the kernel runs on the --jupyter-url server"
+            assert kernel_id not in documents.kernel_ids()
+        assert not (jupyter_server.root / path).exists()
+        nb, _ = on_disk(documents, path)
+        assert nb.cells[0].outputs[0]["text"] == "split\n"
+    finally:
+        documents.process.terminate()
+        documents.process.wait(timeout=30)
