@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -148,3 +149,29 @@ def texts(result) -> list[str]:
 
 def joined(result) -> str:
     return "\n".join(texts(result))
+
+
+class RawStdio:
+    """Our binary on stdio driven by hand, for what the official client cannot do (signals)."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+        self.proc = subprocess.Popen([server_binary(), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env or server_env(), cwd=cwd)
+        self.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict) -> None:
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def call_tool(self, request_id: int, name: str, arguments: dict) -> dict:
+        """Calls a tool and returns its result, skipping other lines."""
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": name, "arguments": arguments}})
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, "server closed stdout early"
+            reply = json.loads(line)
+            if reply.get("id") == request_id:
+                return reply["result"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import anyio
 import pytest
 
-from conftest import client_for, joined, server_binary, server_env
+from conftest import RawStdio, client_for, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -97,22 +96,10 @@ async def test_concurrent_calls_give_whole_lines(jupyter_server, tmp_path):
 
 def test_sigterm_flushes(jupyter_server, tmp_path):
     spans_file = tmp_path / "spans.jsonl"
-    proc = subprocess.Popen(
-        [server_binary(), "start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        env=server_env({"JUPYTER_MCP_OTEL_FILE": str(spans_file)}),
-    )
-
-    def send(message):
-        proc.stdin.write((json.dumps(message) + "\n").encode())
-        proc.stdin.flush()
-
-    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
-    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_code", "arguments": {"code": "2+2"}}})
-    while json.loads(proc.stdout.readline()).get("id") != 2:
-        pass
+    server = RawStdio(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
+                      env=server_env({"JUPYTER_MCP_OTEL_FILE": str(spans_file)}))
+    server.call_tool(2, "execute_code", {"code": "2+2"})
+    proc = server.proc
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=40) == 0
     names = [s["name"] for s in read_spans(spans_file)]

@@ -13,7 +13,7 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from conftest import MODES, client_for, joined, server_binary, server_env, texts
+from conftest import MODES, RawStdio, client_for, joined, server_binary, server_env, texts
 
 pytestmark = pytest.mark.anyio
 
@@ -330,25 +330,10 @@ async def test_embedded_jupyter_starts_and_stops_on_eof(tmp_path, mode):
 def test_embedded_jupyter_stops_on_signals(tmp_path, sig):
     env = server_env()
     env.pop("JUPYTER_URL", None)
-    proc = subprocess.Popen([server_binary(), "start"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
-
-    def send(message):
-        proc.stdin.write((json.dumps(message) + "\n").encode())
-        proc.stdin.flush()
-
-    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
-    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "execute_code", "arguments": {"code": "import os; print(os.getpid(), os.getppid())"}}})
-    replies = {}
-    while 2 not in replies:
-        line = proc.stdout.readline()
-        assert line, "server closed stdout early"
-        reply = json.loads(line)
-        replies[reply.get("id")] = reply
-    kernel_pid, jupyter_pid = map(int, replies[2]["result"]["content"][0]["text"].split())
+    server = RawStdio(["start"], env=env, cwd=tmp_path)
+    result = server.call_tool(2, "execute_code", {"code": "import os; print(os.getpid(), os.getppid())"})
+    kernel_pid, jupyter_pid = map(int, result["content"][0]["text"].split())
+    proc = server.proc
     proc.send_signal(sig)
     assert proc.wait(timeout=40) == 0
     assert wait_gone([kernel_pid, jupyter_pid]) == []
