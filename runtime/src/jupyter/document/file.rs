@@ -56,6 +56,25 @@ impl FileDocument {
         Ok((notebook, hash))
     }
 
+    /// The notebook as it is now, with its hash: the version we know if the file's hash still
+    /// matches (the hash alone is cheap to ask for), else the file read again — someone else saved.
+    async fn latest(
+        &self,
+        known: &Option<(Notebook, String)>,
+    ) -> Result<(Notebook, String), DocumentError> {
+        if let Some((notebook, hash)) = known {
+            let current = self
+                .rest
+                .get_file_hash(&self.path)
+                .await
+                .map_err(|e| self.not_found(e))?;
+            if *hash == current {
+                return Ok((notebook.clone(), current));
+            }
+        }
+        self.fetch().await
+    }
+
     fn not_found(&self, error: RestError) -> DocumentError {
         match error {
             RestError::NotFound { .. } => DocumentError::NotFound(self.path.clone()),
@@ -81,20 +100,9 @@ impl Document for FileDocument {
     fn read(&self) -> DocumentFuture<'_, Notebook> {
         Box::pin(async move {
             let mut known = self.known.lock().await;
-            // The hash alone is cheap to ask for; the content only when it changed.
-            if let Some((notebook, hash)) = known.as_ref() {
-                let current = self
-                    .rest
-                    .get_file_hash(&self.path)
-                    .await
-                    .map_err(|e| self.not_found(e))?;
-                if *hash == current {
-                    return Ok(notebook.clone());
-                }
-            }
-            let fresh = self.fetch().await?;
-            let notebook = fresh.0.clone();
-            *known = Some(fresh);
+            let latest = self.latest(&known).await?;
+            let notebook = latest.0.clone();
+            *known = Some(latest);
             Ok(notebook)
         })
     }
@@ -102,34 +110,13 @@ impl Document for FileDocument {
     fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)> {
         Box::pin(async move {
             let mut known = self.known.lock().await;
-            let current_hash = self
-                .rest
-                .get_file_hash(&self.path)
-                .await
-                .map_err(|e| self.not_found(e))?;
-            let (base, base_hash) = match known.take() {
-                Some((notebook, hash)) if hash == current_hash => (notebook, hash),
-                // Never read, or saved by someone else since: start from their version.
-                _ => self.fetch().await?,
-            };
-            let edits = match plan(&base) {
-                Ok(edits) => edits,
-                Err(reason) => {
-                    *known = Some((base, base_hash));
-                    return Err(DocumentError::Refused(reason));
-                }
-            };
+            let (base, base_hash) = self.latest(&known).await?;
+            *known = Some((base.clone(), base_hash));
+            let edits = plan(&base).map_err(DocumentError::Refused)?;
             if edits.is_empty() {
-                *known = Some((base.clone(), base_hash));
                 return Ok((base.clone(), base));
             }
-            let next = match apply_edits(&base, &edits, &self.path) {
-                Ok(next) => next,
-                Err(e) => {
-                    *known = Some((base, base_hash));
-                    return Err(e);
-                }
-            };
+            let next = apply_edits(&base, &edits, &self.path)?;
             let text = next.to_ipynb();
             self.rest.put_text_file(&self.path, &text).await?;
             *known = Some((next.clone(), sha256_hex(&text)));

@@ -72,13 +72,6 @@ pub trait Document: Send + Sync {
     fn backend(&self) -> &'static str;
     /// The notebook as it is now.
     fn read(&self) -> DocumentFuture<'_, Notebook>;
-    /// Applies the edits to the newest version and saves; returns the notebook as saved.
-    fn apply(&self, edits: Vec<Edit>) -> DocumentFuture<'_, Notebook> {
-        Box::pin(async move {
-            let (_, saved) = self.update(Box::new(move |_| Ok(edits))).await?;
-            Ok(saved)
-        })
-    }
     /// Plans edits against the newest version and saves them, checking for other writers once;
     /// returns the notebook before and after. No edits, no write.
     fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)>;

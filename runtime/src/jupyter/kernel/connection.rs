@@ -157,11 +157,6 @@ impl KernelConnection {
         *self.shared.liveness.borrow()
     }
 
-    /// Waits until the kernel is gone (for watchers such as the health route).
-    pub fn liveness_watch(&self) -> watch::Receiver<Liveness> {
-        self.shared.liveness.subscribe()
-    }
-
     /// The last `execution_state` the kernel reported (busy, idle, starting, …).
     pub fn execution_state(&self) -> String {
         self.shared.execution_state.borrow().clone()
@@ -221,12 +216,6 @@ impl KernelConnection {
             let _ = tx.send(Routed::Gone(reason));
         }
         (msg_id, rx)
-    }
-
-    /// Sends a reply (e.g. `input_reply`) whose parent is an earlier message.
-    pub fn reply(&self, channel: &str, msg_type: &str, content: Value, parent_header: Value) {
-        let message = self.new_message(channel, msg_type, content, parent_header);
-        let _ = self.outgoing.send(message);
     }
 
     /// Stops routing messages for a finished request.
