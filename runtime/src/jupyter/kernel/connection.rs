@@ -6,25 +6,19 @@
 //! *gone* — deleted, dead, or restarted by someone else — because then its state is lost.
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::http::{StatusCode, header};
 
 use super::codec::{self, V1_SUBPROTOCOL, WireMessage};
-use crate::jupyter::rest::{JupyterRest, error_chain};
+use crate::jupyter::rest::JupyterRest;
+use crate::jupyter::websocket::{self, DialError, JupyterSocket};
 
 /// Why a kernel's state is lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -433,7 +427,7 @@ enum Pumped {
 
 /// An open websocket and the protocol it speaks.
 struct Socket {
-    ws: WebSocketStream<MaybeTlsStream<QuickAck>>,
+    ws: JupyterSocket,
     v1: bool,
 }
 
@@ -445,7 +439,7 @@ impl Socket {
     ) -> Result<Self, ConnectError> {
         match Self::connect_with(rest, kernel_id, session_id, true).await {
             // The server did not pick v1: speak the legacy JSON protocol.
-            Err(Fallback::NoSubprotocol) => Self::connect_with(rest, kernel_id, session_id, false)
+            Err(DialError::NoSubprotocol) => Self::connect_with(rest, kernel_id, session_id, false)
                 .await
                 .map_err(|e| e.into_connect_error(kernel_id)),
             other => other.map_err(|e| e.into_connect_error(kernel_id)),
@@ -457,45 +451,11 @@ impl Socket {
         kernel_id: &str,
         session_id: &str,
         offer_v1: bool,
-    ) -> Result<Self, Fallback> {
+    ) -> Result<Self, DialError> {
         let url = rest.kernel_channels_url(kernel_id, session_id);
-        let mut request = url
-            .as_str()
-            .into_client_request()
-            .map_err(|e| Fallback::Other(e.to_string()))?;
-        if offer_v1 {
-            request.headers_mut().insert(
-                header::SEC_WEBSOCKET_PROTOCOL,
-                HeaderValue::from_static(V1_SUBPROTOCOL),
-            );
-        }
-        if let Some(auth) = rest.authorization() {
-            let value = HeaderValue::from_str(&auth).map_err(|e| Fallback::Other(e.to_string()))?;
-            request.headers_mut().insert(header::AUTHORIZATION, value);
-        }
-        let host = url
-            .host_str()
-            .ok_or_else(|| Fallback::Other("URL has no host".into()))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let port = url.port_or_known_default().unwrap_or(80);
-        let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host, port)))
-            .await
-            .map_err(|_| Fallback::Other(format!("timed out connecting to {host}:{port}")))?
-            .map_err(|e| Fallback::Other(format!("{host}:{port}: {e}")))?;
-        // Jupyter leaves Nagle on for kernel sockets; see `QuickAck`.
-        tcp.set_nodelay(true)
-            .map_err(|e| Fallback::Other(e.to_string()))?;
-        let config = WebSocketConfig::default().max_message_size(Some(512 << 20));
-        let handshake = tokio_tungstenite::client_async_tls_with_config(
-            request,
-            QuickAck::new(tcp),
-            Some(config),
-            None,
-        );
-        let (ws, response) = tokio::time::timeout(Duration::from_secs(30), handshake)
-            .await
-            .map_err(|_| Fallback::Other("the websocket handshake timed out".into()))?
-            .map_err(Fallback::from)?;
+        let subprotocol = offer_v1.then_some(V1_SUBPROTOCOL);
+        let (ws, response) =
+            websocket::dial(&url, rest.authorization().as_deref(), subprotocol).await?;
         let v1 = response
             .headers()
             .get(header::SEC_WEBSOCKET_PROTOCOL)
@@ -521,103 +481,28 @@ impl Socket {
     }
 }
 
-enum Fallback {
-    NoSubprotocol,
-    Status(StatusCode),
-    Other(String),
-}
-
-impl From<tungstenite::Error> for Fallback {
-    fn from(error: tungstenite::Error) -> Self {
-        use tungstenite::error::{ProtocolError, SubProtocolError};
-        match error {
-            tungstenite::Error::Protocol(ProtocolError::SecWebSocketSubProtocolError(
-                SubProtocolError::NoSubProtocol,
-            )) => Fallback::NoSubprotocol,
-            tungstenite::Error::Http(response) => Fallback::Status(response.status()),
-            other => Fallback::Other(error_chain(&other)),
-        }
-    }
-}
-
-impl Fallback {
+impl DialError {
     fn into_connect_error(self, kernel_id: &str) -> ConnectError {
         match self {
-            Fallback::Status(StatusCode::NOT_FOUND) => ConnectError::NotFound(kernel_id.to_owned()),
-            Fallback::Status(StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED) => {
+            DialError::Status(StatusCode::NOT_FOUND) => {
+                ConnectError::NotFound(kernel_id.to_owned())
+            }
+            DialError::Status(StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED) => {
                 ConnectError::Forbidden(kernel_id.to_owned())
             }
-            Fallback::Status(status) => ConnectError::Failed {
+            DialError::Status(status) => ConnectError::Failed {
                 kernel_id: kernel_id.to_owned(),
                 reason: format!("HTTP {status}"),
             },
-            Fallback::NoSubprotocol => ConnectError::Failed {
+            DialError::NoSubprotocol => ConnectError::Failed {
                 kernel_id: kernel_id.to_owned(),
                 reason: "the server refused both websocket protocols".into(),
             },
-            Fallback::Other(reason) => ConnectError::Failed {
+            DialError::Other(reason) => ConnectError::Failed {
                 kernel_id: kernel_id.to_owned(),
                 reason,
             },
         }
-    }
-}
-
-/// A TCP stream that acknowledges every read at once.
-///
-/// One execution makes the server send several small frames; with Nagle on the server (Jupyter
-/// never sets `TCP_NODELAY` on kernel sockets) and delayed ACK here, each round trip stalls for
-/// ~40 ms. Re-arming `TCP_QUICKACK` after each read (Linux clears it by itself) removes the stall.
-pub struct QuickAck {
-    inner: TcpStream,
-}
-
-impl QuickAck {
-    fn new(inner: TcpStream) -> Self {
-        let quick = QuickAck { inner };
-        quick.rearm();
-        quick
-    }
-
-    #[cfg(target_os = "linux")]
-    fn rearm(&self) {
-        let _ = socket2::SockRef::from(&self.inner).set_tcp_quickack(true);
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn rearm(&self) {}
-}
-
-impl AsyncRead for QuickAck {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.rearm();
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for QuickAck {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

@@ -1,0 +1,155 @@
+//! Websockets to a Jupyter Server (kernel channels, collaboration rooms), tuned for latency.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::client::Response;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, header};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use url::Url;
+
+use crate::jupyter::rest::error_chain;
+
+pub type JupyterSocket = WebSocketStream<MaybeTlsStream<QuickAck>>;
+
+/// Why a websocket could not be opened.
+#[derive(Debug)]
+pub enum DialError {
+    /// We offered a subprotocol and the server picked none.
+    NoSubprotocol,
+    /// The server answered the upgrade with this HTTP status.
+    Status(StatusCode),
+    Other(String),
+}
+
+impl From<tungstenite::Error> for DialError {
+    fn from(error: tungstenite::Error) -> Self {
+        use tungstenite::error::{ProtocolError, SubProtocolError};
+        match error {
+            tungstenite::Error::Protocol(ProtocolError::SecWebSocketSubProtocolError(
+                SubProtocolError::NoSubProtocol,
+            )) => DialError::NoSubprotocol,
+            tungstenite::Error::Http(response) => DialError::Status(response.status()),
+            other => DialError::Other(error_chain(&other)),
+        }
+    }
+}
+
+impl std::fmt::Display for DialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DialError::NoSubprotocol => write!(f, "the server refused the websocket protocol"),
+            DialError::Status(status) => write!(f, "HTTP {status}"),
+            DialError::Other(reason) => write!(f, "{reason}"),
+        }
+    }
+}
+
+/// Opens a websocket with Jupyter's token, TCP_NODELAY and quick ACKs (see [`QuickAck`]).
+pub async fn dial(
+    url: &Url,
+    authorization: Option<&str>,
+    subprotocol: Option<&'static str>,
+) -> Result<(JupyterSocket, Response), DialError> {
+    let mut request = url
+        .as_str()
+        .into_client_request()
+        .map_err(|e| DialError::Other(e.to_string()))?;
+    if let Some(protocol) = subprotocol {
+        request.headers_mut().insert(
+            header::SEC_WEBSOCKET_PROTOCOL,
+            HeaderValue::from_static(protocol),
+        );
+    }
+    if let Some(auth) = authorization {
+        let value = HeaderValue::from_str(auth).map_err(|e| DialError::Other(e.to_string()))?;
+        request.headers_mut().insert(header::AUTHORIZATION, value);
+    }
+    let host = url
+        .host_str()
+        .ok_or_else(|| DialError::Other("URL has no host".into()))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port = url.port_or_known_default().unwrap_or(80);
+    let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| DialError::Other(format!("timed out connecting to {host}:{port}")))?
+        .map_err(|e| DialError::Other(format!("{host}:{port}: {e}")))?;
+    // Jupyter leaves Nagle on for its websockets; see `QuickAck`.
+    tcp.set_nodelay(true)
+        .map_err(|e| DialError::Other(e.to_string()))?;
+    let config = WebSocketConfig::default().max_message_size(Some(512 << 20));
+    let handshake = tokio_tungstenite::client_async_tls_with_config(
+        request,
+        QuickAck::new(tcp),
+        Some(config),
+        None,
+    );
+    let (ws, response) = tokio::time::timeout(Duration::from_secs(30), handshake)
+        .await
+        .map_err(|_| DialError::Other("the websocket handshake timed out".into()))??;
+    Ok((ws, response))
+}
+
+/// A TCP stream that acknowledges every read at once.
+///
+/// One execution makes the server send several small frames; with Nagle on the server (Jupyter
+/// never sets `TCP_NODELAY` on kernel sockets) and delayed ACK here, each round trip stalls for
+/// ~40 ms. Re-arming `TCP_QUICKACK` after each read (Linux clears it by itself) removes the stall.
+pub struct QuickAck {
+    inner: TcpStream,
+}
+
+impl QuickAck {
+    fn new(inner: TcpStream) -> Self {
+        let quick = QuickAck { inner };
+        quick.rearm();
+        quick
+    }
+
+    #[cfg(target_os = "linux")]
+    fn rearm(&self) {
+        let _ = socket2::SockRef::from(&self.inner).set_tcp_quickack(true);
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn rearm(&self) {}
+}
+
+impl AsyncRead for QuickAck {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.rearm();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for QuickAck {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
