@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -59,20 +60,21 @@ class JupyterServer:
         return model["id"]
 
 
-def start_jupyter(tmp: Path) -> JupyterServer:
+def start_jupyter(tmp: Path, port: int | None = None, token: str | None = None,
+                  extra: list[str] | None = None) -> JupyterServer:
     jupyter = shutil.which("jupyter")
     assert jupyter, "jupyter is not on PATH; run the suite through tests/run"
     for name in ("rt", "data", "nb"):
         (tmp / name).mkdir(parents=True, exist_ok=True)
-    token = uuid.uuid4().hex
-    port = free_port()
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "rt"))
-    log = open(tmp / "jupyter.log", "wb")
+    token = token or uuid.uuid4().hex
+    port = port or free_port()
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "rt"), JUPYTER_DATA_DIR=str(tmp / "data"))
+    log = open(tmp / "jupyter.log", "ab")
     process = subprocess.Popen(
         [
             jupyter, "server", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
             "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-            f"--ServerApp.root_dir={tmp / 'nb'}", "--FileContentsManager.delete_to_trash=False",
+            f"--ServerApp.root_dir={tmp / 'nb'}", "--FileContentsManager.delete_to_trash=False", *(extra or []),
         ],
         cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
     )
@@ -89,3 +91,81 @@ def start_jupyter(tmp: Path) -> JupyterServer:
     raise RuntimeError("Jupyter Server did not become ready in 90 s")
 
 
+
+
+def stop_jupyter(server: JupyterServer) -> None:
+    server.process.terminate()
+    try:
+        server.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.process.kill()
+        server.process.wait()
+
+
+def restart_jupyter(server: JupyterServer) -> JupyterServer:
+    """Stops the server and starts it again on the same port, token and directories."""
+    stop_jupyter(server)
+    port = int(server.url.rsplit(":", 1)[1])
+    return start_jupyter(server.root.parent, port=port, token=server.token)
+
+
+class TcpProxy:
+    """A loopback TCP relay the tests can break: `cut()` drops every open connection, and while
+    `swallow` is set, bytes from clients are read but never delivered (lost in transit)."""
+
+    def __init__(self, target_port: int):
+        self.target_port = target_port
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.port = self.listener.getsockname()[1]
+        self.swallow = False
+        self.connections: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.connections += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, from_client: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if from_client and self.swallow:
+                    continue
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def cut(self) -> None:
+        with self.lock:
+            connections, self.connections = self.connections, []
+        for s in connections:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                s.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()

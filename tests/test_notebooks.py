@@ -98,7 +98,7 @@ async def test_whole_workflow(jupyter_server, transport):
         assert joined(by_id) == "Cell 1 (raw) deleted successfully."
 
         listed = joined(await call(client, "list_notebooks"))
-        assert listed.startswith("Name\tPath\tKernel_ID\tKernel_Status\tActivate\nnb\t" + path)
+        assert listed.startswith("Name\tPath\tKernel_ID\tKernel_Status\tActivate\tBackend\nnb\t" + path)
         assert "✓" in listed
 
         await call(client, "execute_cell", cell_index=0)

@@ -254,11 +254,6 @@ pub enum ConfigError {
     #[error("cannot read the config file {path}: {reason}")]
     ConfigFile { path: PathBuf, reason: String },
     #[error(
-        "the live document backend (Jupyter real-time collaboration) is not available in this build yet; \
-         use --document-backend file or auto"
-    )]
-    LiveBackendUnavailable,
-    #[error(
         "--execution-timeout ({default}s) is larger than --max-execution-timeout ({max}s); raise the maximum or lower the default"
     )]
     TimeoutAboveMax { default: u64, max: u64 },
@@ -279,9 +274,6 @@ impl Config {
                 default: args.execution_timeout,
                 max: args.max_execution_timeout,
             });
-        }
-        if args.document_backend == DocumentBackend::Live {
-            return Err(ConfigError::LiveBackendUnavailable);
         }
         let jupyter = match args.jupyter_url {
             Some(url) => JupyterSource::Remote {

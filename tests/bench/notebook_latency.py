@@ -1,4 +1,5 @@
-"""Notebook tool latency: ours (file backend) beside the Python server 2.2.4, same Jupyter Server.
+"""Notebook tool latency: ours (file and live backends) beside the Python server 2.2.4, same
+Jupyter Server.
 
 Measures insert_cell (append to a small notebook), read_notebook (a 200-cell notebook, detailed,
 all cells) and execute_cell (a one-line cell), median and p90, through the official MCP client
@@ -80,13 +81,17 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-nbbench-"))
     jupyter = start_jupyter(tmp)
     try:
-        for tag in ("ours", "py"):
+        for tag in ("file", "live", "py"):
             big = [f"# cell {i}\nvalue_{i} = {i} * 2\nprint(value_{i})" for i in range(200)]
             write_notebook(jupyter.root / f"big-{tag}.ipynb", big)
             write_notebook(jupyter.root / f"small-{tag}.ipynb", ["1 + 1"])
         env = dict(os.environ, RUST_LOG="warn")
         connect = ["--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token]
-        ours = asyncio.run(measure(opts.ours, ["start", *connect, "--document-backend", "file"], env, opts.calls, "ours"))
+        ours = {
+            backend: asyncio.run(measure(opts.ours, ["start", *connect, "--document-backend", backend], env,
+                                         opts.calls, backend))
+            for backend in ("file", "live")
+        }
         theirs = None
         if opts.upstream and Path(opts.upstream).exists():
             theirs = asyncio.run(measure(opts.upstream, ["start", "--transport", "stdio", *connect], env,
@@ -98,16 +103,17 @@ def main() -> None:
         jupyter.process.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"\nnotebook tools, ours {opts.calls} calls each (file backend), Python server {opts.upstream_calls}")
-    print(f"{'tool':38} {'ours med':>9} {'ours p90':>9} {'py med':>9} {'py p90':>9} {'py/ours':>8}")
-    for name, samples in ours.items():
-        median, p90 = summary(samples)
-        line = f"{name:38} {median * 1e3:9.2f} {p90 * 1e3:9.2f}"
+    print(f"\nnotebook tools, ours {opts.calls} calls each per backend, Python server {opts.upstream_calls}")
+    print(f"{'tool':38} {'file med':>9} {'live med':>9} {'live p90':>9} {'py med':>9} {'py p90':>9}"
+          f" {'py/file':>8} {'py/live':>8}")
+    for name in ours["file"]:
+        f_median, _ = summary(ours["file"][name])
+        l_median, l_p90 = summary(ours["live"][name])
+        line = f"{name:38} {f_median * 1e3:9.2f} {l_median * 1e3:9.2f} {l_p90 * 1e3:9.2f}"
         if theirs and name in theirs:
             t_median, t_p90 = summary(theirs[name])
-            line += f" {t_median * 1e3:9.2f} {t_p90 * 1e3:9.2f} {t_median / median:8.1f}"
+            line += f" {t_median * 1e3:9.2f} {t_p90 * 1e3:9.2f} {t_median / f_median:8.1f} {t_median / l_median:8.1f}"
         print(line + "   (ms)")
-
 
 if __name__ == "__main__":
     main()

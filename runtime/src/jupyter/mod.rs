@@ -7,6 +7,7 @@ pub mod kernel;
 pub mod launcher;
 pub mod notebook;
 pub mod rest;
+pub mod websocket;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -19,6 +19,7 @@ pub enum Subject {
     Kernel(String),
     Path(String),
     Server,
+    Collaboration,
 }
 
 impl std::fmt::Display for Subject {
@@ -28,6 +29,7 @@ impl std::fmt::Display for Subject {
             Subject::Path(path) if path.is_empty() => write!(f, "the root directory"),
             Subject::Path(path) => write!(f, "'{path}'"),
             Subject::Server => write!(f, "the Jupyter Server"),
+            Subject::Collaboration => write!(f, "real-time collaboration"),
         }
     }
 }
@@ -143,6 +145,14 @@ pub struct ContentsModel {
     pub hash: Option<String>,
 }
 
+/// What `PUT /api/collaboration/session` answers: the room's file id and the server's session.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CollaborationSession {
+    pub file_id: String,
+    pub session_id: String,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct SessionModel {
     pub id: String,
@@ -224,12 +234,18 @@ impl JupyterRest {
         url
     }
 
-    /// The websocket URL of a kernel's channels.
-    pub fn kernel_channels_url(&self, kernel_id: &str, session_id: &str) -> Url {
-        let mut url = self.endpoint(&["api", "kernels", kernel_id, "channels"]);
+    /// `endpoint` with the matching websocket scheme.
+    fn websocket_endpoint(&self, segments: &[&str]) -> Url {
+        let mut url = self.endpoint(segments);
         let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
         url.set_scheme(scheme)
             .expect("ws and wss are valid schemes");
+        url
+    }
+
+    /// The websocket URL of a kernel's channels.
+    pub fn kernel_channels_url(&self, kernel_id: &str, session_id: &str) -> Url {
+        let mut url = self.websocket_endpoint(&["api", "kernels", kernel_id, "channels"]);
         url.query_pairs_mut().append_pair("session_id", session_id);
         url
     }
@@ -397,6 +413,27 @@ impl JupyterRest {
         let subject = Subject::Path(path.to_owned());
         let model: ContentsModel = self.json(Method::GET, url, None, subject).await?;
         Ok(model.hash.unwrap_or_default())
+    }
+
+    /// `PUT /api/collaboration/session/{path}`: the ids that name the notebook's collaboration
+    /// room. `NotFound` means the server has no real-time collaboration.
+    pub async fn collaboration_session(
+        &self,
+        path: &str,
+    ) -> Result<CollaborationSession, RestError> {
+        let url = self.endpoint(&["api", "collaboration", "session", path]);
+        let body = serde_json::json!({ "format": "json", "type": "notebook" });
+        self.json(Method::PUT, url, Some(body), Subject::Collaboration)
+            .await
+    }
+
+    /// The websocket URL of a notebook's collaboration room.
+    pub fn collaboration_room_url(&self, session: &CollaborationSession) -> Url {
+        let room = format!("json:notebook:{}", session.file_id);
+        let mut url = self.websocket_endpoint(&["api", "collaboration", "room", &room]);
+        url.query_pairs_mut()
+            .append_pair("sessionId", &session.session_id);
+        url
     }
 
     /// Saves text verbatim as the file's content.

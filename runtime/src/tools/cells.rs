@@ -984,15 +984,50 @@ async fn run_cell(
     request.on_output = Some(Arc::new(move |outputs: &[Value], count| {
         live_tx.send_replace(Some((outputs.to_vec(), count)));
     }));
+    let streams = in_use.document.streams_outputs();
+    if streams {
+        // Collaborators see the run start: old outputs cleared and the cell marked running.
+        apply(
+            in_use,
+            vec![
+                Edit::SetOutputs {
+                    cell_id: cell.id.clone(),
+                    outputs: Vec::new(),
+                    execution_count: None,
+                },
+                Edit::SetRunning {
+                    cell_id: cell.id.clone(),
+                    running: true,
+                },
+            ],
+        )
+        .await?;
+    }
     let writer = tokio::spawn(write_while_running(
         in_use.clone(),
         cell.id.clone(),
         live_rx,
+        streams,
     ));
 
     let outcome = kernel.execute(request).await;
     writer.abort();
     let _ = writer.await;
+    let mut finish = Vec::new();
+    if let Ok(outcome) = &outcome {
+        finish.push(Edit::SetOutputs {
+            cell_id: cell.id.clone(),
+            outputs: outcome.outputs.clone(),
+            execution_count: outcome.execution_count,
+        });
+    }
+    if streams {
+        finish.push(Edit::SetRunning {
+            cell_id: cell.id.clone(),
+            running: false,
+        });
+    }
+    let saved = apply(in_use, finish).await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(e) if e.gone_reason().is_some() => {
@@ -1000,15 +1035,7 @@ async fn run_cell(
         }
         Err(e) => return Err(ToolError::failed(e)),
     };
-    apply(
-        in_use,
-        vec![Edit::SetOutputs {
-            cell_id: cell.id.clone(),
-            outputs: outcome.outputs.clone(),
-            execution_count: outcome.execution_count,
-        }],
-    )
-    .await?;
+    saved?;
 
     let mut rendered = render_execution(
         &outcome,
@@ -1045,9 +1072,19 @@ async fn write_while_running(
     in_use: Arc<NotebookInUse>,
     cell_id: String,
     mut live: watch::Receiver<Option<(Vec<Value>, Option<i64>)>>,
+    streams: bool,
 ) {
-    // The first second is left alone: quick cells get a single write at the end.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A room shows each write at once, so outputs go out as they come (a short pause bounds the
+    // work for chatty cells). A file is rewritten at most once a second, and not at all in the
+    // first second: quick cells get a single write at the end.
+    let pause = if streams {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_secs(1)
+    };
+    if !streams {
+        tokio::time::sleep(pause).await;
+    }
     while live.changed().await.is_ok() {
         let Some((outputs, execution_count)) = live.borrow_and_update().clone() else {
             continue;
@@ -1060,7 +1097,7 @@ async fn write_while_running(
         if let Err(e) = in_use.apply(vec![edit]).await {
             tracing::debug!("could not save outputs while running: {e}");
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        tokio::time::sleep(pause).await;
     }
 }
 

@@ -12,10 +12,13 @@ use serde::Deserialize;
 
 use super::cells::brief_table;
 use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use crate::config::DocumentBackend;
 use crate::jupyter::document::Document;
 use crate::jupyter::document::file::FileDocument;
+use crate::jupyter::document::live::LiveDocument;
 use crate::jupyter::kernel::{ConnectError, KernelError, Liveness};
 use crate::jupyter::notebook::Notebook;
+use crate::jupyter::rest::JupyterRest;
 use crate::jupyter::rest::RestError;
 use crate::notebooks::{KernelOrigin, NotebookInUse};
 
@@ -174,7 +177,8 @@ async fn use_notebook(
         }
         UseMode::Connect => {}
     }
-    let document: Arc<dyn Document> = Arc::new(FileDocument::new(documents, path.clone()));
+    let (document, backend_line) =
+        open_document(state.config.document_backend, documents, &path).await?;
     // Read once up front: a file that is not a notebook is refused before a kernel is started.
     let notebook = document.read().await.map_err(ToolError::failed)?;
 
@@ -216,48 +220,17 @@ async fn use_notebook(
                 let origin = KernelOrigin::Adopted {
                     session_id: session.id.clone(),
                 };
-                return finish_use(
-                    &context, name, path, document, &notebook, kernel, origin, line,
-                );
-            }
-            let kernel = jupyter.start_kernel(&name).await.map_err(|e| {
-                ToolError::Failed(format!("Could not start a kernel for '{path}': {e}"))
-            })?;
-            match existing {
-                Some(session) => {
-                    let theirs = session.kernel.map(|k| k.id);
-                    let line = format!(
-                        "[INFO] '{path}' is already open in a Jupyter session (kernel '{}'); it is left alone, and this notebook runs on its own new kernel '{}' (not shared).",
-                        theirs.as_deref().unwrap_or("none"),
-                        kernel.id()
-                    );
-                    (
-                        kernel,
-                        KernelOrigin::StartedBesideExistingSession {
-                            their_kernel: theirs,
-                        },
-                        line,
-                    )
-                }
-                None => match rest.create_session(&path, kernel.id()).await {
-                    // A session that appeared meanwhile is returned instead of ours: leave it.
-                    Ok(session) if session.kernel.as_ref().is_some_and(|k| k.id == kernel.id()) => {
-                        let line = format!(
-                            "[INFO] Started kernel '{}' for this notebook; it is shared with anyone who opens '{path}' in JupyterLab.",
-                            kernel.id()
-                        );
-                        (
-                            kernel,
-                            KernelOrigin::StartedWithSession {
-                                session_id: session.id,
-                            },
-                            line,
-                        )
-                    }
-                    Ok(session) => {
+                (kernel, origin, line)
+            } else {
+                let kernel = jupyter.start_kernel(&name).await.map_err(|e| {
+                    ToolError::Failed(format!("Could not start a kernel for '{path}': {e}"))
+                })?;
+                match existing {
+                    Some(session) => {
                         let theirs = session.kernel.map(|k| k.id);
                         let line = format!(
-                            "[INFO] '{path}' was opened in Jupyter meanwhile; this notebook runs on its own kernel '{}' (not shared).",
+                            "[INFO] '{path}' is already open in a Jupyter session (kernel '{}'); it is left alone, and this notebook runs on its own new kernel '{}' (not shared).",
+                            theirs.as_deref().unwrap_or("none"),
                             kernel.id()
                         );
                         (
@@ -268,13 +241,45 @@ async fn use_notebook(
                             line,
                         )
                     }
-                    Err(e) => {
-                        jupyter.stop_kernel(kernel.id()).await;
-                        return Err(ToolError::Failed(format!(
-                            "Could not create a Jupyter session for '{path}': {e}"
-                        )));
-                    }
-                },
+                    None => match rest.create_session(&path, kernel.id()).await {
+                        // A session that appeared meanwhile is returned instead of ours: leave it.
+                        Ok(session)
+                            if session.kernel.as_ref().is_some_and(|k| k.id == kernel.id()) =>
+                        {
+                            let line = format!(
+                                "[INFO] Started kernel '{}' for this notebook; it is shared with anyone who opens '{path}' in JupyterLab.",
+                                kernel.id()
+                            );
+                            (
+                                kernel,
+                                KernelOrigin::StartedWithSession {
+                                    session_id: session.id,
+                                },
+                                line,
+                            )
+                        }
+                        Ok(session) => {
+                            let theirs = session.kernel.map(|k| k.id);
+                            let line = format!(
+                                "[INFO] '{path}' was opened in Jupyter meanwhile; this notebook runs on its own kernel '{}' (not shared).",
+                                kernel.id()
+                            );
+                            (
+                                kernel,
+                                KernelOrigin::StartedBesideExistingSession {
+                                    their_kernel: theirs,
+                                },
+                                line,
+                            )
+                        }
+                        Err(e) => {
+                            jupyter.stop_kernel(kernel.id()).await;
+                            return Err(ToolError::Failed(format!(
+                                "Could not create a Jupyter session for '{path}': {e}"
+                            )));
+                        }
+                    },
+                }
             }
         }
     };
@@ -286,8 +291,36 @@ async fn use_notebook(
         &notebook,
         kernel,
         origin,
-        kernel_line,
+        format!("{kernel_line}\n{backend_line}"),
     )
+}
+
+/// Opens the notebook with the backend the operator chose; `auto` is live when the server offers
+/// real-time collaboration. Returns the document and a line saying which backend it is.
+async fn open_document(
+    choice: DocumentBackend,
+    rest: JupyterRest,
+    path: &str,
+) -> Result<(Arc<dyn Document>, String), ToolError> {
+    let file = |rest| -> (Arc<dyn Document>, String) {
+        (
+            Arc::new(FileDocument::new(rest, path)),
+            "[INFO] Editing through the Jupyter contents API (file backend): each edit saves the file.".into(),
+        )
+    };
+    if choice == DocumentBackend::File {
+        return Ok(file(rest));
+    }
+    match LiveDocument::open(rest.clone(), path).await {
+        Ok(live) => Ok((
+            Arc::new(live),
+            "[INFO] Editing live through the notebook's collaboration room (live backend): people with it open see each change as it happens.".into(),
+        )),
+        Err(e) if choice == DocumentBackend::Auto && e.no_collaboration() => Ok(file(rest)),
+        Err(e) => Err(ToolError::Failed(format!(
+            "Could not open '{path}' live: {e}"
+        ))),
+    }
 }
 
 /// Registers the notebook, makes it current and writes use_notebook's answer.
@@ -338,7 +371,7 @@ async fn list_notebooks(context: ToolContext, _args: NoArgs) -> Result<ToolOutpu
         ));
     }
     let current = state.notebooks.current_name();
-    let mut lines = vec!["Name\tPath\tKernel_ID\tKernel_Status\tActivate".to_owned()];
+    let mut lines = vec!["Name\tPath\tKernel_ID\tKernel_Status\tActivate\tBackend".to_owned()];
     for notebook in all {
         let kernel = notebook.kernel();
         let status = match kernel.liveness() {
@@ -354,10 +387,11 @@ async fn list_notebooks(context: ToolContext, _args: NoArgs) -> Result<ToolOutpu
             ""
         };
         lines.push(format!(
-            "{}\t{}\t{}\t{status}\t{active}",
+            "{}\t{}\t{}\t{status}\t{active}\t{}",
             notebook.name,
             notebook.path,
-            kernel.id()
+            kernel.id(),
+            notebook.document.backend()
         ));
     }
     Ok(ToolOutput::text(lines.join("\n")))
@@ -410,6 +444,9 @@ async fn unuse_notebook(
                 .expect("not registered"),
         ));
     };
+    if let Err(e) = in_use.document.close().await {
+        tracing::warn!("closing '{}' failed: {e}", in_use.path);
+    }
     let released = release_kernel(&context, &in_use).await;
     let mut text = format!(
         "Notebook '{}' unused successfully.{released}",

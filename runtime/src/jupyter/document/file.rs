@@ -12,7 +12,7 @@
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
-use super::{Document, DocumentError, DocumentFuture, EditPlan, apply_edits};
+use super::{Document, DocumentError, DocumentFuture, EditPlan, apply_edits, fresh_insert_ids};
 use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::{JupyterRest, RestError};
 
@@ -112,7 +112,8 @@ impl Document for FileDocument {
             let mut known = self.known.lock().await;
             let (base, base_hash) = self.latest(&known).await?;
             *known = Some((base.clone(), base_hash));
-            let edits = plan(&base).map_err(DocumentError::Refused)?;
+            let mut edits = plan(&base).map_err(DocumentError::Refused)?;
+            fresh_insert_ids(&mut edits, &base);
             if edits.is_empty() {
                 return Ok((base.clone(), base));
             }

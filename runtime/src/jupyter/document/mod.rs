@@ -1,8 +1,10 @@
 //! A notebook document: cells by index and id, edited through small operations, saved after each
 //! batch. Tools hold a `dyn Document` and never know which backend is behind it: `file` (the
-//! contents API) or, later, `live` (a real-time collaboration room).
+//! contents API) or `live` (a real-time collaboration room).
 
 pub mod file;
+pub mod live;
+pub mod ynotebook;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,6 +42,12 @@ pub enum Edit {
         outputs: Vec<Value>,
         execution_count: Option<i64>,
     },
+    /// Shows a code cell as running or idle to collaborators (not part of nbformat: a file
+    /// has nowhere to keep it).
+    SetRunning {
+        cell_id: String,
+        running: bool,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -53,6 +61,14 @@ pub enum DocumentError {
     Conflict { path: String, cell_id: String },
     #[error("'{path}' cannot be read as a notebook: {source}")]
     Invalid { path: String, source: NotebookError },
+    #[error(
+        "the Jupyter Server at {url} has no real-time collaboration, so '{path}' cannot be edited \
+         live; install jupyter-collaboration there, or use --document-backend file"
+    )]
+    NoCollaboration { url: String, path: String },
+    /// The collaboration room could not be joined or kept; the message says why.
+    #[error("{0}")]
+    Room(String),
     /// The edit plan found the notebook unfit for the edit; the message says why.
     #[error("{0}")]
     Refused(String),
@@ -61,6 +77,12 @@ pub enum DocumentError {
 }
 
 /// Computes the edits to make from the notebook as it is at the moment of writing, or refuses.
+impl DocumentError {
+    pub fn no_collaboration(&self) -> bool {
+        matches!(self, DocumentError::NoCollaboration { .. })
+    }
+}
+
 pub type EditPlan<'a> = Box<dyn FnOnce(&Notebook) -> Result<Vec<Edit>, String> + Send + 'a>;
 
 pub type DocumentFuture<'a, T> =
@@ -75,9 +97,35 @@ pub trait Document: Send + Sync {
     /// Plans edits against the newest version and saves them, checking for other writers once;
     /// returns the notebook before and after. No edits, no write.
     fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)>;
+    /// Whether others see each write at once (a collaboration room). Then a running cell is shown
+    /// as running and its outputs are written as they arrive; a file is rewritten at most once a
+    /// second.
+    fn streams_outputs(&self) -> bool {
+        false
+    }
+    /// Lets go of the document (e.g. leaves the room after sending what is pending).
+    fn close(&self) -> DocumentFuture<'_, ()> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
-/// Applies edits in order; nothing is changed if one of them no longer fits.
+/// Gives inserted cells ids that the notebook and the batch do not already use, so every backend
+/// inserts exactly the cell the edit names.
+pub fn fresh_insert_ids(edits: &mut [Edit], notebook: &Notebook) {
+    let mut taken: std::collections::HashSet<String> =
+        notebook.cells.iter().map(|c| c.id.clone()).collect();
+    for edit in edits {
+        if let Edit::Insert { cell, .. } = edit {
+            while taken.contains(&cell.id) {
+                cell.id = super::notebook::new_cell_id();
+            }
+            taken.insert(cell.id.clone());
+        }
+    }
+}
+
+/// Applies edits in order; nothing is changed if one of them no longer fits. Inserted ids must be
+/// fresh (see [`fresh_insert_ids`]).
 pub fn apply_edits(
     notebook: &Notebook,
     edits: &[Edit],
@@ -91,12 +139,8 @@ pub fn apply_edits(
     for edit in edits {
         match edit {
             Edit::Insert { index, cell } => {
-                let mut cell = cell.clone();
-                if next.index_of(&cell.id).is_some() {
-                    cell.id = super::notebook::new_cell_id();
-                }
                 let at = (*index).min(next.cells.len());
-                next.cells.insert(at, cell);
+                next.cells.insert(at, cell.clone());
             }
             Edit::SetSource {
                 cell_id,
@@ -131,6 +175,9 @@ pub fn apply_edits(
                 let cell = &mut next.cells[index];
                 cell.outputs = outputs.clone();
                 cell.execution_count = *execution_count;
+            }
+            Edit::SetRunning { cell_id, .. } => {
+                next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
             }
         }
     }

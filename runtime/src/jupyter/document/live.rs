@@ -1,0 +1,612 @@
+//! The `live` backend: the notebook's real-time collaboration room (jupyter-collaboration).
+//!
+//! We join the room as one more peer, as JupyterLab does: `PUT /api/collaboration/session` names
+//! the room, a websocket speaks y-websocket (sync steps 1 and 2, updates, awareness), and every
+//! edit is a transaction on the shared Y document. People with the notebook open see our cells and
+//! outputs as they happen, and we read their unsaved edits; the server saves the room to disk.
+//!
+//! y-websocket has no acknowledgements, so after each update we also send our state vector (sync
+//! step 1): the room answers every step 1 with a step 2, in order, so that answer proves the room
+//! holds everything we sent before it. Edits not yet proven, and proven ones for a short while
+//! after (the room saves to disk about a second later), stay in a journal. When the socket drops
+//! or the Jupyter Server restarts, we join again with a *fresh* document (merging the old one into
+//! the room would duplicate every cell) and re-apply each journal entry the room does not already
+//! show — checked by cell id and content — but only where the room still shows what we changed,
+//! so nothing is lost, nothing doubled, and a newer edit by someone else is never overwritten.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::Message as Frame;
+use yrs::sync::{Awareness, Message, SyncMessage};
+use yrs::updates::decoder::Decode;
+use yrs::updates::encoder::Encode;
+
+use super::ynotebook::YNotebook;
+use super::{
+    Document, DocumentError, DocumentFuture, Edit, EditPlan, apply_edits, fresh_insert_ids,
+};
+use crate::jupyter::notebook::Notebook;
+use crate::jupyter::rest::{JupyterRest, RestError};
+use crate::jupyter::websocket::{self, JupyterSocket};
+
+/// How long a proven edit stays re-appliable: covers the room's save delay (1 s) and a server
+/// that dies before saving.
+const KEEP_PROVEN: Duration = Duration::from_secs(30);
+/// At most this many journal entries; the oldest proven ones go first.
+const JOURNAL_LIMIT: usize = 2000;
+/// How long joining a room (PUT, websocket, first sync) may take.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Attempts to rejoin a room after the connection was lost, with growing pauses between them.
+const REJOIN_PAUSES: [Duration; 3] = [
+    Duration::ZERO,
+    Duration::from_millis(500),
+    Duration::from_millis(1500),
+];
+
+/// How often our awareness state is sent again (y-protocols peers drop states older than 30 s).
+const AWARENESS_RENEWAL: Duration = Duration::from_secs(15);
+
+/// Who we are in JupyterLab's list of collaborators.
+fn agent_awareness() -> Value {
+    serde_json::json!({
+        "user": {
+            "username": "jupyter-mcp-server",
+            "name": "AI agent (jupyter-mcp-server)",
+            "display_name": "AI agent (jupyter-mcp-server)",
+            "initials": "AI",
+            "color": "#7c4dff",
+        }
+    })
+}
+
+pub struct LiveDocument {
+    rest: JupyterRest,
+    path: String,
+    /// The current connection to the room; held across a whole edit, which serialises our own
+    /// edits and rejoining.
+    link: tokio::sync::Mutex<Option<Link>>,
+    journal: Mutex<Journal>,
+}
+
+/// One connection to the room: its document and the task that owns the socket.
+struct Link {
+    notebook: Arc<Mutex<YNotebook>>,
+    outgoing: mpsc::UnboundedSender<Vec<u8>>,
+    /// Sync step 2 answers received (the first answers our opening step 1).
+    answers: watch::Receiver<u64>,
+    /// Sync step 1 messages sent, the opening one included.
+    asked: u64,
+    closed: watch::Receiver<Option<String>>,
+}
+
+impl Link {
+    fn is_open(&self) -> bool {
+        self.closed.borrow().is_none() && !self.outgoing.is_closed()
+    }
+
+    /// Sends an update followed by our state vector; returns the answer number that proves it.
+    fn send_update(&mut self, update: Vec<u8>) -> u64 {
+        let step1 = {
+            let notebook = self
+                .notebook
+                .lock()
+                .expect("the document lock is never poisoned");
+            Message::Sync(SyncMessage::SyncStep1(notebook.state_vector())).encode_v1()
+        };
+        let _ = self
+            .outgoing
+            .send(Message::Sync(SyncMessage::Update(update)).encode_v1());
+        let _ = self.outgoing.send(step1);
+        self.asked += 1;
+        self.asked
+    }
+
+    fn answered(&self) -> u64 {
+        *self.answers.borrow()
+    }
+}
+
+/// Our recent edits, each with what the cell showed before it, to re-apply after a rejoin.
+#[derive(Default)]
+struct Journal {
+    entries: VecDeque<Entry>,
+}
+
+struct Entry {
+    edit: Edit,
+    /// For source and output edits: the cell as it was before (source; outputs and count).
+    before: Option<Prior>,
+    /// The answer number on the current link that proves this edit; `None` once proven.
+    pending: Option<u64>,
+    proven_at: Option<Instant>,
+}
+
+#[derive(Clone, PartialEq)]
+enum Prior {
+    Source(String),
+    Outputs(Vec<Value>, Option<i64>),
+}
+
+impl Journal {
+    fn record(&mut self, base: &Notebook, edits: &[Edit], proof: u64) {
+        for edit in edits {
+            let cell = |id: &str| base.index_of(id).map(|i| &base.cells[i]);
+            let before = match edit {
+                Edit::SetSource { cell_id, .. } => {
+                    cell(cell_id).map(|c| Prior::Source(c.source.clone()))
+                }
+                Edit::SetOutputs { cell_id, .. } => {
+                    cell(cell_id).map(|c| Prior::Outputs(c.outputs.clone(), c.execution_count))
+                }
+                // Running marks are transient: a rejoin never brings them back.
+                Edit::SetRunning { .. } => continue,
+                _ => None,
+            };
+            self.entries.push_back(Entry {
+                edit: edit.clone(),
+                before,
+                pending: Some(proof),
+                proven_at: None,
+            });
+        }
+        while self.entries.len() > JOURNAL_LIMIT {
+            self.entries.pop_front();
+        }
+    }
+
+    /// Marks entries proven by `answered` answers and forgets old proven ones.
+    fn settle(&mut self, answered: u64) {
+        let now = Instant::now();
+        for entry in &mut self.entries {
+            if entry.pending.is_some_and(|proof| proof <= answered) {
+                entry.pending = None;
+                entry.proven_at = Some(now);
+            }
+        }
+        self.entries.retain(|e| {
+            e.proven_at
+                .is_none_or(|at| now.duration_since(at) < KEEP_PROVEN)
+        });
+    }
+
+    /// The edits that bring a fresh copy of the room up to what we wrote, skipping those the room
+    /// already shows and those someone else has since superseded.
+    fn replay(&self, room: &Notebook) -> (Vec<Edit>, usize) {
+        let mut view = room.clone();
+        let mut edits = Vec::new();
+        let mut superseded = 0;
+        for entry in &self.entries {
+            let needed = match &entry.edit {
+                Edit::Insert { cell, .. } => view.index_of(&cell.id).is_none(),
+                Edit::Delete { cell_ids } => cell_ids.iter().any(|id| view.index_of(id).is_some()),
+                Edit::Move { cell_id, to } => view
+                    .index_of(cell_id)
+                    .is_some_and(|at| at != (*to).min(view.cells.len() - 1)),
+                Edit::SetSource {
+                    cell_id, source, ..
+                } => match view.index_of(cell_id).map(|i| &view.cells[i].source) {
+                    Some(now) if now == source => false,
+                    Some(now) if Some(Prior::Source(now.clone())) == entry.before => true,
+                    Some(_) => {
+                        superseded += 1;
+                        false
+                    }
+                    None => false,
+                },
+                Edit::SetOutputs {
+                    cell_id,
+                    outputs,
+                    execution_count,
+                } => match view.index_of(cell_id).map(|i| &view.cells[i]) {
+                    Some(c) if c.outputs == *outputs && c.execution_count == *execution_count => {
+                        false
+                    }
+                    Some(c)
+                        if Some(Prior::Outputs(c.outputs.clone(), c.execution_count))
+                            == entry.before =>
+                    {
+                        true
+                    }
+                    Some(_) => {
+                        superseded += 1;
+                        false
+                    }
+                    None => false,
+                },
+                Edit::SetRunning { .. } => false,
+            };
+            if !needed {
+                continue;
+            }
+            let edit = match &entry.edit {
+                Edit::Delete { cell_ids } => Edit::Delete {
+                    cell_ids: cell_ids
+                        .iter()
+                        .filter(|id| view.index_of(id).is_some())
+                        .cloned()
+                        .collect(),
+                },
+                other => other.clone(),
+            };
+            if let Ok(next) = apply_edits(&view, std::slice::from_ref(&edit), "") {
+                view = next;
+                edits.push(edit);
+            }
+        }
+        (edits, superseded)
+    }
+}
+
+impl LiveDocument {
+    /// Joins the notebook's room. `NotFound` from the session call means the server has no
+    /// real-time collaboration.
+    pub async fn open(rest: JupyterRest, path: impl Into<String>) -> Result<Self, DocumentError> {
+        let path = path.into();
+        let link = join(&rest, &path).await?;
+        Ok(LiveDocument {
+            rest,
+            path,
+            link: tokio::sync::Mutex::new(Some(link)),
+            journal: Mutex::new(Journal::default()),
+        })
+    }
+
+    /// An open link, rejoining the room (and re-applying the journal) if the old one was lost.
+    async fn open_link<'a>(
+        &self,
+        slot: &'a mut Option<Link>,
+    ) -> Result<&'a mut Link, DocumentError> {
+        if slot.as_ref().is_some_and(Link::is_open) {
+            return Ok(slot.as_mut().expect("checked above"));
+        }
+        if let Some(old) = slot.take() {
+            let reason = old.closed.borrow().clone().unwrap_or_default();
+            tracing::info!(
+                "rejoining the collaboration room of '{}' ({reason})",
+                self.path
+            );
+            self.journal().settle(old.answered());
+        }
+        let mut last = None;
+        for pause in REJOIN_PAUSES {
+            tokio::time::sleep(pause).await;
+            match join(&self.rest, &self.path).await {
+                Ok(link) => {
+                    let link = slot.insert(link);
+                    self.catch_up(link)?;
+                    return Ok(link);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    /// Re-applies the journal entries a freshly joined room lacks.
+    fn catch_up(&self, link: &mut Link) -> Result<(), DocumentError> {
+        let room = self.read_link(link)?;
+        let mut journal = self.journal();
+        let (edits, superseded) = journal.replay(&room);
+        if superseded > 0 {
+            tracing::warn!(
+                "{superseded} of our edits to '{}' were changed by someone else while we were \
+                 disconnected; their version is kept",
+                self.path
+            );
+        }
+        // Every entry is judged against the fresh room now; the re-applied ones are proven afresh.
+        journal.entries.clear();
+        if edits.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            "re-applied {} edits to '{}' after rejoining its room",
+            edits.len(),
+            self.path
+        );
+        let update = link
+            .notebook
+            .lock()
+            .expect("the document lock is never poisoned")
+            .write(&edits);
+        let proof = link.send_update(update);
+        journal.record(&room, &edits, proof);
+        Ok(())
+    }
+
+    fn read_link(&self, link: &Link) -> Result<Notebook, DocumentError> {
+        link.notebook
+            .lock()
+            .expect("the document lock is never poisoned")
+            .read()
+            .map_err(|source| DocumentError::Invalid {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal
+            .lock()
+            .expect("the journal lock is never poisoned")
+    }
+}
+
+impl Document for LiveDocument {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn backend(&self) -> &'static str {
+        "live"
+    }
+
+    fn read(&self) -> DocumentFuture<'_, Notebook> {
+        Box::pin(async move {
+            let mut slot = self.link.lock().await;
+            let link = self.open_link(&mut slot).await?;
+            self.read_link(link)
+        })
+    }
+
+    fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)> {
+        Box::pin(async move {
+            let mut slot = self.link.lock().await;
+            let link = self.open_link(&mut slot).await?;
+            // Read, plan, check and write under one lock, so no remote update lands in between.
+            let (base, next, edits, update) = {
+                let notebook = link
+                    .notebook
+                    .lock()
+                    .expect("the document lock is never poisoned");
+                let base = notebook.read().map_err(|source| DocumentError::Invalid {
+                    path: self.path.clone(),
+                    source,
+                })?;
+                let mut edits = plan(&base).map_err(DocumentError::Refused)?;
+                if edits.is_empty() {
+                    return Ok((base.clone(), base));
+                }
+                fresh_insert_ids(&mut edits, &base);
+                let next = apply_edits(&base, &edits, &self.path)?;
+                let update = notebook.write(&edits);
+                (base, next, edits, update)
+            };
+            let proof = link.send_update(update);
+            let mut journal = self.journal();
+            journal.settle(link.answered());
+            journal.record(&base, &edits, proof);
+            Ok((base, next))
+        })
+    }
+
+    fn streams_outputs(&self) -> bool {
+        true
+    }
+
+    fn close(&self) -> DocumentFuture<'_, ()> {
+        Box::pin(async move {
+            // Dropping the sender lets the task send what is queued, say goodbye and close.
+            self.link.lock().await.take();
+            Ok(())
+        })
+    }
+}
+
+/// Opens a connection to the notebook's room and waits until the first sync is done.
+async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
+    let attempt = async {
+        let session = rest
+            .collaboration_session(path)
+            .await
+            .map_err(|e| match e {
+                RestError::NotFound { .. } => DocumentError::NoCollaboration {
+                    url: rest.base_url().to_string(),
+                    path: path.to_owned(),
+                },
+                other => other.into(),
+            })?;
+        let url = rest.collaboration_room_url(&session);
+        let (socket, _) = websocket::dial(&url, rest.authorization().as_deref(), None)
+            .await
+            .map_err(|e| {
+                DocumentError::Room(format!(
+                    "could not join the collaboration room of '{path}': {e}"
+                ))
+            })?;
+        let notebook = Arc::new(Mutex::new(YNotebook::new()));
+        let (outgoing, queued) = mpsc::unbounded_channel();
+        let (answers_tx, mut answers) = watch::channel(0u64);
+        let (closed_tx, closed) = watch::channel(None);
+        let room = Room {
+            notebook: notebook.clone(),
+            answers: answers_tx,
+            closed: closed_tx,
+            path: path.to_owned(),
+        };
+        tokio::spawn(room.run(socket, queued));
+        let mut closed_rx = closed.clone();
+        tokio::select! {
+            synced = answers.wait_for(|n| *n >= 1) => {
+                synced.map_err(|_| closed_error(path, &closed))?;
+            }
+            _ = closed_rx.wait_for(Option::is_some) => return Err(closed_error(path, &closed)),
+        }
+        Ok(Link {
+            notebook,
+            outgoing,
+            answers,
+            asked: 1,
+            closed,
+        })
+    };
+    tokio::time::timeout(JOIN_TIMEOUT, attempt)
+        .await
+        .map_err(|_| {
+            DocumentError::Room(format!(
+                "the collaboration room of '{path}' did not sync within {}s; check the Jupyter \
+                 Server's log",
+                JOIN_TIMEOUT.as_secs()
+            ))
+        })?
+}
+
+fn closed_error(path: &str, closed: &watch::Receiver<Option<String>>) -> DocumentError {
+    let reason = closed.borrow().clone().unwrap_or_default();
+    DocumentError::Room(format!(
+        "the collaboration room of '{path}' closed the connection: {reason}"
+    ))
+}
+
+/// The task that owns one room socket.
+struct Room {
+    notebook: Arc<Mutex<YNotebook>>,
+    answers: watch::Sender<u64>,
+    closed: watch::Sender<Option<String>>,
+    path: String,
+}
+
+impl Room {
+    async fn run(self, mut socket: JupyterSocket, mut queued: mpsc::UnboundedReceiver<Vec<u8>>) {
+        let (hello, mut awareness) = {
+            let notebook = self.lock();
+            let step1 = Message::Sync(SyncMessage::SyncStep1(notebook.state_vector()));
+            let awareness = Awareness::new(notebook.doc().clone());
+            (step1.encode_v1(), awareness)
+        };
+        let _ = awareness.set_local_state(agent_awareness());
+        let mut greeting = vec![hello];
+        if let Ok(update) = awareness.update() {
+            greeting.push(Message::Awareness(update).encode_v1());
+        }
+        let reason = match self.greet(&mut socket, greeting).await {
+            Err(e) => e,
+            Ok(()) => self.serve(&mut socket, &mut queued, &mut awareness).await,
+        };
+        tracing::debug!("left the collaboration room of '{}': {reason}", self.path);
+        let _ = socket.close(None).await;
+        self.closed.send_replace(Some(reason));
+    }
+
+    async fn greet(&self, socket: &mut JupyterSocket, frames: Vec<Vec<u8>>) -> Result<(), String> {
+        for frame in frames {
+            socket
+                .send(Frame::Binary(frame.into()))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Relays until the socket ends (returns why) or we leave (all senders dropped).
+    async fn serve(
+        &self,
+        socket: &mut JupyterSocket,
+        queued: &mut mpsc::UnboundedReceiver<Vec<u8>>,
+        awareness: &mut Awareness,
+    ) -> String {
+        let mut renew = tokio::time::interval_at(
+            tokio::time::Instant::now() + AWARENESS_RENEWAL,
+            AWARENESS_RENEWAL,
+        );
+        loop {
+            tokio::select! {
+                // Our own updates go first, so a read after a write never races our own edit.
+                biased;
+                _ = renew.tick() => {
+                    // Peers forget a collaborator not heard from in 30 s.
+                    let _ = awareness.set_local_state(agent_awareness());
+                    if let Ok(update) = awareness.update() {
+                        let frame = Message::Awareness(update).encode_v1();
+                        if let Err(e) = socket.send(Frame::Binary(frame.into())).await {
+                            return format!("sending failed: {e}");
+                        }
+                    }
+                }
+                out = queued.recv() => match out {
+                    Some(frame) => {
+                        if let Err(e) = socket.send(Frame::Binary(frame.into())).await {
+                            return format!("sending failed: {e}");
+                        }
+                    }
+                    None => {
+                        // Leaving: tell the others we are gone so JupyterLab drops our cursor.
+                        awareness.clean_local_state();
+                        if let Ok(update) = awareness.update_with_clients([awareness.client_id()]) {
+                            let goodbye = Message::Awareness(update).encode_v1();
+                            let _ = socket.send(Frame::Binary(goodbye.into())).await;
+                        }
+                        return "the notebook was released".into();
+                    }
+                },
+                frame = socket.next() => match frame {
+                    Some(Ok(Frame::Binary(bytes))) => {
+                        if let Err(e) = self.receive(socket, &bytes).await {
+                            return e;
+                        }
+                    }
+                    Some(Ok(Frame::Close(close))) => {
+                        return format!(
+                            "the server closed the room{}",
+                            close.map(|c| format!(" ({} {})", c.code, c.reason)).unwrap_or_default()
+                        );
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return format!("the socket failed: {e}"),
+                    None => return "the socket ended".into(),
+                },
+            }
+        }
+    }
+
+    async fn receive(&self, socket: &mut JupyterSocket, bytes: &[u8]) -> Result<(), String> {
+        let message = match Message::decode_v1(bytes) {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::debug!(
+                    "ignoring an unreadable room message for '{}': {e}",
+                    self.path
+                );
+                return Ok(());
+            }
+        };
+        match message {
+            Message::Sync(SyncMessage::SyncStep1(remote)) => {
+                let diff = self.lock().diff(&remote);
+                let reply = Message::Sync(SyncMessage::SyncStep2(diff)).encode_v1();
+                socket
+                    .send(Frame::Binary(reply.into()))
+                    .await
+                    .map_err(|e| format!("sending failed: {e}"))?;
+            }
+            Message::Sync(SyncMessage::SyncStep2(update)) => {
+                self.apply(&update);
+                self.answers.send_modify(|n| *n += 1);
+            }
+            Message::Sync(SyncMessage::Update(update)) => self.apply(&update),
+            // Other peers' cursors and our own echo: nothing we act on.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn apply(&self, update: &[u8]) {
+        if let Err(e) = self.lock().apply_update(update) {
+            tracing::warn!(
+                "a room update for '{}' could not be applied: {e}",
+                self.path
+            );
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, YNotebook> {
+        self.notebook
+            .lock()
+            .expect("the document lock is never poisoned")
+    }
+}
