@@ -70,6 +70,30 @@ async def measure(command: str, args: list[str], env: dict, calls: int, tag: str
     return results
 
 
+def contents_api_floor(jupyter, path: str, calls: int) -> list[float]:
+    """What one file-backend edit cannot avoid: a hash check and a save through the contents
+    API, raw HTTP on a kept-alive connection, no MCP and no notebook work."""
+    import http.client
+    from urllib.parse import urlparse
+
+    url = urlparse(jupyter.url)
+    conn = http.client.HTTPConnection(url.hostname, url.port)
+    headers = {"Authorization": f"token {jupyter.token}", "Content-Type": "application/json"}
+    text = (jupyter.root / path).read_text()
+    body = json.dumps({"type": "file", "format": "text", "content": text})
+    samples = []
+    for i in range(calls + 2):
+        started = time.perf_counter()
+        conn.request("GET", f"/api/contents/{path}?content=0&hash=1", headers=headers)
+        conn.getresponse().read()
+        conn.request("PUT", f"/api/contents/{path}", body=body, headers=headers)
+        conn.getresponse().read()
+        if i >= 2:
+            samples.append(time.perf_counter() - started)
+    conn.close()
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=30)
@@ -92,6 +116,7 @@ def main() -> None:
                                          opts.calls, backend))
             for backend in ("file", "live")
         }
+        floor = contents_api_floor(jupyter, "small-file.ipynb", opts.calls)
         theirs = None
         if opts.upstream and Path(opts.upstream).exists():
             theirs = asyncio.run(measure(opts.upstream, ["start", "--transport", "stdio", *connect], env,
@@ -114,6 +139,9 @@ def main() -> None:
             t_median, t_p90 = summary(theirs[name])
             line += f" {t_median * 1e3:9.2f} {t_p90 * 1e3:9.2f} {t_median / f_median:8.1f} {t_median / l_median:8.1f}"
         print(line + "   (ms)")
+    floor_median, floor_p90 = summary(floor)
+    print(f"{'contents API floor (GET hash + PUT)':38} {floor_median * 1e3:9.2f}"
+          f"   (ms, p90 {floor_p90 * 1e3:.2f}: the least any file-backend edit costs)")
 
 if __name__ == "__main__":
     main()
