@@ -284,3 +284,17 @@ async def test_live_is_refused_clearly_without_collaboration(tmp_path):
             assert "(file backend)" in used
     finally:
         stop_jupyter(jupyter)
+
+
+async def test_an_edit_made_just_before_exit_reaches_the_room(jupyter_server):
+    path = new_path("exit")
+    write_notebook(jupyter_server, path, ["x = 1"])
+    async with client_for(jupyter_server, "legacy", "--document-backend", "live") as client:
+        await call(client, "use_notebook", notebook_name="e", notebook_path=path)
+        await call(client, "insert_cell", cell_index=-1, cell_type="code", cell_source="last_words = 1")
+    # The client is gone and our server has exited; the room still got the edit.
+    peer = await peer_for(jupyter_server, path)
+    try:
+        assert peer_sources(peer) == ["x = 1", "last_words = 1"]
+    finally:
+        await peer.stop()

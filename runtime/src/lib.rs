@@ -97,6 +97,12 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             Ok(())
         }
     };
+    // Leave collaboration rooms first, so edits still queued reach them.
+    for notebook in state.notebooks.all() {
+        if let Err(e) = notebook.document.close().await {
+            tracing::warn!("closing '{}' failed: {e}", notebook.path);
+        }
+    }
     state.jupyter().shutdown().await;
     if let Some(embedded) = embedded {
         embedded.stop().await;

@@ -41,6 +41,8 @@ const KEEP_PROVEN: Duration = Duration::from_secs(30);
 const JOURNAL_LIMIT: usize = 2000;
 /// How long joining a room (PUT, websocket, first sync) may take.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long leaving a room may take to send what is still queued.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts to rejoin a room after the connection was lost, with growing pauses between them.
 const REJOIN_PAUSES: [Duration; 3] = [
     Duration::ZERO,
@@ -391,8 +393,18 @@ impl Document for LiveDocument {
 
     fn close(&self) -> DocumentFuture<'_, ()> {
         Box::pin(async move {
-            // Dropping the sender lets the task send what is queued, say goodbye and close.
-            self.link.lock().await.take();
+            let Some(link) = self.link.lock().await.take() else {
+                return Ok(());
+            };
+            // Dropping the sender lets the task send what is queued, say goodbye and close;
+            // waiting for it means an edit made just before we exit still reaches the room.
+            let Link {
+                mut closed,
+                outgoing,
+                ..
+            } = link;
+            drop(outgoing);
+            let _ = tokio::time::timeout(LEAVE_TIMEOUT, closed.wait_for(Option::is_some)).await;
             Ok(())
         })
     }
