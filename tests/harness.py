@@ -61,14 +61,15 @@ class JupyterServer:
 
 
 def start_jupyter(tmp: Path, port: int | None = None, token: str | None = None,
-                  extra: list[str] | None = None) -> JupyterServer:
-    jupyter = shutil.which("jupyter")
+                  extra: list[str] | None = None, jupyter: str | None = None,
+                  env: dict[str, str] | None = None) -> JupyterServer:
+    jupyter = jupyter or shutil.which("jupyter")
     assert jupyter, "jupyter is not on PATH; run the suite through tests/run"
     for name in ("rt", "data", "nb"):
         (tmp / name).mkdir(parents=True, exist_ok=True)
     token = token or uuid.uuid4().hex
     port = port or free_port()
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "rt"), JUPYTER_DATA_DIR=str(tmp / "data"))
+    env = dict(env or os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "rt"), JUPYTER_DATA_DIR=str(tmp / "data"))
     log = open(tmp / "jupyter.log", "ab")
     process = subprocess.Popen(
         [

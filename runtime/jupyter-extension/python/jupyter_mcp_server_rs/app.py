@@ -1,0 +1,176 @@
+"""The extension app: starts the server binary as a child of the Jupyter Server and proxies /mcp."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+import urllib.request
+
+from jupyter_server.extension.application import ExtensionApp
+from tornado.httpclient import AsyncHTTPClient
+from tornado.ioloop import IOLoop
+from traitlets import Enum, Float, List, Unicode
+
+from .proxy import McpProxyHandler
+
+# The Python server's extension module; both serving /mcp in one Jupyter cannot work.
+UPSTREAM_MODULE = "jupyter_mcp_server"
+BINARY = "jupyter-mcp-server"
+
+
+class ChildServer:
+    """The server binary running beside Jupyter on a private loopback port."""
+
+    def __init__(self, binary: str, args: list[str], log):
+        self.port = _free_port()
+        self.token = secrets.token_urlsafe(32)
+        self.log = log
+        command = [binary, "start", "--transport", "streamable-http", "--host", "127.0.0.1",
+                   "--port", str(self.port), "--mcp-token", self.token, *args]
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.log.info("jupyter-mcp-server started (pid %s) for /mcp", self.process.pid)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(self.base + "/api/healthz", timeout=2) as reply:
+                    if reply.status == 200:
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.info("jupyter-mcp-server stopped")
+
+
+class JupyterMCPServerExtensionApp(ExtensionApp):
+    """Serves MCP at /mcp through the jupyter-mcp-server binary."""
+
+    name = "jupyter_mcp_server_rs"
+    load_other_extensions = True
+
+    otel_file = Unicode(
+        None, allow_none=True, config=True,
+        help="Write OpenTelemetry spans as JSON lines to this file. Unset: JUPYTER_MCP_OTEL_FILE, else off.",
+    )
+    capabilities = List(Unicode(), config=True, help="Capabilities to switch on, as NAME or NAME=off.")
+    extensions = List(Unicode(), config=True, help="Paths of WebAssembly components to load.")
+    execution_timeout = Float(
+        None, allow_none=True, config=True, help="Default execution timeout in seconds (unset: 120)."
+    )
+    document_backend = Enum(
+        ["auto", "file", "live"], "auto", config=True,
+        help="How notebooks are edited: live (collaboration room), file (contents API), or auto.",
+    )
+    server_binary = Unicode(
+        None, allow_none=True, config=True,
+        help="The jupyter-mcp-server binary (default: the one installed with this package).",
+    )
+
+    child: ChildServer | None = None
+    _http: AsyncHTTPClient | None = None
+
+    def http_client(self) -> AsyncHTTPClient:
+        """Our own client: the shared one allows 10 connections, and event streams hold theirs."""
+        if self._http is None:
+            self._http = AsyncHTTPClient(force_instance=True, max_clients=1000)
+        return self._http
+
+    def initialize_settings(self) -> None:
+        enabled = self.serverapp.jpserver_extensions
+        if enabled.get(UPSTREAM_MODULE):
+            raise RuntimeError(
+                f"both jupyter-mcp-server-rs and the Python jupyter-mcp-server ({UPSTREAM_MODULE}) are "
+                f"enabled in this Jupyter Server and both would serve /mcp; disable one, e.g. "
+                f"`jupyter server extension disable {UPSTREAM_MODULE}`"
+            )
+        self.settings["jupyter_mcp_server_rs"] = self
+        # The child connects back to this server, so it starts once the server listens.
+        IOLoop.current().add_callback(self._start_child)
+
+    def initialize_handlers(self) -> None:
+        self.handlers.extend([(r"/mcp", McpProxyHandler), (r"/mcp/(.*)", McpProxyHandler)])
+
+    def child_arguments(self) -> list[str]:
+        server = self.serverapp
+        args = ["--jupyter-url", server.connection_url]
+        token = getattr(server.identity_provider, "token", "") or ""
+        if token:
+            args += ["--jupyter-token", token]
+        if self.otel_file:
+            args += ["--otel-file", self.otel_file]
+        for capability in self.capabilities:
+            args += ["--capability", capability]
+        for extension in self.extensions:
+            args += ["--extension", extension]
+        if self.execution_timeout is not None:
+            args += ["--execution-timeout", str(self.execution_timeout)]
+        args += ["--document-backend", self.document_backend]
+        return args
+
+    def _start_child(self) -> None:
+        binary = self.server_binary or find_binary()
+        if binary is None:
+            self.log.error("jupyter-mcp-server binary not found; /mcp is unavailable. Reinstall jupyter-mcp-server-rs.")
+            return
+        self.child = ChildServer(binary, self.child_arguments(), self.log)
+
+    def child_ready(self, timeout: float = 30) -> ChildServer | None:
+        child = self.child
+        if child is None or not child.ready(timeout):
+            return None
+        return child
+
+    async def stop_extension(self) -> None:
+        if self.child is not None:
+            self.child.stop()
+
+
+def find_binary() -> str | None:
+    scripts = sysconfig.get_path("scripts")
+    candidate = os.path.join(scripts, BINARY)
+    if os.access(candidate, os.X_OK):
+        return candidate
+    beside_python = os.path.join(os.path.dirname(sys.executable), BINARY)
+    if os.access(beside_python, os.X_OK):
+        return beside_python
+    return shutil.which(BINARY)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGTERM if the Jupyter Server dies without stopping it."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

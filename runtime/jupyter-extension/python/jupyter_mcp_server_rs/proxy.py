@@ -1,0 +1,100 @@
+"""/mcp on the Jupyter Server's port: Jupyter authenticates, the child server answers.
+
+Streamable HTTP answers can be event streams that last as long as a tool runs (progress) or as
+long as the client listens, so bodies are relayed chunk by chunk as they arrive, never buffered.
+"""
+
+from __future__ import annotations
+
+from jupyter_server.base.handlers import APIHandler
+from tornado import web
+from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.ioloop import IOLoop
+from tornado.iostream import StreamClosedError
+
+# Request headers the MCP transport needs; everything else (cookies, Jupyter's Authorization,
+# Origin, which Jupyter has already checked) stays here.
+FORWARDED_REQUEST = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id")
+# Response headers the client needs back.
+FORWARDED_RESPONSE = ("content-type", "mcp-session-id", "mcp-protocol-version", "cache-control")
+# Long enough for the longest execution (3600 s max) and a client listening for notifications.
+STREAM_TIMEOUT = 24 * 3600
+
+
+class McpProxyHandler(APIHandler):
+    """Relays MCP requests to the child, after Jupyter's own authentication."""
+
+    def check_xsrf_cookie(self):
+        # Token-authenticated API calls skip XSRF in Jupyter; a browser session without a token
+        # must still pass it.
+        if self.request.headers.get("Authorization"):
+            return None
+        return super().check_xsrf_cookie()
+
+    @web.authenticated
+    async def post(self, path: str = ""):
+        await self._relay(path)
+
+    @web.authenticated
+    async def get(self, path: str = ""):
+        await self._relay(path)
+
+    @web.authenticated
+    async def delete(self, path: str = ""):
+        await self._relay(path)
+
+    async def _relay(self, path: str) -> None:
+        app = self.settings["jupyter_mcp_server_rs"]
+        child = app.child
+        ready = child is not None and await IOLoop.current().run_in_executor(None, child.ready, 30)
+        if not ready:
+            raise web.HTTPError(503, "the MCP server is not running; see the Jupyter Server log")
+        # Only the MCP endpoint and its health check are relayed; the child's management routes
+        # (connect, stop) are not for clients of this Jupyter Server.
+        target = {"": "/mcp", "healthz": "/api/healthz"}.get(path)
+        if target is None:
+            raise web.HTTPError(404)
+        headers = {k: v for k, v in self.request.headers.items() if k.lower() in FORWARDED_REQUEST}
+        headers["Authorization"] = f"Bearer {child.token}"
+        started = False
+
+        def on_header(line: str) -> None:
+            nonlocal started
+            line = line.strip()
+            if line.startswith("HTTP/"):
+                parts = line.split(" ", 2)
+                self.set_status(int(parts[1]), parts[2] if len(parts) > 2 else None)
+                self.clear_header("Content-Type")
+            elif ":" in line:
+                name, value = line.split(":", 1)
+                if name.strip().lower() in FORWARDED_RESPONSE:
+                    self.set_header(name.strip(), value.strip())
+
+        def on_chunk(chunk: bytes) -> None:
+            nonlocal started
+            started = True
+            self.write(chunk)
+            try:
+                self.flush()
+            except StreamClosedError:
+                pass
+
+        request = HTTPRequest(
+            child.base + target,
+            method=self.request.method,
+            headers=headers,
+            body=self.request.body if self.request.method == "POST" else None,
+            header_callback=on_header,
+            streaming_callback=on_chunk,
+            request_timeout=STREAM_TIMEOUT,
+            connect_timeout=10,
+            decompress_response=False,
+        )
+        try:
+            await app.http_client().fetch(request, raise_error=False)
+        except HTTPClientError as e:  # pragma: no cover - raise_error=False makes this rare
+            if not started:
+                raise web.HTTPError(502, f"the MCP server did not answer: {e}") from e
+        except StreamClosedError:
+            return
+        self.finish()

@@ -1,0 +1,166 @@
+"""Extension mode: our package pip-installed into a Jupyter environment (tests/ensure-extension-venv),
+serving /mcp on the Jupyter Server's own port, reached by the official MCP client."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import joined, texts
+from harness import start_jupyter, stop_jupyter
+from mcp import Client
+
+pytestmark = pytest.mark.anyio
+
+
+def extension_venv() -> Path:
+    venv = os.environ.get("JUPYTER_MCP_EXTENSION_VENV")
+    assert venv, "JUPYTER_MCP_EXTENSION_VENV is not set; run the suite through tests/run"
+    return Path(venv)
+
+
+def start_lab(tmp: Path, *traitlets: str, env: dict[str, str] | None = None):
+    venv = extension_venv()
+    environment = dict(env or os.environ)
+    environment["PATH"] = f"{venv / 'bin'}:{environment['PATH']}"
+    environment.pop("JUPYTER_MCP_OTEL_FILE", None)
+    environment.update(env or {})
+    return start_jupyter(tmp, jupyter=str(venv / "bin" / "jupyter"), extra=list(traitlets), env=environment)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    tmp = Path(tempfile.mkdtemp(prefix="jmcp-ext-"))
+    spans = tmp / "spans.jsonl"
+    server = start_lab(tmp, f"--JupyterMCPServerExtensionApp.otel_file={spans}")
+    server.spans = spans
+    yield server
+    stop_jupyter(server)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(jupyter, token: str | None, mode: str = "auto"):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"token {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as hc:
+        async with Client(streamable_http_client(jupyter.url + "/mcp", http_client=hc), mode=mode,
+                          read_timeout_seconds=120) as client:
+            yield client
+
+
+async def test_mcp_on_the_jupyter_port_with_jupyter_token(lab):
+    status, body = get(lab.url + "/mcp/healthz", {"Authorization": f"token {lab.token}"})
+    assert status == 200 and json.loads(body)["jupyter"]["reachable"] is True
+    path = f"ext-{uuid.uuid4().hex[:6]}.ipynb"
+    updates = []
+
+    async def on_progress(progress, total, message):
+        updates.append(progress)
+
+    async with mcp_client(lab, lab.token) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"use_notebook", "insert_execute_code_cell", "execute_code"} <= names
+        used = await client.call_tool("use_notebook", {"notebook_name": "n", "notebook_path": path, "mode": "create"})
+        assert not used.is_error and "(live backend)" in joined(used)
+        ran = await client.call_tool("insert_execute_code_cell", {"cell_index": -1, "cell_source": "print(6 * 7)"})
+        assert not ran.is_error and texts(ran)[0] == "42\n"
+        # Progress streams through the proxy while the call runs.
+        slow = await client.call_tool(
+            "execute_code",
+            {"code": "import time\nfor i in range(3):\n    time.sleep(1)\nprint('done')", "progress_interval": 1},
+            progress_callback=on_progress,
+        )
+        assert not slow.is_error and "done" in joined(slow)
+    assert len(updates) >= 2
+
+
+async def test_requests_without_the_jupyter_token_are_refused(lab):
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}).encode()
+    for headers in ({}, {"Authorization": "token wrong"}):
+        request = urllib.request.Request(lab.url + "/mcp", data=init, method="POST", headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 403
+    # The child's management routes are not reachable through Jupyter.
+    status, _ = get(lab.url + "/mcp/api/stop", {"Authorization": f"token {lab.token}"})
+    assert status == 404
+
+
+async def test_otel_file_traitlet_writes_spans(lab):
+    async with mcp_client(lab, lab.token) as client:
+        assert not (await client.call_tool("list_kernels", {})).is_error
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = lab.spans.read_text().splitlines() if lab.spans.exists() else []
+        if any(json.loads(line)["name"] == "tool_call:list_kernels" for line in lines):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no tool_call:list_kernels span in {lab.spans}")
+
+
+def child_pid(log: Path) -> int:
+    found = re.search(r"jupyter-mcp-server started \(pid (\d+)\)", log.read_text())
+    assert found, "the extension did not log its child"
+    return int(found.group(1))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):
+        # A zombie is gone for our purposes.
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    return False
+
+
+def test_child_stops_with_the_server(tmp_path):
+    server = start_lab(tmp_path)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "jupyter-mcp-server started" not in (tmp_path / "jupyter.log").read_text():
+        time.sleep(0.1)
+    pid = child_pid(tmp_path / "jupyter.log")
+    assert alive(pid)
+    stop_jupyter(server)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and alive(pid):
+        time.sleep(0.1)
+    assert not alive(pid), "the MCP child outlived the Jupyter Server"
+
+
+def test_refuses_to_run_beside_the_python_server(tmp_path):
+    server = start_lab(tmp_path, "--ServerApp.jpserver_extensions=jupyter_mcp_server=True")
+    try:
+        status, _ = get(server.url + "/mcp/healthz", {"Authorization": f"token {server.token}"})
+        assert status == 404
+        log = (tmp_path / "jupyter.log").read_text()
+        assert "both jupyter-mcp-server-rs and the Python jupyter-mcp-server" in log
+        assert "jupyter-mcp-server started" not in log
+    finally:
+        stop_jupyter(server)
