@@ -1,0 +1,66 @@
+"""A person's view: JupyterLab (with jupyter-collaboration and our extension) open in headless
+Chromium; the agent inserts and runs a cell through our /mcp; the open page shows the cell and its
+output without a reload. The screenshot lands in tests/artifacts/."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from test_extension import mcp_client, start_lab
+from harness import stop_jupyter
+
+pytestmark = pytest.mark.anyio
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+DRIVER = Path(__file__).resolve().parent / "browser" / "lab.cjs"
+
+
+def chromium() -> str:
+    path = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    assert Path(path).exists(), "Chromium is missing: .ci/run installs Debian's chromium package"
+    return path
+
+
+async def test_agent_edit_appears_in_open_jupyterlab(tmp_path):
+    node = shutil.which("node")
+    assert node and os.environ.get("PLAYWRIGHT_CORE_DIR"), "run the suite through tests/run"
+    lab = start_lab(tmp_path)
+    path = f"shown-{uuid.uuid4().hex[:6]}.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_markdown_cell("# Opened by a person")]
+    (lab.root / path).write_text(nbformat.writes(nb))
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "jupyterlab-agent-cell.png"
+    page = subprocess.Popen(
+        [node, str(DRIVER), f"{lab.url}/lab/tree/{path}?token={lab.token}", str(screenshot)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ, CHROMIUM=chromium()),
+    )
+    try:
+        assert page.stdout.readline().strip() == "ready", "JupyterLab did not show the notebook"
+        source = "answer = 6 * 7\nprint('the agent says', answer)"
+        async with mcp_client(lab, lab.token) as client:
+            used = await client.call_tool("use_notebook", {"notebook_name": "shown", "notebook_path": path})
+            assert not used.is_error and "(live backend)" in "".join(c.text for c in used.content)
+            ran = await client.call_tool("insert_execute_code_cell", {"cell_index": -1, "cell_source": source})
+            assert not ran.is_error
+        page.stdin.write(json.dumps({"source": "answer = 6 * 7", "output": "the agent says 42"}) + "\n")
+        page.stdin.flush()
+        verdict = page.stdout.readline().strip()
+        assert verdict == "seen", f"the page did not show the agent's cell and output ({verdict}); see {screenshot}"
+        assert page.wait(timeout=30) == 0
+        assert screenshot.stat().st_size > 10_000
+    finally:
+        try:
+            page.wait(timeout=30)  # lets the driver save its screenshot
+        except subprocess.TimeoutExpired:
+            page.kill()
+        stop_jupyter(lab)
