@@ -97,13 +97,18 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             Ok(())
         }
     };
-    // Leave collaboration rooms first, so edits still queued reach them.
+    // Leave collaboration rooms first, so edits still queued reach them; then release the
+    // notebooks' kernels as unuse_notebook would (a shared one keeps running).
+    let jupyter = state.jupyter();
     for notebook in state.notebooks.all() {
         if let Err(e) = notebook.document.close().await {
             tracing::warn!("closing '{}' failed: {e}", notebook.path);
         }
+        if let notebooks::Released::Shared(id) = notebook.release(&jupyter).await {
+            tracing::info!(kernel = %id, "leaving the kernel of '{}' running: it is shared", notebook.path);
+        }
     }
-    state.jupyter().shutdown().await;
+    jupyter.shutdown().await;
     if let Some(embedded) = embedded {
         embedded.stop().await;
     }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
+use crate::jupyter::Jupyter;
 use crate::jupyter::document::{Document, DocumentError, Edit, EditPlan};
 use crate::jupyter::kernel::Kernel;
 use crate::jupyter::notebook::Notebook;
@@ -24,6 +25,16 @@ pub enum KernelOrigin {
     Adopted { session_id: String },
     /// Started by us without a session: someone else's session already holds the path.
     StartedBesideExistingSession { their_kernel: Option<String> },
+}
+
+/// What became of a notebook's kernel when the notebook was released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Released {
+    /// Given to us or adopted: left running.
+    NotOurs(String),
+    /// Ours, but someone else uses it now: left running.
+    Shared(String),
+    ShutDown(String),
 }
 
 pub struct NotebookInUse {
@@ -68,6 +79,34 @@ impl NotebookInUse {
             let _ = self.changes.send(self.name.clone());
         }
         Ok((before, after))
+    }
+
+    /// Lets go of the notebook's kernel: one we started is shut down (with its Jupyter session)
+    /// unless someone else uses it; a kernel we were given or adopted keeps running.
+    pub async fn release(&self, jupyter: &Jupyter) -> Released {
+        let kernel = self.kernel();
+        let id = kernel.id().to_owned();
+        if matches!(
+            self.origin,
+            KernelOrigin::Given | KernelOrigin::Adopted { .. }
+        ) || !jupyter.started_here(&id)
+        {
+            return Released::NotOurs(id);
+        }
+        let our_session = match &self.origin {
+            KernelOrigin::StartedWithSession { session_id } => Some(session_id.as_str()),
+            _ => None,
+        };
+        if jupyter.is_shared(&id, our_session).await {
+            return Released::Shared(id);
+        }
+        if let Some(session_id) = our_session {
+            // Deleting the session ends the kernel too: that end is ours, not news.
+            kernel.connection().expect_shutdown();
+            let _ = jupyter.rest().delete_session(session_id).await;
+        }
+        jupyter.stop_kernel(&id).await;
+        Released::ShutDown(id)
     }
 
     pub fn kernel(&self) -> Arc<Kernel> {

@@ -230,7 +230,26 @@ impl Jupyter {
         }
     }
 
-    /// Shuts down every kernel we started; kernels we merely used are left running.
+    /// Whether someone besides us uses a kernel: a Jupyter session other than `our_session`
+    /// references it, or it has more websocket connections than our one (e.g. JupyterLab).
+    pub async fn is_shared(&self, id: &str, our_session: Option<&str>) -> bool {
+        let sessions = self.rest.list_sessions().await.unwrap_or_default();
+        let other_sessions = sessions
+            .iter()
+            .filter(|s| Some(s.id.as_str()) != our_session)
+            .any(|s| s.kernel.as_ref().is_some_and(|k| k.id == id));
+        let connections = self
+            .rest
+            .get_kernel(id)
+            .await
+            .ok()
+            .and_then(|k| k.connections)
+            .unwrap_or(0);
+        other_sessions || connections > 1
+    }
+
+    /// Shuts down every kernel we started that nobody else uses; kernels we merely used, and
+    /// ours that someone else now shares, are left running.
     pub async fn shutdown(&self) {
         let ids: Vec<String> = self
             .started
@@ -240,6 +259,10 @@ impl Jupyter {
             .cloned()
             .collect();
         for id in ids {
+            if self.is_shared(&id, None).await {
+                tracing::info!(kernel = %id, "leaving a kernel we started running: someone else uses it");
+                continue;
+            }
             self.stop_kernel(&id).await;
         }
         self.kernels.lock().await.clear();

@@ -20,7 +20,7 @@ use crate::jupyter::kernel::{ConnectError, KernelError, Liveness};
 use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::JupyterRest;
 use crate::jupyter::rest::RestError;
-use crate::notebooks::{KernelOrigin, NotebookInUse};
+use crate::notebooks::{KernelOrigin, NotebookInUse, Released};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -462,41 +462,11 @@ async fn unuse_notebook(
 
 /// Stops the kernel we started for a notebook unless someone else uses it; says what happened.
 async fn release_kernel(context: &ToolContext, in_use: &NotebookInUse) -> String {
-    let jupyter = context.state.jupyter();
-    let kernel = in_use.kernel();
-    let id = kernel.id().to_owned();
-    if matches!(
-        in_use.origin,
-        KernelOrigin::Given | KernelOrigin::Adopted { .. }
-    ) || !jupyter.started_here(&id)
-    {
-        return format!(" Kernel '{id}' was not started here and keeps running.");
+    match in_use.release(&context.state.jupyter()).await {
+        Released::NotOurs(id) => format!(" Kernel '{id}' was not started here and keeps running."),
+        Released::Shared(id) => {
+            format!(" Kernel '{id}' is shared with someone else and keeps running.")
+        }
+        Released::ShutDown(id) => format!(" Its kernel '{id}' was shut down."),
     }
-    let rest = jupyter.rest();
-    let our_session = match &in_use.origin {
-        KernelOrigin::StartedWithSession { session_id } => Some(session_id.as_str()),
-        _ => None,
-    };
-    let sessions = rest.list_sessions().await.unwrap_or_default();
-    let other_sessions = sessions
-        .iter()
-        .filter(|s| Some(s.id.as_str()) != our_session)
-        .any(|s| s.kernel.as_ref().is_some_and(|k| k.id == id));
-    let connections = rest
-        .get_kernel(&id)
-        .await
-        .ok()
-        .and_then(|k| k.connections)
-        .unwrap_or(0);
-    // Our own websocket is one connection; more means someone (e.g. JupyterLab) is attached.
-    if other_sessions || connections > 1 {
-        return format!(" Kernel '{id}' is shared with someone else and keeps running.");
-    }
-    if let Some(session_id) = our_session {
-        // Deleting the session ends the kernel too: that end is ours, not news.
-        kernel.connection().expect_shutdown();
-        let _ = rest.delete_session(session_id).await;
-    }
-    jupyter.stop_kernel(&id).await;
-    format!(" Its kernel '{id}' was shut down.")
 }
