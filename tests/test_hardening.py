@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import signal
+import socket
+import threading
 import time
+import urllib.request
 import uuid
 
 import nbformat
 import pytest
 import websockets
 
-from conftest import RawStdio, client_for, joined, server_env
+from conftest import RawStdio, client_for, joined, server_env, start_http_server
+from harness import start_jupyter, stop_jupyter
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +86,152 @@ async def test_unused_notebook_kernel_shared_by_a_person_keeps_running(jupyter_s
         assert "is shared with someone else and keeps running" in released
     assert kernel in kernel_ids(jupyter_server)
     jupyter_server.request("DELETE", f"/api/kernels/{kernel}")
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def read_reply(server: RawStdio, want_id) -> dict:
+    while True:
+        line = server.proc.stdout.readline()
+        assert line, "the server closed stdout"
+        reply = json.loads(line)
+        if reply.get("id") == want_id:
+            return reply
+
+
+def raw_line(server: RawStdio, data: bytes) -> None:
+    server.proc.stdin.write(data)
+    server.proc.stdin.flush()
+
+
+def test_hostile_stdio_input_is_answered_and_memory_stays_bounded(jupyter_server):
+    server = RawStdio(args_for(jupyter_server), env=server_env())
+    try:
+        assert read_reply(server, "init")["result"]["serverInfo"]
+        # 50 MB in one argument: refused as too large, never held whole.
+        huge = b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"' \
+            + b"x" * (50 << 20) + b'"}}}\n'
+        raw_line(server, huge)
+        refused = read_reply(server, None)
+        assert refused["error"]["code"] == -32700 and "longer than" in refused["error"]["message"]
+        # Deeply nested JSON and invalid UTF-8: parse errors, not crashes.
+        raw_line(server, b"[" * 100_000 + b"\n")
+        assert read_reply(server, None)["error"]["code"] == -32700
+        raw_line(server, b'{"jsonrpc":"2.0","id":6,"method":"\xff\xfe"}\n')
+        assert read_reply(server, None)["error"]["code"] == -32700
+        # The server is still fine.
+        assert not server.call_tool(7, "list_kernels", {}).get("isError")
+        assert peak_rss_mb(server.proc.pid) < 150, f"peak RSS {peak_rss_mb(server.proc.pid):.0f} MB"
+    finally:
+        server.proc.kill()
+
+
+def test_a_flood_without_reading_answers_is_held_back_then_answered(jupyter_server):
+    server = RawStdio(args_for(jupyter_server), env=server_env())
+    try:
+        assert read_reply(server, "init")["result"]
+        count = 20_000
+        lines = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i for i in range(count))
+        garbage = b"not json\n" * count
+        writer = threading.Thread(target=raw_line, args=(server, lines + garbage), daemon=True)
+        writer.start()
+        time.sleep(3)  # nobody reads: the pipes fill up and everything waits
+        assert peak_rss_mb(server.proc.pid) < 150
+        answered, errors = 0, 0
+        while answered < count or errors < count:
+            reply = json.loads(server.proc.stdout.readline())
+            if reply.get("id") is None:
+                errors += 1
+            else:
+                answered += 1
+        writer.join(timeout=30)
+        assert answered == count and errors == count
+        assert peak_rss_mb(server.proc.pid) < 150, f"peak RSS {peak_rss_mb(server.proc.pid):.0f} MB"
+    finally:
+        server.proc.kill()
+
+
+def test_a_kernel_printing_100_mb_is_cut_and_memory_stays_bounded(tmp_path):
+    # Jupyter's own iopub rate limit would drop the flood before it reached us: lift it.
+    jupyter = start_jupyter(tmp_path, extra=["--ServerApp.iopub_data_rate_limit=1e12"])
+    server = RawStdio(args_for(jupyter), env=server_env())
+    try:
+        code = "import sys\nchunk = 'y' * 65536 + '\\n'\nfor _ in range(1600):\n    sys.stdout.write(chunk)"
+        result = server.call_tool(2, "execute_code", {"code": code, "timeout": 120})
+        assert not result.get("isError"), result
+        text = "".join(c.get("text", "") for c in result["content"])
+        assert len(text) < 100_000 and "characters" in text  # cut at --max-output-chars, with a note
+        # Odd numbers where seconds are expected: clamped, not a panic.
+        odd = server.call_tool(3, "execute_code", {"code": "print('ok')", "timeout": 1e300, "progress_interval": 1e300})
+        assert "".join(c.get("text", "") for c in odd["content"]).strip() == "ok"
+        # ipykernel sends the flood as a few huge messages; each is held while decoded (frame
+        # and parsed copy), capped by the 128 MiB frame limit, and only 16 MiB of text is kept.
+        assert peak_rss_mb(server.proc.pid) < 600, f"peak RSS {peak_rss_mb(server.proc.pid):.0f} MB"
+    finally:
+        server.proc.kill()
+        stop_jupyter(jupyter)
+
+
+def raw_http(port: int, data: bytes, timeout: float = 10) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        # The server may answer (413) and close before all of a huge request is sent.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(data)
+        chunks = []
+        with contextlib.suppress(OSError):
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def healthz_ok(server) -> bool:
+    with urllib.request.urlopen(server.base + "/api/healthz", timeout=5) as reply:
+        return reply.status == 200
+
+
+def test_hostile_http_requests_cost_only_themselves(jupyter_server, tmp_path):
+    server = start_http_server(args_for(jupyter_server), log_dir=tmp_path)
+    try:
+        # Huge headers: refused by the HTTP layer.
+        head = b"GET /api/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"
+        answer = raw_http(server.port, head)
+        assert answer == b"" or answer.split(b" ")[1] in (b"431", b"400"), answer[:100]
+        # A 50 MB body: 413, never read whole.
+        body = b"x" * (50 << 20)
+        post = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer test-token\r\n"
+                b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body)) + body
+        assert raw_http(server.port, post, timeout=60).split(b" ")[1] == b"413"
+        # Slowloris: many connections trickling headers; others are served meanwhile, and the
+        # slow ones are dropped after the header timeout.
+        slow = []
+        for _ in range(50):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            slow.append(s)
+        started = time.monotonic()
+        assert healthz_ok(server) and time.monotonic() - started < 2
+        # A body that never finishes arriving.
+        trickle = socket.create_connection(("127.0.0.1", server.port))
+        trickle.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer test-token\r\n"
+                        b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                        b"Content-Length: 1000\r\n\r\n{\"jsonrpc\"")
+        time.sleep(11)
+        for s in slow:
+            s.settimeout(5)
+            with contextlib.suppress(ConnectionResetError):
+                assert s.recv(1024) in (b"",) or s.recv(1024) == b"", "a slow connection was kept open"
+            s.close()
+        assert healthz_ok(server)
+        trickle.settimeout(30)
+        assert trickle.recv(1024).split(b" ")[1] == b"408"
+        trickle.close()
+        assert healthz_ok(server)
+        assert peak_rss_mb(server.process.pid) < 250, f"peak RSS {peak_rss_mb(server.process.pid):.0f} MB"
+    finally:
+        server.stop()

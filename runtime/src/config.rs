@@ -216,12 +216,12 @@ pub struct ExecutionLimits {
 impl ExecutionLimits {
     /// The timeout a call gets: `0` means the configured default; anything is clamped to the maximum.
     pub fn resolve(&self, requested_secs: f64) -> Duration {
-        let requested = if requested_secs.is_finite() && requested_secs > 0.0 {
-            Duration::from_secs_f64(requested_secs)
+        if requested_secs.is_finite() && requested_secs > 0.0 {
+            // Clamped before converting: 1e300 seconds is the maximum, not a panic.
+            Duration::from_secs_f64(requested_secs.min(self.max_timeout.as_secs_f64()))
         } else {
-            self.default_timeout
-        };
-        requested.min(self.max_timeout)
+            self.default_timeout.min(self.max_timeout)
+        }
     }
 }
 

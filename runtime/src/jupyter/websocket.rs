@@ -16,6 +16,9 @@ use url::Url;
 
 use crate::jupyter::rest::error_chain;
 
+/// The largest websocket message or frame we take from Jupyter.
+pub const MAX_FRAME_BYTES: usize = 128 << 20;
+
 pub type JupyterSocket = WebSocketStream<MaybeTlsStream<QuickAck>>;
 
 /// Why a websocket could not be opened.
@@ -83,7 +86,11 @@ pub async fn dial(
     // Jupyter leaves Nagle on for its websockets; see `QuickAck`.
     tcp.set_nodelay(true)
         .map_err(|e| DialError::Other(e.to_string()))?;
-    let config = WebSocketConfig::default().max_message_size(Some(512 << 20));
+    // A kernel flushing a flood of output sends frames of many MiB (tungstenite's default frame
+    // cap, 16 MiB, would drop the connection); the cap still bounds what one frame can cost.
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_FRAME_BYTES))
+        .max_frame_size(Some(MAX_FRAME_BYTES));
     let handshake = tokio_tungstenite::client_async_tls_with_config(
         request,
         QuickAck::new(tcp),

@@ -14,7 +14,7 @@ use http::{HeaderMap, Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -28,6 +28,11 @@ use crate::jupyter::kernel::Liveness;
 use crate::state::ServerState;
 
 type Body = BoxBody<Bytes, Infallible>;
+
+/// How long a request body may take to arrive (slow-body attacks hold a connection otherwise).
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long request headers may take to arrive (slowloris).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -193,8 +198,39 @@ impl HttpContext {
                 if let Err(refusal) = self.admit(&request, false, true) {
                     return *refusal;
                 }
+                // Read the body ourselves, bounded in size and time, so a huge or trickling
+                // request costs only itself.
+                let (parts, body) = request.into_parts();
+                let limited = Limited::new(body, super::MAX_REQUEST_BYTES).collect();
+                let body = match tokio::time::timeout(BODY_TIMEOUT, limited).await {
+                    Ok(Ok(body)) => body.to_bytes(),
+                    Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+                        return json_response(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            json!({ "error": format!(
+                                "the request is larger than {} bytes; send less at once",
+                                super::MAX_REQUEST_BYTES
+                            ) }),
+                        );
+                    }
+                    Ok(Err(e)) => {
+                        return json_response(
+                            StatusCode::BAD_REQUEST,
+                            json!({ "error": format!("cannot read the body: {e}") }),
+                        );
+                    }
+                    Err(_) => {
+                        return json_response(
+                            StatusCode::REQUEST_TIMEOUT,
+                            json!({ "error": format!(
+                                "the request body did not arrive within {}s",
+                                BODY_TIMEOUT.as_secs()
+                            ) }),
+                        );
+                    }
+                };
                 let mut mcp = self.mcp.clone();
-                match mcp.call(request).await {
+                match mcp.call(Request::from_parts(parts, Full::new(body))).await {
                     Ok(response) => response,
                     Err(never) => match never {},
                 }
@@ -374,7 +410,11 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
                 let context = context.clone();
                 async move { Ok::<_, Infallible>(context.route(request).await) }
             });
-            let builder = ConnectionBuilder::new(TokioExecutor::new());
+            let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT);
             let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
             tokio::pin!(connection);
             tokio::select! {

@@ -27,6 +27,10 @@ use crate::tools::{ProgressReporter, ToolContext};
 
 pub const SERVER_NAME: &str = "Jupyter MCP Server";
 
+/// The largest JSON-RPC request either transport accepts (16 MiB); larger ones are refused with
+/// an error and never held whole in memory.
+pub const MAX_REQUEST_BYTES: usize = 16 << 20;
+
 /// The extension under which the capability block is advertised.
 pub const CAPABILITIES_EXTENSION: &str = "io.jupyter-mcp/capabilities";
 

@@ -8,8 +8,9 @@
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 
-/// Largest request line we accept; longer lines are answered with an error and skipped.
-pub const MAX_LINE_BYTES: usize = 64 << 20;
+/// Largest request line we accept; longer lines are answered with an error and skipped (without
+/// being held in memory).
+pub const MAX_LINE_BYTES: usize = super::MAX_REQUEST_BYTES;
 
 /// The two ends rmcp serves on, and the task writing its replies out.
 pub struct FilteredStdio {
@@ -27,7 +28,9 @@ where
 {
     let (rmcp_in, mut to_rmcp) = tokio::io::duplex(1 << 20);
     let (from_rmcp, rmcp_out) = tokio::io::duplex(1 << 20);
-    let (errors_tx, errors_rx) = mpsc::unbounded_channel::<String>();
+    // Bounded: a client flooding garbage without reading our answers is slowed down, not
+    // allowed to grow our memory.
+    let (errors_tx, errors_rx) = mpsc::channel::<String>(256);
     tokio::spawn(async move {
         let mut reader = BufReader::new(input);
         let mut line = Vec::new();
@@ -36,9 +39,11 @@ where
             match read_bounded_line(&mut reader, &mut line).await {
                 Ok(LineRead::Eof) => break,
                 Ok(LineRead::TooLong) => {
-                    let _ = errors_tx.send(parse_error(&format!(
-                        "request line longer than {MAX_LINE_BYTES} bytes"
-                    )));
+                    let _ = errors_tx
+                        .send(parse_error(&format!(
+                            "request line longer than {MAX_LINE_BYTES} bytes"
+                        )))
+                        .await;
                     continue;
                 }
                 Ok(LineRead::Line) => {}
@@ -51,9 +56,17 @@ where
             if trimmed.is_empty() {
                 continue;
             }
+            // Checked apart from the JSON: skipping a string's contents does not check its
+            // UTF-8, and rmcp drops such a line without a word.
+            if let Err(e) = std::str::from_utf8(trimmed) {
+                let _ = errors_tx
+                    .send(parse_error(&format!("the line is not UTF-8: {e}")))
+                    .await;
+                continue;
+            }
             if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(trimmed) {
                 tracing::debug!("answering an unparsable line with a parse error: {e}");
-                let _ = errors_tx.send(parse_error(&e.to_string()));
+                let _ = errors_tx.send(parse_error(&e.to_string())).await;
                 continue;
             }
             if to_rmcp.write_all(trimmed).await.is_err() || to_rmcp.write_all(b"\n").await.is_err()
@@ -128,7 +141,7 @@ fn parse_error(detail: &str) -> String {
 
 async fn write_lines<W: AsyncWrite + Unpin>(
     from_rmcp: DuplexStream,
-    mut errors: mpsc::UnboundedReceiver<String>,
+    mut errors: mpsc::Receiver<String>,
     mut output: W,
 ) {
     let mut replies = BufReader::new(from_rmcp).lines();

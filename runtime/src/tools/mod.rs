@@ -98,6 +98,10 @@ pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolErr
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
     fn call(&self, context: ToolContext, arguments: JsonObject) -> ToolFuture<'_>;
+    /// Decodes the arguments without running anything (for fuzzing the decoders).
+    fn check_arguments(&self, _arguments: JsonObject) -> Result<(), ToolError> {
+        Ok(())
+    }
 }
 
 /// A tool written in Rust: arguments decoded into `A`, whose JSON Schema is the input schema.
@@ -115,6 +119,10 @@ where
 {
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn check_arguments(&self, arguments: JsonObject) -> Result<(), ToolError> {
+        decode_arguments::<A>(arguments).map(drop)
     }
 
     fn call(&self, context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
@@ -227,8 +235,11 @@ pub fn refusal(spec: &ToolSpec, capabilities: &Registry) -> Option<String> {
 
 /// Seconds as the tools take them (floats, as the Python server's schema allows).
 pub fn seconds(value: f64) -> Duration {
+    // Absurd values (1e300) mean "forever": capped at ~31 years, so adding them to an instant
+    // cannot overflow.
+    const FOREVER: f64 = 1e9;
     if value.is_finite() && value > 0.0 {
-        Duration::from_secs_f64(value)
+        Duration::from_secs_f64(value.min(FOREVER))
     } else {
         Duration::ZERO
     }

@@ -20,9 +20,39 @@ pub struct OutputCollector {
     /// display_id → indices of the outputs showing it.
     displays: HashMap<String, Vec<usize>>,
     pub execution_count: Option<i64>,
+    /// Stream text kept so far (see `within_budget`).
+    stream_bytes: usize,
 }
 
+/// The most stream text one execution keeps.
+pub const MAX_STREAM_BYTES: usize = 16 << 20;
+/// How often a running execution reports its outputs (see `ExecutionRequest::on_output`).
+const OUTPUT_REPORT: Duration = Duration::from_millis(25);
+
 impl OutputCollector {
+    /// Stream text beyond the budget is dropped, with one notice where it was cut, so a kernel
+    /// printing without end cannot exhaust our memory (or the notebook's readers').
+    fn within_budget<'t>(&mut self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        if self.stream_bytes >= MAX_STREAM_BYTES {
+            return std::borrow::Cow::Borrowed("");
+        }
+        let room = MAX_STREAM_BYTES - self.stream_bytes;
+        if text.len() < room {
+            self.stream_bytes += text.len();
+            return std::borrow::Cow::Borrowed(text);
+        }
+        let mut cut = room;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        self.stream_bytes = MAX_STREAM_BYTES;
+        std::borrow::Cow::Owned(format!(
+            "{}\n[output cut: the kernel printed more than {} MiB; the rest was dropped]\n",
+            &text[..cut],
+            MAX_STREAM_BYTES >> 20
+        ))
+    }
+
     pub fn outputs(&self) -> &[Value] {
         &self.outputs
     }
@@ -41,12 +71,17 @@ impl OutputCollector {
                     .unwrap_or("stdout");
                 let text = content.get("text").and_then(Value::as_str).unwrap_or("");
                 self.before_output();
+                let text = self.within_budget(text);
+                if text.is_empty() {
+                    return false;
+                }
                 if let Some(last) = self.outputs.last_mut()
                     && last["output_type"] == "stream"
                     && last["name"] == name
+                    && let Value::String(stored) = &mut last["text"]
                 {
-                    let merged = format!("{}{}", last["text"].as_str().unwrap_or(""), text);
-                    last["text"] = Value::String(merged);
+                    // In place: re-copying the text at every message would be quadratic.
+                    stored.push_str(&text);
                 } else {
                     self.outputs
                         .push(json!({"output_type": "stream", "name": name, "text": text}));
@@ -136,6 +171,7 @@ impl OutputCollector {
         self.outputs.clear();
         self.displays.clear();
         self.clear_pending = false;
+        self.stream_bytes = 0;
     }
 }
 
@@ -260,9 +296,17 @@ pub(super) async fn run(
         tokio::time::interval_at(tokio::time::Instant::now() + every, every)
     });
 
+    let mut output_due: Option<tokio::time::Instant> = None;
+
     while !(idle && reply_status.is_some()) {
         let wake = settle_deadline.unwrap_or(deadline);
         tokio::select! {
+            _ = tokio::time::sleep_until(output_due.unwrap_or(wake)), if output_due.is_some() => {
+                output_due = None;
+                if let Some(sink) = &request.on_output {
+                    sink(collector.outputs(), collector.execution_count);
+                }
+            }
             routed = replies.recv() => match routed {
                 Some(Routed::Message(message)) => match (message.channel.as_str(), message.msg_type()) {
                     ("shell", "execute_reply") => {
@@ -280,10 +324,10 @@ pub(super) async fn run(
                         idle = message.content.get("execution_state").and_then(Value::as_str) == Some("idle");
                     }
                     ("iopub", msg_type) => {
-                        if collector.apply(msg_type, &message.content)
-                            && let Some(sink) = &request.on_output
-                        {
-                            sink(collector.outputs(), collector.execution_count);
+                        if collector.apply(msg_type, &message.content) && request.on_output.is_some() {
+                            // A chatty kernel sends thousands of messages a second; copying every
+                            // state out would be quadratic. Report at most every OUTPUT_REPORT.
+                            output_due.get_or_insert(tokio::time::Instant::now() + OUTPUT_REPORT);
                         }
                     }
                     _ => {}
@@ -343,6 +387,23 @@ impl Drop for RouteGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endless_stream_text_is_cut_once_with_a_notice() {
+        let mut c = OutputCollector::default();
+        let chunk = "x".repeat(1 << 20);
+        for _ in 0..40 {
+            c.apply("stream", &json!({"name": "stdout", "text": chunk}));
+        }
+        let text = c.outputs()[0]["text"].as_str().unwrap();
+        assert!(text.len() < MAX_STREAM_BYTES + 200);
+        assert_eq!(text.matches("[output cut:").count(), 1);
+        assert_eq!(c.outputs().len(), 1);
+        // A cleared output starts a fresh budget (progress bars redraw without end).
+        c.apply("clear_output", &json!({"wait": false}));
+        c.apply("stream", &json!({"name": "stdout", "text": "again"}));
+        assert_eq!(c.outputs()[0]["text"], "again");
+    }
 
     #[test]
     fn streams_merge_and_errors_keep_tracebacks() {
