@@ -324,7 +324,8 @@ pub(super) async fn run(
                         idle = message.content.get("execution_state").and_then(Value::as_str) == Some("idle");
                     }
                     ("iopub", msg_type) => {
-                        if collector.apply(msg_type, &message.content) && request.on_output.is_some() {
+                        let changed = collector.apply(msg_type, &message.content);
+                        if changed && request.on_output.is_some() {
                             // A chatty kernel sends thousands of messages a second; copying every
                             // state out would be quadratic. Report at most every OUTPUT_REPORT.
                             output_due.get_or_insert(tokio::time::Instant::now() + OUTPUT_REPORT);
