@@ -597,23 +597,26 @@ impl Room {
                     .map_err(|e| format!("sending failed: {e}"))?;
             }
             Message::Sync(SyncMessage::SyncStep2(update)) => {
-                self.apply(&update);
+                self.apply(&update)?;
                 self.answers.send_modify(|n| *n += 1);
             }
-            Message::Sync(SyncMessage::Update(update)) => self.apply(&update),
+            Message::Sync(SyncMessage::Update(update)) => self.apply(&update)?,
             // Other peers' cursors and our own echo: nothing we act on.
             _ => {}
         }
         Ok(())
     }
 
-    fn apply(&self, update: &[u8]) {
-        if let Err(e) = self.lock().apply_update(update) {
+    /// A bad update leaves our copy in doubt: the link ends, and the next call rejoins with a
+    /// fresh document (and re-applies our journal).
+    fn apply(&self, update: &[u8]) -> Result<(), String> {
+        self.lock().apply_update(update).map_err(|e| {
             tracing::warn!(
                 "a room update for '{}' could not be applied: {e}",
                 self.path
             );
-        }
+            format!("a room update could not be applied: {e}")
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, YNotebook> {

@@ -52,12 +52,18 @@ impl YNotebook {
         self.doc.transact().encode_state_as_update_v1(remote)
     }
 
+    /// Applies an update from the room. yrs asserts on some malformed input (found by fuzzing),
+    /// so a panic is caught and reported like any other bad update: one hostile peer must not
+    /// take our connection task down. After an error the caller should drop this document.
     pub fn apply_update(&self, update: &[u8]) -> Result<(), String> {
-        let update = Update::decode_v1(update).map_err(|e| e.to_string())?;
-        self.doc
-            .transact_mut()
-            .apply_update(update)
-            .map_err(|e| e.to_string())
+        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let update = Update::decode_v1(update).map_err(|e| e.to_string())?;
+            self.doc
+                .transact_mut()
+                .apply_update(update)
+                .map_err(|e| e.to_string())
+        }));
+        applied.unwrap_or_else(|_| Err("the update is malformed (yrs refused it)".into()))
     }
 
     /// The notebook as it is in the document now.

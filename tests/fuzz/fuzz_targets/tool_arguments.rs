@@ -1,0 +1,22 @@
+//! Arbitrary JSON as the arguments of every built-in tool: decoding answers a clear error or
+//! accepts, never panics.
+#![no_main]
+
+use jupyter_mcp_server::tools::ToolRegistry;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(serde_json::Value::Object(arguments)) = serde_json::from_slice(data) else {
+        return;
+    };
+    thread_local! {
+        static TOOLS: ToolRegistry = ToolRegistry::builtin();
+    }
+    TOOLS.with(|tools| {
+        for tool in tools.iter() {
+            if let Err(e) = tool.check_arguments(arguments.clone()) {
+                assert!(!e.to_string().is_empty());
+            }
+        }
+    });
+});

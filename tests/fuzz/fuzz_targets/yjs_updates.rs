@@ -1,0 +1,34 @@
+//! Updates arriving from a collaboration room: applying one fails cleanly or leaves a document
+//! we can still read and edit.
+//!
+//! yrs asserts on some malformed updates (a client id over 53 bits, found here);
+//! `YNotebook::apply_update` contains that panic and reports an error. libfuzzer-sys counts every
+//! panic as a crash, even a caught one, so this target puts the default hook back: what it checks
+//! is that no panic escapes our code.
+#![no_main]
+
+use jupyter_mcp_server::jupyter::document::Edit;
+use jupyter_mcp_server::jupyter::document::ynotebook::YNotebook;
+use jupyter_mcp_server::jupyter::notebook::{Cell, CellType};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(
+    init: {
+        std::panic::set_hook(Box::new(|_| {}));
+    },
+    |data: &[u8]| {
+        let notebook = YNotebook::new();
+        if notebook.apply_update(data).is_err() {
+            return;
+        }
+        if notebook.read().is_ok() {
+            notebook.write(&[Edit::Insert {
+                index: 0,
+                cell: Cell::new(CellType::Code, "x = 1"),
+            }]);
+            notebook
+                .read()
+                .expect("a document we could read stays readable after our edit");
+        }
+    }
+);
