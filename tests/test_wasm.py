@@ -112,7 +112,8 @@ HOSTILE = {
     "memory": "reached its memory limit of 24 MiB (limits.memory_mb)",
     "trap": "trapped: wasm `unreachable` executed",
     "panic": "trapped: wasm `unreachable` executed (a Rust panic or abort ends this way)",
-    "stack": "overflowed its stack",
+    # Rust keeps big frames on a stack in linear memory, which runs out before the wasm stack does.
+    "stack": ("overflowed its stack", "trapped: wasm trap: out of bounds memory access"),
     "ungranted": "host function 'read-cells' is not granted to 'hostile-ungranted'",
 }
 
@@ -130,7 +131,8 @@ async def test_hostile_guests_are_contained(jupyter_server, tmp_path):
             for mode, expected in HOSTILE.items():
                 result = await client.call_tool("execute_code", {"code": f"print('HOSTILE-{mode}')"})
                 assert result.is_error, mode
-                assert expected in joined(result), (mode, joined(result))
+                expected = expected if isinstance(expected, tuple) else (expected,)
+                assert any(e in joined(result) for e in expected), (mode, joined(result))
                 if mode != "ungranted":
                     assert "only this call failed (failure 1 of 5" in joined(result), joined(result)
                 # The guest was rebuilt from its InstancePre: the next call is served as usual.
@@ -165,13 +167,10 @@ async def test_hostile_guests_are_contained(jupyter_server, tmp_path):
 
 
 async def test_repeated_failures_switch_a_guest_off(jupyter_server, tmp_path):
-    critical = tmp_path / "strict.wasm"
     optional = tmp_path / "lenient.wasm"
-    shutil.copy(guest("hostile"), critical)
     shutil.copy(guest("hostile"), optional)
-    body = (extension_entry(optional, {"mode": "trap", "critical": False, "trigger": "LENIENT"},
-                            max_consecutive_failures=1)
-            + extension_entry(critical, {"mode": "panic", "trigger": "STRICT"}, max_consecutive_failures=2))
+    body = extension_entry(optional, {"mode": "trap", "critical": False, "trigger": "LENIENT"},
+                           max_consecutive_failures=1)
     server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
@@ -181,17 +180,25 @@ async def test_repeated_failures_switch_a_guest_off(jupyter_server, tmp_path):
             wait_for_log(server, "switching the guest off: 1 calls failed in a row")
             result = await client.call_tool("execute_code", {"code": "print('LENIENT again')"})
             assert not result.is_error
+    finally:
+        server.stop()
 
-            first = await client.call_tool("execute_code", {"code": "STRICT"})
-            assert "failure 1 of 2" in joined(first), joined(first)
-            second = await client.call_tool("execute_code", {"code": "STRICT"})
-            assert "wasm guest 'strict' is switched off: 2 calls failed in a row" in joined(second)
-            # A critical guest that is off keeps refusing what it guards (fail closed).
-            third = await client.call_tool("execute_code", {"code": "print(1)"})
-            assert third.is_error and "is switched off" in joined(third)
-            # Tools that run no code are not guarded by a before_execute policy.
-            assert not (await client.call_tool("list_kernels", {})).is_error
-        assert "switching the guest off: 2 calls failed in a row" in log_of(server)
+    critical = tmp_path / "strict.wasm"
+    shutil.copy(guest("hostile"), critical)
+    body = extension_entry(critical, {"mode": "panic", "always": True}, max_consecutive_failures=2)
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            # Failures count in a row (any answer resets the count); this guest fails on every
+            # event, so the before and after events of one call switch it off.
+            first = await client.call_tool("list_kernels", {})
+            assert "failure 1 of 2" in joined(first), (joined(first), log_of(server))
+            wait_for_log(server, "switching the guest off: 2 calls failed in a row")
+            # A critical guest that is off keeps refusing every call it sees (fail closed: crashing
+            # a policy must not be a way around it), and the server keeps answering.
+            second = await client.call_tool("list_kernels", {})
+            assert second.is_error and "wasm guest 'strict' is switched off" in joined(second)
+            assert (await client.read_resource("capabilities://")).contents
     finally:
         server.stop()
 

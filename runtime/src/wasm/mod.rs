@@ -132,9 +132,8 @@ impl WasmHost {
         }
         let pre = self.linker.instantiate_pre(component).map_err(|e| {
             format!(
-                "it imports something this host does not offer ({}); guests may import only WASI \
-                 0.2 and the interfaces of jupyter-mcp:extension",
-                e.root_cause()
+                "it imports something this host does not offer ({e:#}); guests may import only \
+                 WASI 0.2 and the interfaces of jupyter-mcp:extension"
             )
         })?;
         let hooks = if has(v0_1_0::HOOKS_EXPORT) {

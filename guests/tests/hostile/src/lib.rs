@@ -1,7 +1,7 @@
 //! A guest that misbehaves on purpose, for the host's containment tests. Its config says how
 //! (`mode`: loop, memory, trap, panic, stack, ungranted), whether it is critical (`critical`,
-//! default true) and when: only on `before_execute` for code containing `trigger` (default
-//! `HOSTILE`). Every other event is answered normally.
+//! default true) and when: on `before_execute` for code containing `trigger` (default
+//! `HOSTILE`), or with `always = true` on every event. Every other event is answered normally.
 
 wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "hook-handler" });
 
@@ -29,14 +29,15 @@ impl Guest for Hostile {
     }
 
     fn on_event(event: HookEvent, _context: String) -> Result<Option<String>, String> {
-        let HookEvent::BeforeExecute(execute) = event else {
-            return Ok(None);
-        };
         let config = config();
-        if !execute
-            .code
-            .contains(config["trigger"].as_str().unwrap_or("HOSTILE"))
-        {
+        let triggered = match event {
+            _ if config["always"] == true => true,
+            HookEvent::BeforeExecute(execute) => execute
+                .code
+                .contains(config["trigger"].as_str().unwrap_or("HOSTILE")),
+            _ => false,
+        };
+        if !triggered {
             return Ok(None);
         }
         match config["mode"].as_str().unwrap_or_default() {
