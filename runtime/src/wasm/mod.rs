@@ -306,3 +306,73 @@ fn start_ticker(engine: &Engine) {
         tracing::error!("cannot start the wasm epoch ticker ({e}); guests run without a CPU cap");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The policy example, when `guests/build` has run (tests/run sets the variable).
+    fn policy_guest() -> Option<PathBuf> {
+        let dir = std::env::var_os("JUPYTER_MCP_GUESTS_DIR")?;
+        Some(PathBuf::from(dir).join("policy.wasm"))
+    }
+
+    fn host() -> WasmHost {
+        let cache = std::env::temp_dir().join(format!("jmcp-wasm-unit-{}", std::process::id()));
+        WasmHost::new(cache).unwrap()
+    }
+
+    #[test]
+    fn headers_say_what_a_file_is() {
+        assert!(
+            check_header(b"hello world")
+                .unwrap_err()
+                .contains("not a WebAssembly file")
+        );
+        assert!(
+            check_header(b"\0asm\x01\0\0\0")
+                .unwrap_err()
+                .contains("core WebAssembly module")
+        );
+        assert_eq!(check_header(b"\0asm\x0d\0\x01\0"), Ok(()));
+    }
+
+    #[test]
+    fn unknown_grants_are_refused() {
+        let mut entry = ExtensionConfig::with_defaults("x.wasm".into());
+        entry.grants = vec!["format-disk".into()];
+        let err = host().load(&entry).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("'format-disk', which is no host function"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_guest_calling_into_itself_is_refused_not_deadlocked() {
+        let Some(path) = policy_guest() else {
+            eprintln!("skipped: JUPYTER_MCP_GUESTS_DIR is not set (run guests/build)");
+            return;
+        };
+        let loaded = host().load(&ExtensionConfig::with_defaults(path)).unwrap();
+        assert_eq!(loaded.hook_critical, Some(true));
+        let guest = loaded.guest.clone();
+        let inner = guest.clone();
+        // A call made from the guest's own thread, as a host function firing the guest's own
+        // hook would make it.
+        let nested = guest
+            .call_blocking(move |_live| Ok(inner.call_blocking(|live| live.propagate_errors())))
+            .unwrap();
+        assert!(
+            matches!(nested, Err(GuestError::Reentrant { .. })),
+            "{nested:?}"
+        );
+        // And the guest still answers.
+        assert_eq!(
+            guest.call_blocking(|live| live.propagate_errors()),
+            Ok(true)
+        );
+        guest.stop();
+    }
+}
