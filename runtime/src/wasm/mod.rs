@@ -4,7 +4,7 @@
 //! - `v0_1_0`: the bindings of one WIT version (later versions get their own module);
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
 //! - `sandbox`: a guest's store data, limits and the host functions it may import;
-//! - `guest`: a guest's own thread, failure counting, rebuild from `InstancePre`;
+//! - `guest`: a guest's instance and calls into it, failure counting, rebuild from `InstancePre`;
 //! - `hook`: a hook-handler guest on the hooks bus.
 
 mod cache;
@@ -194,9 +194,7 @@ impl WasmHost {
             .map_err(|e| refuse(format!("it failed to start: {}", e.root_cause())))?;
         let (exports_hooks, exports_extension) =
             (template.hooks.is_some(), template.extension.is_some());
-        let guest = Guest::start(name, entry.path.clone(), template, first)
-            .map_err(|e| refuse(format!("cannot start its thread: {e}")))?;
-        let guest = Arc::new(guest);
+        let guest = Arc::new(Guest::new(name, entry.path.clone(), template, first));
         let hook_critical = if exports_hooks {
             let critical = guest
                 .call_blocking(|live| live.propagate_errors())
