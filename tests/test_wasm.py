@@ -114,6 +114,8 @@ HOSTILE = {
     "panic": "trapped: wasm `unreachable` executed (a Rust panic or abort ends this way)",
     # Rust keeps big frames on a stack in linear memory, which runs out before the wasm stack does.
     "stack": ("overflowed its stack", "trapped: wasm trap: out of bounds memory access"),
+    # Small frames: the wasm stack (max_wasm_stack) runs out first.
+    "deep": "overflowed its stack",
     "ungranted": "host function 'read-cells' is not granted to 'hostile-ungranted'",
 }
 

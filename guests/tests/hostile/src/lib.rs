@@ -1,5 +1,5 @@
 //! A guest that misbehaves on purpose, for the host's containment tests. Its config says how
-//! (`mode`: loop, memory, trap, panic, stack, ungranted), whether it is critical (`critical`,
+//! (`mode`: loop, memory, trap, panic, stack, deep, ungranted), whether it is critical (`critical`,
 //! default true) and when: on `before_execute` for code containing `trigger` (default
 //! `HOSTILE`), or with `always = true` on every event. Every other event is answered normally.
 
@@ -21,6 +21,16 @@ fn recurse(depth: u64) -> u64 {
     let local = [depth; 64];
     std::hint::black_box(&local);
     recurse(depth + 1) + local[7]
+}
+
+/// Small frames, so the wasm stack runs out before Rust's stack in linear memory does.
+#[inline(never)]
+fn deep(n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let below = deep(std::hint::black_box(n - 1));
+    std::hint::black_box(below) ^ n
 }
 
 impl Guest for Hostile {
@@ -57,6 +67,7 @@ impl Guest for Hostile {
             "trap" => core::arch::wasm32::unreachable(),
             "panic" => panic!("the hostile guest panics on purpose"),
             "stack" => Ok(Some(recurse(0).to_string())),
+            "deep" => Ok(Some(deep(u64::MAX).to_string())),
             "ungranted" => match jupyter_mcp::extension::notebook::read_cells("") {
                 Ok(cells) => Ok(Some(format!("{{\"cells\": {}}}", cells.len()))),
                 Err(e) => Err(format!("read-cells was refused: {e:?}")),
