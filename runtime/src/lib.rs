@@ -48,7 +48,12 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let wasm_config = config.wasm.clone();
     let guests = tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config))
         .await
-        .unwrap_or_default();
+        .unwrap_or_else(|e| {
+            tracing::error!(
+                "loading the wasm guests failed ({e}); the server goes on without them"
+            );
+            Vec::new()
+        });
     let declarations: Vec<_> = guests
         .iter()
         .filter_map(|g| Some((g.guest.name.clone(), g.capabilities.clone()?)))

@@ -34,6 +34,10 @@ pub enum GuestError {
          its own hook); refused, since it can run one call at a time"
     )]
     Reentrant { guest: String },
+    #[error(
+        "the host failed while calling wasm guest '{guest}' (a bug in the server: please report it)"
+    )]
+    HostPanic { guest: String },
     #[error("wasm guest '{guest}' answered with something the host cannot use: {reason}")]
     BadAnswer { guest: String, reason: String },
 }
@@ -242,9 +246,8 @@ impl Guest {
                 tokio::task::spawn_blocking(move || guest.run(call))
                     .await
                     .unwrap_or_else(|_| {
-                        Err(GuestError::BadAnswer {
+                        Err(GuestError::HostPanic {
                             guest: self.name.clone(),
-                            reason: "the call panicked in the host".into(),
                         })
                     })
             }

@@ -82,7 +82,7 @@ impl WasmHost {
         // grants are checked when one is called.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
-        start_ticker(&engine);
+        start_ticker(&engine)?;
         Ok(WasmHost {
             engine,
             linker,
@@ -289,9 +289,10 @@ fn check_header(bytes: &[u8]) -> Result<(), String> {
 }
 
 /// Advances the epoch while the engine lives; each guest's deadline callback checks its clock.
-fn start_ticker(engine: &Engine) {
+/// Without it there would be no CPU cap, so failing to start it fails the host.
+fn start_ticker(engine: &Engine) -> std::io::Result<()> {
     let weak = engine.weak();
-    let spawned = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("wasm-epoch".into())
         .spawn(move || {
             while let Some(engine) = weak.upgrade() {
@@ -299,10 +300,8 @@ fn start_ticker(engine: &Engine) {
                 drop(engine);
                 std::thread::sleep(TICK);
             }
-        });
-    if let Err(e) = spawned {
-        tracing::error!("cannot start the wasm epoch ticker ({e}); guests run without a CPU cap");
-    }
+        })
+        .map(drop)
 }
 
 #[cfg(test)]
