@@ -1,7 +1,10 @@
 //! Cost of wasm hook handlers: a raw hook-event call into a pre-instantiated Rust guest, the
 //! whole hooks-bus dispatch with that guest registered, and a fresh instance from `InstancePre`
 //! (Rust and Python guests). Prints medians beside the targets.
-//! Run: JUPYTER_MCP_GUESTS_DIR=$(guests/build) cargo bench -p jupyter-mcp-server --bench wasm
+//! Run (the dev profile's dependencies, with this crate optimized: wasmtime's typed calls are
+//! generic, so they are compiled in this crate and run unoptimized at its dev opt-level 0):
+//!   JUPYTER_MCP_GUESTS_DIR=$(guests/build) cargo bench --profile dev \
+//!     --config 'profile.dev.package.jupyter-mcp-server.opt-level=3' -p jupyter-mcp-server --bench wasm
 
 use std::path::PathBuf;
 use std::sync::Arc;
