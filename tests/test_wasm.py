@@ -72,7 +72,8 @@ def wait_for_log(server, text: str, timeout: float = 10) -> str:
 
 async def test_examples_load_and_work_with_the_config_file(jupyter_server, tmp_path):
     config = write_config(tmp_path, '[capabilities]\n"kernel.auto-restart" = true\n'
-                          + extension_entry(guest("policy"), {"deny": ["import subprocess", "os.system"]}))
+                          + extension_entry(guest("policy"), {"deny": ["import subprocess", "os.system"]})
+                          + extension_entry(guest("declares")))
     # The audit guest comes from the environment, the policy from the config file.
     server = serve(jupyter_server, "--config", str(config),
                    env={"JUPYTER_MCP_EXTENSIONS": str(guest("audit"))})
@@ -97,6 +98,9 @@ async def test_examples_load_and_work_with_the_config_file(jupyter_server, tmp_p
             block = json.loads((await client.read_resource("capabilities://")).contents[0].text)
             auto = next(c for c in block["declared"] if c["name"] == "kernel.auto-restart")
             assert auto["enabled"] is True and auto["source"] == "config"
+            # An extension's declaration joins the registry with its name as the source.
+            demo = next(c for c in block["declared"] if c["name"] == "declares.demo")
+            assert demo["source"] == "declares" and demo["enabled"] is False, demo
         log = wait_for_log(server, "audit: tool execute_code failed")
         assert "audit: tool execute_code called with {\"code\":\"print(6 * 7)\"" in log, log
         assert "audit: tool execute_code succeeded (paired with its before event: True)" in log, log

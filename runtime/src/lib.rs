@@ -54,10 +54,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             );
             Vec::new()
         });
-    let declarations: Vec<_> = guests
-        .iter()
-        .filter_map(|g| Some((g.guest.name.clone(), g.capabilities.clone()?)))
-        .collect();
+    let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
     // Checked before anything starts: a misspelt capability stops the server.
     let capabilities = capabilities::Registry::build(&declarations, &config.capabilities)?;
     let hooks = Arc::new(hooks::Hooks::default());

@@ -46,8 +46,9 @@ pub struct Loaded {
     pub guest: Arc<Guest>,
     /// Set when it exports `hooks`: its `propagate-errors`.
     pub hook_critical: Option<bool>,
-    /// Set when it exports `extension`: its capability declarations (or why they failed).
-    pub capabilities: Option<Result<Vec<Declaration>, String>>,
+    /// Set when it exports `extension-api`: its name (from `identity`, the `source` of its
+    /// capabilities) and its capability declarations (or why they failed).
+    pub extension: Option<(String, Result<Vec<Declaration>, String>)>,
 }
 
 impl Loaded {
@@ -203,8 +204,14 @@ impl WasmHost {
         } else {
             None
         };
-        let capabilities = exports_extension.then(|| {
-            guest
+        let extension = if exports_extension {
+            let identity = guest
+                .call_blocking(|live| live.identity())
+                .map_err(|e| refuse(e.to_string()))?;
+            if identity.name.trim().is_empty() {
+                return Err(refuse("its identity has an empty name".into()));
+            }
+            let declarations = guest
                 .call_blocking(|live| live.capabilities())
                 .map(|list| {
                     list.into_iter()
@@ -215,12 +222,15 @@ impl WasmHost {
                         })
                         .collect()
                 })
-                .map_err(|e| e.to_string())
-        });
+                .map_err(|e| e.to_string());
+            Some((identity.name, declarations))
+        } else {
+            None
+        };
         Ok(Loaded {
             guest,
             hook_critical,
-            capabilities,
+            extension,
         })
     }
 }
@@ -255,10 +265,9 @@ pub fn load_all(config: &WasmConfig) -> Vec<Loaded> {
                         Some(false) => " (optional hook handler)",
                         None => "",
                     },
-                    if guest.capabilities.is_some() {
-                        " (extension)"
-                    } else {
-                        ""
+                    match &guest.extension {
+                        Some((name, _)) => format!(" (extension '{name}')"),
+                        None => String::new(),
                     }
                 );
                 loaded.push(guest);
