@@ -247,3 +247,52 @@ impl notebook::Host for GuestState {
         self.grantable("delete-cell")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_in_host_functions_is_not_the_guests() {
+        let mut clock = CallClock::new(Duration::from_millis(30));
+        clock.start();
+        // 60 ms waiting on the host (a kernel, say) leaves the guest's 30 ms untouched.
+        clock.off_the_clock(|| std::thread::sleep(Duration::from_millis(60)));
+        assert!(!clock.expired());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(clock.expired() && clock.exceeded);
+        clock.start();
+        assert!(
+            !clock.expired() && !clock.exceeded,
+            "each call starts afresh"
+        );
+    }
+
+    #[test]
+    fn ungranted_functions_are_refused_and_granted_ones_not_available_yet() {
+        use notebook::Host as _;
+        let settings = |grants: Vec<String>| {
+            Arc::new(GuestSettings {
+                name: "g".into(),
+                config_json: "{}".into(),
+                grants,
+                limits: GuestLimits::default(),
+            })
+        };
+        let mut state = GuestState::new(settings(Vec::new()));
+        match state.read_cells(String::new()) {
+            Err(types::HostError::NotGranted(message)) => {
+                assert!(
+                    message.contains("'read-cells' is not granted to 'g'"),
+                    "{message}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut state = GuestState::new(settings(vec!["delete-cell".into()]));
+        assert!(matches!(
+            state.delete_cell(String::new(), 0),
+            Err(types::HostError::NotAvailable(_))
+        ));
+    }
+}
