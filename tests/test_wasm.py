@@ -22,6 +22,18 @@ CACHE = Path(os.environ.get("JUPYTER_MCP_TEST_WASM_CACHE",
                             Path.home() / ".cache" / "jupyter-mcp-server" / "wasm-test"))
 
 
+
+def prune_cache(days: int = 3) -> None:
+    """Compiled guests of older sources are never used again (a Python one is ~35 MB)."""
+    cutoff = time.time() - days * 86400
+    for artifact in CACHE.glob("*.cwasm"):
+        if artifact.stat().st_mtime < cutoff:
+            artifact.unlink(missing_ok=True)
+
+
+prune_cache()
+
+
 def guest(name: str) -> Path:
     directory = os.environ.get("JUPYTER_MCP_GUESTS_DIR")
     if not directory:
