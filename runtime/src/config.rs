@@ -95,9 +95,15 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_OTEL_ENDPOINT", value_parser = parse_http_url)]
     pub otel_endpoint: Option<Url>,
 
-    /// A TOML config file; its `[capabilities]` table sets capabilities (`name = true|false`).
+    /// A TOML config file: `[capabilities]` (`name = true|false`), `cache_dir` and
+    /// `[[extension]]` entries (see README).
     #[arg(long, env = "JUPYTER_MCP_CONFIG")]
     pub config: Option<PathBuf>,
+
+    /// Load this WebAssembly component (hook handler or extension); repeatable. Also
+    /// JUPYTER_MCP_EXTENSIONS (paths separated by ':') and [[extension]] in --config.
+    #[arg(long = "extension", value_name = "PATH")]
+    pub extensions: Vec<PathBuf>,
 
     /// Turn a capability on (NAME) or off (NAME=off); repeatable. See capabilities://.
     #[arg(long = "capability", value_name = "NAME[=VALUE]")]
@@ -205,6 +211,70 @@ pub struct Config {
     pub execution: ExecutionLimits,
     pub output: OutputLimits,
     pub http: HttpConfig,
+    /// The WebAssembly guests to load and where their compiled forms are cached.
+    pub wasm: WasmConfig,
+}
+
+/// Guests from `[[extension]]` entries, then `JUPYTER_MCP_EXTENSIONS`, then `--extension`.
+#[derive(Debug, Clone, Default)]
+pub struct WasmConfig {
+    /// Compiled components are kept here (`cache_dir` in the config file; default
+    /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/jupyter-mcp-server/wasm`).
+    pub cache_dir: Option<PathBuf>,
+    pub extensions: Vec<ExtensionConfig>,
+}
+
+/// One guest: an `[[extension]]` entry, or a bare path with the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtensionConfig {
+    pub path: PathBuf,
+    /// Host functions this guest may call (e.g. `read-cells`); every other one is refused.
+    pub grants: Vec<String>,
+    pub limits: GuestLimits,
+    /// The `config` table, handed to the guest as this JSON object.
+    pub config: serde_json::Value,
+}
+
+impl ExtensionConfig {
+    pub fn with_defaults(path: PathBuf) -> Self {
+        ExtensionConfig {
+            path,
+            grants: Vec::new(),
+            limits: GuestLimits::default(),
+            config: serde_json::Value::Object(Default::default()),
+        }
+    }
+}
+
+/// The `limits` table of an `[[extension]]` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestLimits {
+    /// Linear memory the guest may grow to, in MiB (default 128: room for the CPython guests).
+    pub memory_mb: u64,
+    /// CPU time one call may use, in ms, not counting time spent waiting on host functions
+    /// (default 1000).
+    pub cpu_ms_per_call: u64,
+    /// Failed calls in a row (trap, timeout, out of memory) before the guest is switched off
+    /// (default 5).
+    pub max_consecutive_failures: u32,
+}
+
+impl Default for GuestLimits {
+    fn default() -> Self {
+        GuestLimits {
+            memory_mb: 128,
+            cpu_ms_per_call: 1000,
+            max_consecutive_failures: 5,
+        }
+    }
+}
+
+/// What a config file says.
+#[derive(Debug, Default)]
+struct FileConfig {
+    capabilities: Vec<(String, bool)>,
+    cache_dir: Option<PathBuf>,
+    extensions: Vec<ExtensionConfig>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -287,6 +357,18 @@ impl Config {
                 },
             },
         };
+        let file = match &args.config {
+            Some(path) => read_config_file(path)?,
+            None => FileConfig::default(),
+        };
+        let mut extensions = file.extensions;
+        let from_env = env("JUPYTER_MCP_EXTENSIONS").unwrap_or_default();
+        let paths = from_env
+            .split(':')
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| PathBuf::from(p.trim()))
+            .chain(args.extensions);
+        extensions.extend(paths.map(ExtensionConfig::with_defaults));
         let allow_images = match env("ALLOW_IMG_OUTPUT") {
             None => true,
             Some(value) => parse_bool(&value).map_err(|_| ConfigError::BadBoolEnv {
@@ -302,10 +384,7 @@ impl Config {
                 .map(|url| (url, args.document_token.filter(|t| !t.is_empty()))),
             document_backend: args.document_backend,
             capabilities: crate::capabilities::Settings {
-                config: match &args.config {
-                    Some(path) => read_config_file(path)?,
-                    None => Vec::new(),
-                },
+                config: file.capabilities,
                 env: env("JUPYTER_MCP_CAPABILITIES"),
                 cli: args.capabilities,
             },
@@ -327,13 +406,17 @@ impl Config {
                 allowed_origins: args.allowed_origins,
                 allowed_hosts: args.allowed_hosts,
             },
+            wasm: WasmConfig {
+                cache_dir: file.cache_dir,
+                extensions,
+            },
         })
     }
 }
 
-/// The `[capabilities]` table of a config file. Keys this build does not know are refused, so a
-/// typo never passes silently.
-fn read_config_file(path: &std::path::Path) -> Result<Vec<(String, bool)>, ConfigError> {
+/// Reads a config file. Keys this build does not know are refused, so a typo never passes
+/// silently. Relative extension paths are taken from the file's directory.
+fn read_config_file(path: &std::path::Path) -> Result<FileConfig, ConfigError> {
     let fail = |reason: String| ConfigError::ConfigFile {
         path: path.to_owned(),
         reason,
@@ -342,7 +425,8 @@ fn read_config_file(path: &std::path::Path) -> Result<Vec<(String, bool)>, Confi
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| fail(e.to_string()))?;
-    let mut settings = Vec::new();
+    let base = path.parent().unwrap_or(std::path::Path::new("."));
+    let mut file = FileConfig::default();
     for (key, value) in table {
         match (key.as_str(), value) {
             ("capabilities", toml::Value::Table(capabilities)) => {
@@ -352,20 +436,100 @@ fn read_config_file(path: &std::path::Path) -> Result<Vec<(String, bool)>, Confi
                             "capabilities.{name} must be true or false, not {value}"
                         ))
                     })?;
-                    settings.push((name, enabled));
+                    file.capabilities.push((name, enabled));
                 }
             }
-            ("capabilities", other) => {
-                return Err(fail(format!("[capabilities] must be a table, not {other}")));
+            ("cache_dir", toml::Value::String(dir)) => file.cache_dir = Some(base.join(dir)),
+            ("extension", toml::Value::Array(entries)) => {
+                for (i, entry) in entries.into_iter().enumerate() {
+                    let entry = read_extension_entry(entry, base)
+                        .map_err(|reason| fail(format!("[[extension]] #{}: {reason}", i + 1)))?;
+                    file.extensions.push(entry);
+                }
+            }
+            (key @ ("capabilities" | "cache_dir" | "extension"), other) => {
+                let expected = match key {
+                    "capabilities" => "a table ([capabilities])",
+                    "cache_dir" => "a string (a directory)",
+                    _ => "an array of tables ([[extension]])",
+                };
+                return Err(fail(format!("{key} must be {expected}, not {other}")));
             }
             (other, _) => {
                 return Err(fail(format!(
-                    "unknown key '{other}'; this build reads only the [capabilities] table"
+                    "unknown key '{other}'; this build reads [capabilities], cache_dir and [[extension]]"
                 )));
             }
         }
     }
-    Ok(settings)
+    Ok(file)
+}
+
+fn read_extension_entry(
+    entry: toml::Value,
+    base: &std::path::Path,
+) -> Result<ExtensionConfig, String> {
+    let toml::Value::Table(entry) = entry else {
+        return Err("must be a table".into());
+    };
+    let mut path = None;
+    let mut grants = Vec::new();
+    let mut limits = GuestLimits::default();
+    let mut config = serde_json::Value::Object(Default::default());
+    for (key, value) in entry {
+        match (key.as_str(), value) {
+            ("path", toml::Value::String(p)) => path = Some(base.join(p)),
+            ("grants", toml::Value::Array(names)) => {
+                for name in names {
+                    let toml::Value::String(name) = name else {
+                        return Err(format!("grants must be strings, not {name}"));
+                    };
+                    grants.push(name);
+                }
+            }
+            ("limits", toml::Value::Table(table)) => {
+                for (key, value) in table {
+                    let number = value
+                        .as_integer()
+                        .and_then(|n| u64::try_from(n).ok())
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| {
+                            format!("limits.{key} must be a positive integer, not {value}")
+                        })?;
+                    match key.as_str() {
+                        "memory_mb" => limits.memory_mb = number,
+                        "cpu_ms_per_call" => limits.cpu_ms_per_call = number,
+                        "max_consecutive_failures" => {
+                            limits.max_consecutive_failures =
+                                u32::try_from(number).map_err(|e| e.to_string())?
+                        }
+                        other => {
+                            return Err(format!(
+                                "unknown limit '{other}'; known: memory_mb, cpu_ms_per_call, \
+                                 max_consecutive_failures"
+                            ));
+                        }
+                    }
+                }
+            }
+            ("config", toml::Value::Table(table)) => {
+                config = serde_json::to_value(table).map_err(|e| e.to_string())?;
+            }
+            (other, value) => {
+                return Err(format!(
+                    "unexpected '{other} = {value}'; an entry has path (string), grants (list of \
+                     strings), limits (table) and config (table)"
+                ));
+            }
+        }
+    }
+    let path = path.ok_or("path is missing (the .wasm file to load)")?;
+    Ok(ExtensionConfig {
+        path,
+        grants,
+        limits,
+        config,
+    })
 }
 
 /// Booleans as the Python server reads them.
@@ -482,6 +646,43 @@ mod tests {
             config.capabilities.config,
             vec![("kernel.auto-restart".to_owned(), true)]
         );
+        std::fs::write(
+            &good,
+            "cache_dir = \"cache\"\n[[extension]]\npath = \"policy.wasm\"\ngrants = [\"read-cells\"]\n\
+             limits = { memory_mb = 32 }\nconfig = { deny = [\"rm -rf\"] }\n",
+        )
+        .unwrap();
+        let config = Config::from_args_and_env(
+            start_args(&["--config", good.to_str().unwrap(), "--extension", "b.wasm"]),
+            |n| (n == "JUPYTER_MCP_EXTENSIONS").then(|| "a1.wasm:a2.wasm".into()),
+        )
+        .unwrap();
+        assert_eq!(config.wasm.cache_dir, Some(dir.join("cache")));
+        let paths: Vec<_> = config
+            .wasm
+            .extensions
+            .iter()
+            .map(|e| e.path.clone())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                dir.join("policy.wasm"),
+                "a1.wasm".into(),
+                "a2.wasm".into(),
+                "b.wasm".into()
+            ]
+        );
+        let policy = &config.wasm.extensions[0];
+        assert_eq!(policy.grants, ["read-cells"]);
+        assert_eq!(policy.limits.memory_mb, 32);
+        assert_eq!(policy.limits.cpu_ms_per_call, 1000);
+        assert_eq!(policy.config, serde_json::json!({"deny": ["rm -rf"]}));
+        std::fs::write(&good, "[[extension]]\ngrants = []\n").unwrap();
+        let err =
+            Config::from_args_and_env(start_args(&["--config", good.to_str().unwrap()]), |_| None)
+                .unwrap_err();
+        assert!(err.to_string().contains("path is missing"), "{err}");
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "[capabilities]\nx = \"yes\"\n").unwrap();
         let err =

@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod notebooks;
 pub mod state;
 pub mod tools;
+pub mod wasm;
 
 use std::sync::Arc;
 
@@ -42,8 +43,20 @@ pub enum RunError {
 /// Runs the server until its transport ends or it is told to stop, then stops what it started
 /// (its kernels and, if it started one, the Jupyter Server).
 pub async fn run(config: Config) -> Result<(), RunError> {
-    // Checked first: a misspelt capability stops the server before it starts anything.
-    let capabilities = capabilities::Registry::build(&[], &config.capabilities)?;
+    // Guests first, since extensions declare capabilities. Compiling may take seconds (only the
+    // first time: compiled forms are cached), so it happens off the async workers.
+    let wasm_config = config.wasm.clone();
+    let guests = tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config))
+        .await
+        .unwrap_or_else(|e| {
+            tracing::error!(
+                "loading the wasm guests failed ({e}); the server goes on without them"
+            );
+            Vec::new()
+        });
+    let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
+    // Checked before anything starts: a misspelt capability stops the server.
+    let capabilities = capabilities::Registry::build(&declarations, &config.capabilities)?;
     let hooks = Arc::new(hooks::Hooks::default());
     if config.otel_file.is_some() || config.otel_endpoint.is_some() {
         let handler = hooks::otel::OtelHandler::new(
@@ -57,6 +70,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         if let Some(endpoint) = &config.otel_endpoint {
             tracing::info!("sending OpenTelemetry spans to {endpoint}");
         }
+    }
+    // After the built-in handlers, in the order the operator listed the guests.
+    for handler in guests.iter().filter_map(wasm::Loaded::hook_handler) {
+        hooks.register(handler);
     }
     let embedded = match &config.jupyter {
         JupyterSource::Embedded { root_dir } => Some(EmbeddedJupyter::start(root_dir).await?),

@@ -1,0 +1,116 @@
+//! A hook-handler guest on the hooks bus, treated exactly like a native handler: same events and
+//! data, its own context per before/after pair, its own `propagate_errors`.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::guest::{Guest, GuestError};
+use super::v0_1_0::types;
+use crate::hooks::{HookEvent, HookFuture, HookHandler, HookKind};
+
+pub struct WasmHookHandler {
+    guest: Arc<Guest>,
+    critical: bool,
+}
+
+impl WasmHookHandler {
+    pub fn new(guest: Arc<Guest>, critical: bool) -> Self {
+        WasmHookHandler { guest, critical }
+    }
+
+    /// The event as the WIT carries it.
+    pub fn to_wit(event: &HookEvent) -> types::HookEvent {
+        let text = |key: &str| event.str(key).unwrap_or_default().to_owned();
+        let optional = |key: &str| event.str(key).map(str::to_owned);
+        let json = |key: &str| event.data.get(key).unwrap_or(&Value::Null).to_string();
+        match event.kind {
+            HookKind::BeforeToolCall => types::HookEvent::BeforeToolCall(types::BeforeToolCall {
+                tool_name: text("tool_name"),
+                arguments: json("arguments"),
+            }),
+            HookKind::AfterToolCall => types::HookEvent::AfterToolCall(types::AfterToolCall {
+                tool_name: text("tool_name"),
+                arguments: json("arguments"),
+                result: optional("result"),
+                error: optional("error"),
+            }),
+            HookKind::BeforeExecute => types::HookEvent::BeforeExecute(types::BeforeExecute {
+                kernel_id: text("kernel_id"),
+                code: text("code"),
+            }),
+            HookKind::AfterExecute => types::HookEvent::AfterExecute(types::AfterExecute {
+                kernel_id: text("kernel_id"),
+                outputs: json("outputs"),
+                error: optional("error"),
+            }),
+            HookKind::KernelLifecycle => {
+                types::HookEvent::KernelLifecycle(types::KernelLifecycle {
+                    event_type: text("event_type"),
+                    kernel_id: text("kernel_id"),
+                    kernel_name: text("kernel_name"),
+                })
+            }
+        }
+    }
+
+    /// One event into the guest; `Ok(Some(map))` replaces the handler's context.
+    pub async fn deliver(
+        &self,
+        event: &HookEvent,
+        context: &Map<String, Value>,
+    ) -> Result<Result<Option<Map<String, Value>>, String>, GuestError> {
+        let wit = Self::to_wit(event);
+        let context = Value::Object(context.clone()).to_string();
+        let answer = self
+            .guest
+            .call(move |live| live.on_event(&wit, &context))
+            .await?;
+        match answer {
+            Ok(Some(text)) => match serde_json::from_str(&text) {
+                Ok(Value::Object(map)) => Ok(Ok(Some(map))),
+                _ => Err(GuestError::BadAnswer {
+                    guest: self.guest.name.clone(),
+                    reason: "the context it returned is not a JSON object".into(),
+                }),
+            },
+            Ok(None) => Ok(Ok(None)),
+            Err(refusal) => Ok(Err(refusal)),
+        }
+    }
+}
+
+impl HookHandler for WasmHookHandler {
+    fn name(&self) -> &str {
+        &self.guest.name
+    }
+
+    fn propagate_errors(&self) -> bool {
+        self.critical
+    }
+
+    fn on_event<'a>(
+        &'a self,
+        event: &'a HookEvent,
+        context: &'a mut Map<String, Value>,
+    ) -> HookFuture<'a> {
+        Box::pin(async move {
+            match self.deliver(event, context).await {
+                Ok(Ok(Some(map))) => {
+                    *context = map;
+                    Ok(())
+                }
+                Ok(Ok(None)) => Ok(()),
+                Ok(Err(refusal)) => Err(refusal),
+                // A critical guest that cannot answer fails the call it guards (fail closed: a
+                // policy that can be crashed must not be a way around it); the guest's failure
+                // was logged where it happened.
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
+
+    fn shutdown(&self) {
+        self.guest.stop();
+    }
+}

@@ -1,0 +1,384 @@
+//! WebAssembly guests: hook handlers and extensions built as components against the WIT in
+//! `wit/`, run sandboxed on wasmtime.
+//!
+//! - `v0_1_0`: the bindings of one WIT version (later versions get their own module);
+//! - `cache`: compiled components on disk, so nothing is compiled on a request path;
+//! - `sandbox`: a guest's store data, limits and the host functions it may import;
+//! - `guest`: a guest's instance and calls into it, failure counting, rebuild from `InstancePre`;
+//! - `hook`: a hook-handler guest on the hooks bus.
+
+mod cache;
+mod guest;
+mod hook;
+mod sandbox;
+mod v0_1_0;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::Engine;
+use wasmtime::component::{Component, HasSelf, Linker};
+
+pub use cache::CompileCache;
+pub use guest::{Guest, GuestError, Live, Template};
+pub use hook::WasmHookHandler;
+pub use sandbox::{GRANTABLE, GuestSettings, GuestState};
+
+use crate::capabilities::Declaration;
+use crate::config::{ExtensionConfig, WasmConfig};
+
+/// How often the epoch advances: the granularity of the CPU-time check.
+const TICK: Duration = Duration::from_millis(10);
+/// Wasm stack per call; the host's own stack keeps the rest of the thread's.
+const MAX_WASM_STACK: usize = 512 * 1024;
+
+/// A guest file that was not loaded; the server goes on without it.
+#[derive(Debug, thiserror::Error)]
+#[error("refused wasm guest {path}: {reason}")]
+pub struct LoadError {
+    pub path: PathBuf,
+    pub reason: String,
+}
+
+/// A guest that loaded, and what it offers.
+pub struct Loaded {
+    pub guest: Arc<Guest>,
+    /// Set when it exports `hooks`: its `propagate-errors`.
+    pub hook_critical: Option<bool>,
+    /// Set when it exports `extension-api`: its name (from `identity`, the `source` of its
+    /// capabilities) and its capability declarations (or why they failed).
+    pub extension: Option<(String, Result<Vec<Declaration>, String>)>,
+}
+
+impl Loaded {
+    /// The hook handler to register, when the guest exports `hooks`.
+    pub fn hook_handler(&self) -> Option<Arc<WasmHookHandler>> {
+        self.hook_critical
+            .map(|critical| Arc::new(WasmHookHandler::new(self.guest.clone(), critical)))
+    }
+}
+
+/// The engine, the linker with every host function, and the compile cache. One per process.
+pub struct WasmHost {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    cache: CompileCache,
+}
+
+impl WasmHost {
+    pub fn new(cache_dir: PathBuf) -> wasmtime::Result<Self> {
+        let mut config = wasmtime::Config::new();
+        config
+            .epoch_interruption(true)
+            .max_wasm_stack(MAX_WASM_STACK)
+            // Synchronous calls on the guest's own thread; component-model async would triple
+            // the cost of a call and is not a stable wasmtime feature.
+            .concurrency_support(false)
+            // Backtraces cost time on every trap and are not shown to anyone.
+            .wasm_backtrace_max_frames(None);
+        let engine = Engine::new(&config)?;
+        let mut linker = Linker::new(&engine);
+        // Every host function is linked for every guest: a guest may import any of them, and
+        // grants are checked when one is called.
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        start_ticker(&engine)?;
+        Ok(WasmHost {
+            engine,
+            linker,
+            cache: CompileCache::new(cache_dir),
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Compiles (or loads from cache) and checks a component: that it is a component, that it
+    /// imports nothing the host lacks, and what it exports.
+    pub fn template(&self, path: &Path, settings: Arc<GuestSettings>) -> Result<Template, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
+        check_header(&bytes)?;
+        let component = self
+            .cache
+            .load(&self.engine, &bytes)
+            .map_err(|e| format!("not a valid component: {}", e.root_cause()))?;
+        self.template_of(&component, settings)
+    }
+
+    fn template_of(
+        &self,
+        component: &Component,
+        settings: Arc<GuestSettings>,
+    ) -> Result<Template, String> {
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(&self.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let has = |name: &str| exports.iter().any(|e| e == name);
+        if !has(v0_1_0::HOOKS_EXPORT) && !has(v0_1_0::EXTENSION_EXPORT) {
+            return Err(format!(
+                "it exports neither {} nor {} (it exports: {}); build it against a world of \
+                 wit/v0.1.0",
+                v0_1_0::HOOKS_EXPORT,
+                v0_1_0::EXTENSION_EXPORT,
+                if exports.is_empty() {
+                    "nothing".into()
+                } else {
+                    exports.join(", ")
+                }
+            ));
+        }
+        let pre = self.linker.instantiate_pre(component).map_err(|e| {
+            format!(
+                "it imports something this host does not offer ({e:#}); guests may import only \
+                 WASI 0.2 and the interfaces of jupyter-mcp:extension"
+            )
+        })?;
+        let hooks = if has(v0_1_0::HOOKS_EXPORT) {
+            Some(
+                v0_1_0::hooks_export::GuestIndices::new(&pre)
+                    .map_err(|e| format!("its hooks export does not match the WIT: {e}"))?,
+            )
+        } else {
+            None
+        };
+        let extension = if has(v0_1_0::EXTENSION_EXPORT) {
+            Some(
+                v0_1_0::extension_export::GuestIndices::new(&pre)
+                    .map_err(|e| format!("its extension-api export does not match the WIT: {e}"))?,
+            )
+        } else {
+            None
+        };
+        Ok(Template {
+            pre,
+            hooks,
+            extension,
+            settings,
+        })
+    }
+
+    /// Loads one guest: compiled (or from cache), checked, instantiated on its own thread and
+    /// asked what it is.
+    pub fn load(&self, entry: &ExtensionConfig) -> Result<Loaded, LoadError> {
+        let refuse = |reason: String| LoadError {
+            path: entry.path.clone(),
+            reason,
+        };
+        if let Some(unknown) = entry
+            .grants
+            .iter()
+            .find(|g| !GRANTABLE.contains(&g.as_str()))
+        {
+            return Err(refuse(format!(
+                "its grants name '{unknown}', which is no host function; grantable: {}",
+                GRANTABLE.join(", ")
+            )));
+        }
+        let name = entry
+            .path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "guest".into());
+        let settings = Arc::new(GuestSettings {
+            name: name.clone(),
+            config_json: entry.config.to_string(),
+            grants: entry.grants.clone(),
+            limits: entry.limits,
+        });
+        let template = self.template(&entry.path, settings).map_err(refuse)?;
+        let first = template
+            .instantiate()
+            .map_err(|e| refuse(format!("it failed to start: {}", e.root_cause())))?;
+        let (exports_hooks, exports_extension) =
+            (template.hooks.is_some(), template.extension.is_some());
+        let guest = Arc::new(Guest::new(name, entry.path.clone(), template, first));
+        let hook_critical = if exports_hooks {
+            let critical = guest
+                .call_blocking(|live| live.propagate_errors())
+                .map_err(|e| refuse(e.to_string()))?;
+            Some(critical)
+        } else {
+            None
+        };
+        let extension = if exports_extension {
+            let identity = guest
+                .call_blocking(|live| live.identity())
+                .map_err(|e| refuse(e.to_string()))?;
+            if identity.name.trim().is_empty() {
+                return Err(refuse("its identity has an empty name".into()));
+            }
+            let declarations = guest
+                .call_blocking(|live| live.capabilities())
+                .map(|list| {
+                    list.into_iter()
+                        .map(|c| Declaration {
+                            name: c.name,
+                            description: c.description,
+                            enabled: c.enabled,
+                        })
+                        .collect()
+                })
+                .map_err(|e| e.to_string());
+            Some((identity.name, declarations))
+        } else {
+            None
+        };
+        Ok(Loaded {
+            guest,
+            hook_critical,
+            extension,
+        })
+    }
+}
+
+/// Loads every configured guest, in order. One that fails is logged with its file and reason;
+/// the others still load. Compiling can take seconds: call this off the async runtime.
+pub fn load_all(config: &WasmConfig) -> Vec<Loaded> {
+    if config.extensions.is_empty() {
+        return Vec::new();
+    }
+    let cache_dir = config
+        .cache_dir
+        .clone()
+        .unwrap_or_else(CompileCache::default_dir);
+    let host = match WasmHost::new(cache_dir) {
+        Ok(host) => host,
+        Err(e) => {
+            tracing::error!("cannot start the WebAssembly runtime, so no guest is loaded: {e}");
+            return Vec::new();
+        }
+    };
+    let mut loaded = Vec::new();
+    for entry in &config.extensions {
+        match host.load(entry) {
+            Ok(guest) => {
+                tracing::info!(
+                    guest = guest.guest.name,
+                    "loaded wasm guest {}{}{}",
+                    entry.path.display(),
+                    match guest.hook_critical {
+                        Some(true) => " (critical hook handler)",
+                        Some(false) => " (optional hook handler)",
+                        None => "",
+                    },
+                    match &guest.extension {
+                        Some((name, _)) => format!(" (extension '{name}')"),
+                        None => String::new(),
+                    }
+                );
+                loaded.push(guest);
+            }
+            Err(e) => tracing::error!("{e}; the server goes on without it"),
+        }
+    }
+    loaded
+}
+
+/// Says plainly what a file is when it is not a component.
+fn check_header(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        if Engine::detect_precompiled(bytes).is_some() {
+            return Err("it is a precompiled artifact; give the .wasm component instead".into());
+        }
+        return Err("not a WebAssembly file (it does not start with \\0asm)".into());
+    }
+    // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
+    if bytes[6..8] == [0, 0] {
+        return Err(
+            "a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it \
+             with `wasm-tools component new`)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Advances the epoch while the engine lives; each guest's deadline callback checks its clock.
+/// Without it there would be no CPU cap, so failing to start it fails the host.
+fn start_ticker(engine: &Engine) -> std::io::Result<()> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("wasm-epoch".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        })
+        .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The policy example, when `guests/build` has run (tests/run sets the variable).
+    fn policy_guest() -> Option<PathBuf> {
+        let dir = std::env::var_os("JUPYTER_MCP_GUESTS_DIR")?;
+        Some(PathBuf::from(dir).join("policy.wasm"))
+    }
+
+    fn host() -> WasmHost {
+        let cache = std::env::temp_dir().join(format!("jmcp-wasm-unit-{}", std::process::id()));
+        WasmHost::new(cache).unwrap()
+    }
+
+    #[test]
+    fn headers_say_what_a_file_is() {
+        assert!(
+            check_header(b"hello world")
+                .unwrap_err()
+                .contains("not a WebAssembly file")
+        );
+        assert!(
+            check_header(b"\0asm\x01\0\0\0")
+                .unwrap_err()
+                .contains("core WebAssembly module")
+        );
+        assert_eq!(check_header(b"\0asm\x0d\0\x01\0"), Ok(()));
+    }
+
+    #[test]
+    fn unknown_grants_are_refused() {
+        let mut entry = ExtensionConfig::with_defaults("x.wasm".into());
+        entry.grants = vec!["format-disk".into()];
+        let err = host().load(&entry).err().unwrap();
+        assert!(
+            err.to_string()
+                .contains("'format-disk', which is no host function"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_guest_calling_into_itself_is_refused_not_deadlocked() {
+        let Some(path) = policy_guest() else {
+            eprintln!("skipped: JUPYTER_MCP_GUESTS_DIR is not set (run guests/build)");
+            return;
+        };
+        let loaded = host().load(&ExtensionConfig::with_defaults(path)).unwrap();
+        assert_eq!(loaded.hook_critical, Some(true));
+        let guest = loaded.guest.clone();
+        let inner = guest.clone();
+        // A call made from the guest's own thread, as a host function firing the guest's own
+        // hook would make it.
+        let nested = guest
+            .call_blocking(move |_live| Ok(inner.call_blocking(|live| live.propagate_errors())))
+            .unwrap();
+        assert!(
+            matches!(nested, Err(GuestError::Reentrant { .. })),
+            "{nested:?}"
+        );
+        // And the guest still answers.
+        assert_eq!(
+            guest.call_blocking(|live| live.propagate_errors()),
+            Ok(true)
+        );
+        guest.stop();
+    }
+}

@@ -1,0 +1,253 @@
+"""WebAssembly guests through the real binary: the example policy (Rust) and audit (Python) hook
+handlers, the config file's [capabilities] and [[extension]] tables, and hostile guests, each
+contained with a clear error while the server goes on answering."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import http_client, joined, start_http_server
+
+pytestmark = pytest.mark.anyio
+
+# Compiled guests are cached here across tests and runs (the Python guest takes seconds to compile).
+CACHE = Path(os.environ.get("JUPYTER_MCP_TEST_WASM_CACHE",
+                            Path.home() / ".cache" / "jupyter-mcp-server" / "wasm-test"))
+
+
+
+def prune_cache(days: int = 3) -> None:
+    """Compiled guests of older sources are never used again (a Python one is ~35 MB)."""
+    cutoff = time.time() - days * 86400
+    for artifact in CACHE.glob("*.cwasm"):
+        if artifact.stat().st_mtime < cutoff:
+            artifact.unlink(missing_ok=True)
+
+
+prune_cache()
+
+
+def guest(name: str) -> Path:
+    directory = os.environ.get("JUPYTER_MCP_GUESTS_DIR")
+    if not directory:
+        pytest.fail("JUPYTER_MCP_GUESTS_DIR must name the built guests (guests/build); run through tests/run")
+    return Path(directory) / f"{name}.wasm"
+
+
+def toml_str(value) -> str:
+    return json.dumps(str(value))
+
+
+def extension_entry(path: Path, config: dict | None = None, grants: list[str] | None = None,
+                    **limits: int) -> str:
+    lines = ["[[extension]]", f"path = {toml_str(path)}"]
+    if grants is not None:
+        lines.append(f"grants = {json.dumps(grants)}")
+    if limits:
+        lines.append("limits = { " + ", ".join(f"{k} = {v}" for k, v in limits.items()) + " }")
+    if config:
+        lines.append("config = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in config.items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+def write_config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "server.toml"
+    path.write_text(f"cache_dir = {toml_str(CACHE)}\n" + body)
+    return path
+
+
+def serve(jupyter_server, *args: str, env: dict[str, str] | None = None):
+    return start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token",
+                              jupyter_server.token, "--document-backend", "file", *args], env)
+
+
+def log_of(server) -> str:
+    return server.log.read_text(errors="replace")
+
+
+def wait_for_log(server, text: str, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = log_of(server)
+        if text in log:
+            return log
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in the server log:\n{log_of(server)[-4000:]}")
+
+
+async def test_examples_load_and_work_with_the_config_file(jupyter_server, tmp_path):
+    config = write_config(tmp_path, '[capabilities]\n"kernel.auto-restart" = true\n'
+                          + extension_entry(guest("policy"), {"deny": ["import subprocess", "os.system"]})
+                          + extension_entry(guest("declares")))
+    # The audit guest comes from the environment, the policy from the config file.
+    server = serve(jupyter_server, "--config", str(config),
+                   env={"JUPYTER_MCP_EXTENSIONS": str(guest("audit"))})
+    try:
+        log = log_of(server)
+        assert "loaded wasm guest" in log and "policy.wasm (critical hook handler)" in log, log
+        assert "audit.wasm (optional hook handler)" in log, log
+        async with http_client(server, "legacy") as client:
+            allowed = await client.call_tool("execute_code", {"code": "print(6 * 7)"})
+            assert not allowed.is_error and "42" in joined(allowed)
+
+            refused = await client.call_tool("execute_code", {"code": "import subprocess\nsubprocess.run(['id'])"})
+            assert refused.is_error
+            message = joined(refused)
+            assert "refused by hook handler 'policy'" in message, message
+            assert "does not allow code containing \"import subprocess\"" in message, message
+
+            # Only before_execute is policed: the code of a refused call never ran.
+            still = await client.call_tool("execute_code", {"code": "'subprocess' in dir()"})
+            assert "False" in joined(still)
+
+            block = json.loads((await client.read_resource("capabilities://")).contents[0].text)
+            auto = next(c for c in block["declared"] if c["name"] == "kernel.auto-restart")
+            assert auto["enabled"] is True and auto["source"] == "config"
+            # An extension's declaration joins the registry with its name as the source.
+            demo = next(c for c in block["declared"] if c["name"] == "declares.demo")
+            assert demo["source"] == "declares" and demo["enabled"] is False, demo
+        log = wait_for_log(server, "audit: tool execute_code failed")
+        assert "audit: tool execute_code called with {\"code\":\"print(6 * 7)\"" in log, log
+        assert "audit: tool execute_code succeeded (paired with its before event: True)" in log, log
+        assert "refused code containing \\\"import subprocess\\\"" in log or \
+            'refused code containing "import subprocess"' in log, log
+        assert list(CACHE.glob("*.cwasm")), "compiled components are cached on disk"
+    finally:
+        server.stop()
+
+
+HOSTILE = {
+    "loop": "used up its CPU time of 1500 ms for one call (limits.cpu_ms_per_call)",
+    "memory": "reached its memory limit of 24 MiB (limits.memory_mb)",
+    "trap": "trapped: wasm `unreachable` executed",
+    "panic": "trapped: wasm `unreachable` executed (a Rust panic or abort ends this way)",
+    # Rust keeps big frames on a stack in linear memory, which runs out before the wasm stack does.
+    "stack": ("overflowed its stack", "trapped: wasm trap: out of bounds memory access"),
+    # Small frames: the wasm stack (max_wasm_stack) runs out first.
+    "deep": "overflowed its stack",
+    "ungranted": "host function 'read-cells' is not granted to 'hostile-ungranted'",
+}
+
+
+async def test_hostile_guests_are_contained(jupyter_server, tmp_path):
+    body = ""
+    for mode in HOSTILE:
+        copy = tmp_path / f"hostile-{mode}.wasm"
+        shutil.copy(guest("hostile"), copy)
+        body += extension_entry(copy, {"mode": mode, "trigger": f"HOSTILE-{mode}"},
+                                memory_mb=24, cpu_ms_per_call=1500)
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            for mode, expected in HOSTILE.items():
+                result = await client.call_tool("execute_code", {"code": f"print('HOSTILE-{mode}')"})
+                assert result.is_error, mode
+                expected = expected if isinstance(expected, tuple) else (expected,)
+                assert any(e in joined(result) for e in expected), (mode, joined(result))
+                if mode != "ungranted":
+                    assert "only this call failed (failure 1 of 5" in joined(result), joined(result)
+                # The guest was rebuilt from its InstancePre: the next call is served as usual.
+                after = await client.call_tool("execute_code", {"code": "print('fine')"})
+                assert not after.is_error and "fine" in joined(after), (mode, joined(after))
+
+            # While a guest loops, the server keeps answering what does not wait on that guest,
+            # and calls that do wait are answered once its CPU cap ends the loop.
+            finished = {}
+
+            async def looping():
+                finished["loop"] = await client.call_tool("execute_code", {"code": "HOSTILE-loop"})
+                finished["loop_at"] = time.monotonic()
+
+            async with anyio.create_task_group() as tg:
+                started = time.monotonic()
+                tg.start_soon(looping)
+                await anyio.sleep(0.3)
+                await client.read_resource("capabilities://")
+                await client.list_tools()
+                answered_at = time.monotonic()
+                other = await client.call_tool("list_kernels", {})
+            assert answered_at - started < 1.2, "resources and tools/list answered while the guest looped"
+            assert answered_at < finished["loop_at"]
+            assert not other.is_error
+            assert "used up its CPU time" in joined(finished["loop"])
+        log = log_of(server)
+        assert "refused a call to host function 'read-cells': not granted" in log, log
+        assert "add \"read-cells\" to grants" in log, log
+    finally:
+        server.stop()
+
+
+async def test_repeated_failures_switch_a_guest_off(jupyter_server, tmp_path):
+    optional = tmp_path / "lenient.wasm"
+    shutil.copy(guest("hostile"), optional)
+    body = extension_entry(optional, {"mode": "trap", "critical": False, "trigger": "LENIENT"},
+                           max_consecutive_failures=1)
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            # An optional guest's failure is logged and suppressed; the call goes on.
+            result = await client.call_tool("execute_code", {"code": "print('LENIENT')"})
+            assert not result.is_error and "LENIENT" in joined(result)
+            wait_for_log(server, "switching the guest off: 1 calls failed in a row")
+            result = await client.call_tool("execute_code", {"code": "print('LENIENT again')"})
+            assert not result.is_error
+    finally:
+        server.stop()
+
+    critical = tmp_path / "strict.wasm"
+    shutil.copy(guest("hostile"), critical)
+    body = extension_entry(critical, {"mode": "panic", "always": True}, max_consecutive_failures=2)
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            # Failures count in a row (any answer resets the count); this guest fails on every
+            # event, so the before and after events of one call switch it off.
+            first = await client.call_tool("list_kernels", {})
+            assert "failure 1 of 2" in joined(first), (joined(first), log_of(server))
+            wait_for_log(server, "switching the guest off: 2 calls failed in a row")
+            # A critical guest that is off keeps refusing every call it sees (fail closed: crashing
+            # a policy must not be a way around it), and the server keeps answering.
+            second = await client.call_tool("list_kernels", {})
+            assert second.is_error and "wasm guest 'strict' is switched off" in joined(second)
+            assert (await client.read_resource("capabilities://")).contents
+    finally:
+        server.stop()
+
+
+async def test_bad_files_are_refused_and_the_others_still_load(jupyter_server, tmp_path):
+    text = tmp_path / "notes.wasm"
+    text.write_text("this is not wasm\n")
+    core = tmp_path / "core.wasm"
+    core.write_bytes(b"\0asm\x01\x00\x00\x00")
+    broken = tmp_path / "broken.wasm"
+    broken.write_bytes(b"\0asm\x0d\x00\x01\x00\x07garbage")
+    missing = tmp_path / "missing.wasm"
+    body = (extension_entry(guest("policy"), {"deny": ["forbidden"]})
+            + extension_entry(guest("policy"), grants=["launch-missiles"]))
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)),
+                   "--extension", str(text), "--extension", str(core), "--extension", str(broken),
+                   "--extension", str(guest("unknown-import")),
+                   env={"JUPYTER_MCP_EXTENSIONS": str(missing)})
+    try:
+        async with http_client(server, "legacy") as client:
+            result = await client.call_tool("execute_code", {"code": "'forbidden'"})
+            assert result.is_error and "refused by hook handler 'policy'" in joined(result)
+            assert not (await client.call_tool("execute_code", {"code": "print(2)"})).is_error
+        log = log_of(server)
+        assert f"refused wasm guest {text}: not a WebAssembly file" in log, log
+        assert f"refused wasm guest {core}: a core WebAssembly module, not a component" in log, log
+        assert f"refused wasm guest {broken}: not a valid component" in log, log
+        assert f"refused wasm guest {missing}: cannot read it" in log, log
+        unknown = next(line for line in log.splitlines() if "unknown-import.wasm:" in line)
+        assert "imports something this host does not offer" in unknown and "evil:escape/door" in unknown, unknown
+        assert "its grants name 'launch-missiles', which is no host function" in log, log
+        assert log.count("loaded wasm guest") == 1, log
+    finally:
+        server.stop()
