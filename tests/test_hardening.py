@@ -124,6 +124,9 @@ def test_hostile_stdio_input_is_answered_and_memory_stays_bounded(jupyter_server
         assert read_reply(server, None)["error"]["code"] == -32700
         raw_line(server, b'{"jsonrpc":"2.0","id":6,"method":"\xff\xfe"}\n')
         assert read_reply(server, None)["error"]["code"] == -32700
+        # A number JSON cannot hold (found by fuzzing: rmcp dropped it without a word).
+        raw_line(server, b'{"jsonrpc":"2.0","id":1e999,"method":"ping"}\n')
+        assert read_reply(server, None)["error"]["code"] == -32700
         # The server is still fine.
         assert not server.call_tool(7, "list_kernels", {}).get("isError")
         assert peak_rss_mb(server.proc.pid) < 150, f"peak RSS {peak_rss_mb(server.proc.pid):.0f} MB"
@@ -197,6 +200,8 @@ def healthz_ok(server) -> bool:
 def test_hostile_http_requests_cost_only_themselves(jupyter_server, tmp_path):
     server = start_http_server(args_for(jupyter_server), log_dir=tmp_path)
     try:
+        # Loopback only unless told otherwise.
+        assert f"serving MCP over Streamable HTTP at http://127.0.0.1:{server.port}/mcp" in server.log.read_text()
         # Huge headers: refused by the HTTP layer.
         head = b"GET /api/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (1 << 20) + b"\r\n\r\n"
         answer = raw_http(server.port, head)

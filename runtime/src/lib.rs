@@ -12,6 +12,7 @@ pub mod mcp;
 pub mod notebooks;
 pub mod state;
 pub mod tools;
+#[cfg(feature = "wasm")]
 pub mod wasm;
 
 use std::sync::Arc;
@@ -34,27 +35,55 @@ pub enum RunError {
     Launch(#[from] LaunchError),
     #[error(transparent)]
     Otel(#[from] hooks::otel::OtelFileError),
+    #[error(
+        "this build has no WebAssembly host (built without the `wasm` feature), so --extension \
+         and [[extension]] cannot be used; build with default features"
+    )]
+    NoWasmHost,
     #[error("the MCP transport failed: {0}")]
     Transport(String),
     #[error(transparent)]
     Http(#[from] mcp::http::HttpError),
 }
 
-/// Runs the server until its transport ends or it is told to stop, then stops what it started
-/// (its kernels and, if it started one, the Jupyter Server).
-pub async fn run(config: Config) -> Result<(), RunError> {
-    // Guests first, since extensions declare capabilities. Compiling may take seconds (only the
-    // first time: compiled forms are cached), so it happens off the async workers.
+/// Loads the operator's wasm guests. Compiling may take seconds (only the first time: compiled
+/// forms are cached), so it happens off the async workers.
+#[cfg(feature = "wasm")]
+async fn load_guests(config: &Config) -> Vec<wasm::Loaded> {
     let wasm_config = config.wasm.clone();
-    let guests = tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config))
+    tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config))
         .await
         .unwrap_or_else(|e| {
             tracing::error!(
                 "loading the wasm guests failed ({e}); the server goes on without them"
             );
             Vec::new()
-        });
+        })
+}
+
+/// A build without the wasm host refuses guests instead of ignoring them.
+#[cfg(not(feature = "wasm"))]
+fn refuse_guests(config: &Config) -> Result<(), RunError> {
+    if config.wasm.extensions.is_empty() {
+        Ok(())
+    } else {
+        Err(RunError::NoWasmHost)
+    }
+}
+
+/// Runs the server until its transport ends or it is told to stop, then stops what it started
+/// (its kernels and, if it started one, the Jupyter Server).
+pub async fn run(config: Config) -> Result<(), RunError> {
+    // Guests first, since extensions declare capabilities.
+    #[cfg(feature = "wasm")]
+    let guests = load_guests(&config).await;
+    #[cfg(feature = "wasm")]
     let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
+    #[cfg(not(feature = "wasm"))]
+    let declarations = {
+        refuse_guests(&config)?;
+        Vec::new()
+    };
     // Checked before anything starts: a misspelt capability stops the server.
     let capabilities = capabilities::Registry::build(&declarations, &config.capabilities)?;
     let hooks = Arc::new(hooks::Hooks::default());
@@ -72,6 +101,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         }
     }
     // After the built-in handlers, in the order the operator listed the guests.
+    #[cfg(feature = "wasm")]
     for handler in guests.iter().filter_map(wasm::Loaded::hook_handler) {
         hooks.register(handler);
     }

@@ -64,7 +64,9 @@ where
                     .await;
                 continue;
             }
-            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(trimmed) {
+            // A full parse, not a skim: skimming accepts numbers a parse refuses (1e999), and
+            // rmcp drops such a line without a word (found by fuzzing).
+            if let Err(e) = serde_json::from_slice::<serde_json::Value>(trimmed) {
                 tracing::debug!("answering an unparsable line with a parse error: {e}");
                 let _ = errors_tx.send(parse_error(&e.to_string())).await;
                 continue;

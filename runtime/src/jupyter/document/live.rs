@@ -39,8 +39,9 @@ use crate::jupyter::websocket::{self, JupyterSocket};
 const KEEP_PROVEN: Duration = Duration::from_secs(30);
 /// At most this many journal entries; the oldest proven ones go first.
 const JOURNAL_LIMIT: usize = 2000;
-/// How long joining a room (PUT, websocket, first sync) may take.
-const JOIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long joining a room (PUT, websocket, first sync) may take: a busy Jupyter Server (dozens
+/// of kernels starting) has been seen to need over 20 s.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long leaving a room may take to send what is still queued.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts to rejoin a room after the connection was lost, with growing pauses between them.
