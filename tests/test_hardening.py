@@ -240,3 +240,39 @@ def test_hostile_http_requests_cost_only_themselves(jupyter_server, tmp_path):
         assert peak_rss_mb(server.process.pid) < 250, f"peak RSS {peak_rss_mb(server.process.pid):.0f} MB"
     finally:
         server.stop()
+
+
+def test_sigterm_during_a_burst_exits_cleanly_and_flushes_spans(tmp_path):
+    """SIGTERM while calls are running: the server exits cleanly in bounded time, every span it
+    finished is a whole JSON line on disk, and the embedded Jupyter and its kernels are gone."""
+    env = server_env()
+    env.pop("JUPYTER_URL", None)
+    spans = tmp_path / "spans.jsonl"
+    server = RawStdio(["start", "--otel-file", str(spans)], env=env, cwd=tmp_path)
+    assert read_reply(server, "init")["result"]
+    pids = server.call_tool(2, "execute_code", {"code": "import os; print(os.getpid(), os.getppid())"})
+    kernel_pid, jupyter_pid = map(int, pids["content"][0]["text"].split())
+    for i in range(20):
+        server.send({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/call", "params": {
+            "name": "execute_code" if i % 2 else "list_files",
+            "arguments": {"code": "import time; time.sleep(0.2)"} if i % 2 else {}}})
+    time.sleep(1.0)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=40) == 0
+    answered = [json.loads(line) for line in server.proc.stdout.read().splitlines() if line.strip()]
+    assert all("result" in a or "error" in a or "method" in a for a in answered)
+    lines = spans.read_text().splitlines()
+    assert lines and all(json.loads(line)["name"] for line in lines), "every span line is whole JSON"
+    assert any(json.loads(line)["name"] == "tool_call:execute_code" for line in lines)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(p) for p in (kernel_pid, jupyter_pid)):
+        time.sleep(0.2)
+    assert not _alive(kernel_pid) and not _alive(jupyter_pid), "the embedded Jupyter and its kernel are stopped"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
