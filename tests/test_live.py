@@ -265,6 +265,11 @@ async def test_restarted_jupyter_server_loses_and_doubles_nothing():
             expected = ["before = 0", "saved = 1", "after_restart = 2"]
             assert await sources_of(client, "r") == expected
             await eventually(lambda: disk_sources(jupyter, path) == expected, 10, "the file after the restart")
+            # The kernel died with the server: said clearly, then recovered on request.
+            lost = await client.call_tool("execute_cell", {"cell_index": 2})
+            assert lost.is_error and "is gone" in joined(lost) and "restart_notebook" in joined(lost)
+            await call(client, "restart_notebook", notebook_name="r")
+            await call(client, "execute_cell", cell_index=2)  # fails the test if it errs
     finally:
         stop_jupyter(jupyter)
         shutil.rmtree(tmp, ignore_errors=True)
