@@ -6,6 +6,7 @@ import contextlib
 import json
 import signal
 import socket
+import subprocess
 import threading
 import time
 import urllib.request
@@ -276,3 +277,28 @@ def _alive(pid: int) -> bool:
             return f.read().split(") ")[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+async def test_read_only_notebook_directory_gives_a_clear_error_and_no_half_written_file(jupyter_server, tmp_path):
+    folder = jupyter_server.root / f"locked-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    path = folder / "nb.ipynb"
+    path.write_text(nbformat.writes(nbformat.v4.new_notebook()))
+    before = path.read_bytes()
+    # chattr +i binds root too (CI runs as root, where permission bits do not).
+    locked = subprocess.run(["chattr", "+i", str(path), str(folder)], capture_output=True, text=True)
+    if locked.returncode != 0:
+        pytest.skip(f"cannot make files immutable here: {locked.stderr.strip()}")
+    try:
+        async with client_for(jupyter_server, "legacy", "--document-backend", "file") as client:
+            used = await client.call_tool("use_notebook", {"notebook_name": "ro", "notebook_path": str(path.relative_to(jupyter_server.root))})
+            assert not used.is_error, joined(used)
+            refused = await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": "x = 1"})
+            assert refused.is_error and "Permission denied" in joined(refused) and "token" not in joined(refused), joined(refused)
+            assert path.read_bytes() == before, "the notebook is untouched"
+            subprocess.run(["chattr", "-i", str(path), str(folder)], check=True)
+            # The server keeps serving: the same edit works once the directory is writable.
+            assert not (await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": "x = 1"})).is_error
+            assert "x = 1" in path.read_text()
+    finally:
+        subprocess.run(["chattr", "-i", str(path), str(folder)], capture_output=True)

@@ -70,6 +70,17 @@ pub fn classify_failure(
         .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
         .unwrap_or_else(|| body.trim().chars().take(300).collect());
     match status {
+        // The server's own file system refused (read-only directory, immutable file): a 403
+        // too, but nothing to do with the token.
+        StatusCode::FORBIDDEN if message.contains("Permission denied") => RestError::Status {
+            method: method.to_string(),
+            subject,
+            status: status.as_u16(),
+            message: format!(
+                "{message} (the Jupyter Server cannot write there: check the permissions and \
+                 free space of its notebook directory)"
+            ),
+        },
         // A bad token on a POST reads "'_xsrf' argument missing": it is still a bad token.
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => RestError::TokenRejected {
             url: base_url.to_owned(),
@@ -513,6 +524,22 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_write_is_not_a_rejected_token() {
+        let error = classify_failure(
+            &Method::PUT,
+            StatusCode::FORBIDDEN,
+            r#"{"message": "Permission denied: nb.ipynb", "reason": null}"#,
+            Subject::Path("nb.ipynb".into()),
+            "http://127.0.0.1:8888/",
+        );
+        let text = error.to_string();
+        assert!(
+            text.contains("Permission denied: nb.ipynb") && !text.contains("token"),
+            "{text}"
+        );
+    }
 
     fn classify(method: Method, status: u16, body: &str, subject: Subject) -> RestError {
         classify_failure(
