@@ -26,6 +26,7 @@ fn settings(name: &str, config: serde_json::Value) -> Arc<GuestSettings> {
         config_json: config.to_string(),
         grants: Vec::new(),
         limits: GuestLimits::default(),
+        link: Default::default(),
     })
 }
 

@@ -46,7 +46,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // Guests first, since extensions declare capabilities. Compiling may take seconds (only the
     // first time: compiled forms are cached), so it happens off the async workers.
     let wasm_config = config.wasm.clone();
-    let guests = tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config))
+    let link = Arc::new(wasm::HostLink::default());
+    let guest_link = link.clone();
+    let guests = tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config, guest_link))
         .await
         .unwrap_or_else(|e| {
             tracing::error!(
@@ -90,12 +92,13 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
     }
     let transport = config.transport;
-    #[allow(unused_mut)]
     let mut tools = ToolRegistry::builtin();
     #[cfg(feature = "conformance-fixtures")]
     for tool in mcp::fixtures::tools() {
         tools.insert(tool);
     }
+    // After the core tools, so an extension can never shadow one.
+    wasm::register_tools(&mut tools, &guests, &capabilities);
     let state = ServerState::new(
         config,
         Jupyter::new(rest, hooks.clone()),
@@ -103,6 +106,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         capabilities,
         hooks.clone(),
     );
+    // From here on the guests' notebook host functions can reach the notebooks in use.
+    link.connect(&state);
 
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
