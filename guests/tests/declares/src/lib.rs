@@ -1,10 +1,27 @@
-//! An extension that declares one capability and no tools, to test that extension declarations
-//! reach the capability registry with the extension's name as their source.
+//! An extension that declares one capability (off by default) and two tools, to test that
+//! declarations reach the capability registry with the extension's name as their source, that a
+//! tool gated by an off capability is hidden, and that a tool named like a core tool is refused.
 
 wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "extension" });
 
 use exports::jupyter_mcp::extension::extension_api::{ExtensionIdentity, Guest};
-use jupyter_mcp::extension::types::{Capability, ToolResult, ToolSpec};
+use jupyter_mcp::extension::types::{Capability, Content, ToolAnnotations, ToolResult, ToolSpec};
+
+fn tool(name: &str, capability: Option<&str>) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: "A test tool of the declares extension.".into(),
+        input_schema: r#"{"type":"object","properties":{}}"#.into(),
+        annotations: ToolAnnotations {
+            title: None,
+            read_only_hint: Some(true),
+            destructive_hint: None,
+            idempotent_hint: None,
+            open_world_hint: None,
+        },
+        capability: capability.map(str::to_owned),
+    }
+}
 
 struct Declares;
 
@@ -25,11 +42,22 @@ impl Guest for Declares {
     }
 
     fn tools() -> Vec<ToolSpec> {
-        Vec::new()
+        // `list_kernels` is a core tool: the host must refuse this one, not shadow the core one.
+        vec![
+            tool("declares_echo", Some("declares.demo")),
+            tool("list_kernels", None),
+        ]
     }
 
-    fn call_tool(name: String, _arguments: String) -> Result<ToolResult, String> {
-        Err(format!("this extension has no tool {name:?}"))
+    fn call_tool(name: String, arguments: String) -> Result<ToolResult, String> {
+        match name.as_str() {
+            "declares_echo" => Ok(ToolResult {
+                content: vec![Content::Text(format!("declares echo: {arguments}"))],
+                structured: None,
+                is_error: false,
+            }),
+            _ => Err(format!("this extension has no tool {name:?}")),
+        }
     }
 }
 
