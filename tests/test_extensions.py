@@ -138,6 +138,22 @@ async def test_grants_and_capabilities_are_the_operators(jupyter_server, tmp_pat
     finally:
         server.stop()
 
+    # execute-code goes through the kernel's execute path: the policy guest's hook still decides.
+    body = (extension_entry(guest("policy"), {"deny": ["import subprocess"]})
+            + extension_entry(guest("declares"), grants=["execute-code"]))
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            path = f"ext-{uuid.uuid4().hex[:8]}.ipynb"
+            await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
+            ran = await ok(client, "declares_run", code="print(6 * 7)")
+            assert json.loads(joined(ran))[0]["text"] == "42\n", joined(ran)
+            refused = await client.call_tool("declares_run", {"code": "import subprocess"})
+            assert refused.is_error and "refused by hook handler 'policy'" in joined(refused), \
+                joined(refused)
+    finally:
+        server.stop()
+
     # The operator turns the extension's capability off: its tools are hidden and refused.
     body = ('[capabilities]\n"snapshot.cells" = false\n'
             + extension_entry(guest("snapshot"), grants=SNAPSHOT_GRANTS))

@@ -1,6 +1,7 @@
 //! An extension that declares one capability (off by default) and two tools, to test that
 //! declarations reach the capability registry with the extension's name as their source, that a
-//! tool gated by an off capability is hidden, and that a tool named like a core tool is refused.
+//! tool gated by an off capability is hidden, that a tool named like a core tool is refused, and
+//! that `execute-code` runs through the kernel's execute path (hooks and policies included).
 
 wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "extension" });
 
@@ -45,6 +46,7 @@ impl Guest for Declares {
         // `list_kernels` is a core tool: the host must refuse this one, not shadow the core one.
         vec![
             tool("declares_echo", Some("declares.demo")),
+            tool("declares_run", None),
             tool("list_kernels", None),
         ]
     }
@@ -56,6 +58,22 @@ impl Guest for Declares {
                 structured: None,
                 is_error: false,
             }),
+            // Runs `code` in the current notebook's kernel through the granted host function.
+            "declares_run" => {
+                let args: serde_json::Value =
+                    serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
+                let code = args["code"].as_str().unwrap_or_default();
+                let (text, is_error) =
+                    match jupyter_mcp::extension::notebook::execute_code("", code, Some(30)) {
+                        Ok(outputs) => (outputs, false),
+                        Err(e) => (format!("{e:?}"), true),
+                    };
+                Ok(ToolResult {
+                    content: vec![Content::Text(text)],
+                    structured: None,
+                    is_error,
+                })
+            }
             _ => Err(format!("this extension has no tool {name:?}")),
         }
     }
