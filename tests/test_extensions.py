@@ -5,6 +5,7 @@ tool), capability gating, grants (ungranted and per-notebook), and a clash with 
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 
 import nbformat
@@ -37,15 +38,22 @@ def cells_on_disk(jupyter_server, path):
 
 
 async def test_examples_add_tools_and_capabilities(jupyter_server, tmp_path):
+    again = tmp_path / "hello-again.wasm"
+    shutil.copy(guest("hello"), again)
     body = (extension_entry(guest("snapshot"), grants=SNAPSHOT_GRANTS)
             # Scoped: the stats example may read the notebook in use as "nb", and no other.
             + extension_entry(guest("stats"), grants=["read-cells:nb"])
-            + extension_entry(guest("declares")))
+            + extension_entry(guest("declares"))
+            # The guide's example (guests/README.md), built as written.
+            + extension_entry(guest("hello"), grants=["read-cells"])
+            # The same extension twice: its name is taken, so the second copy is refused.
+            + extension_entry(again, grants=["read-cells"]))
     server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         log = log_of(server)
         assert "snapshot.wasm (extension 'snapshot', 3 tools)" in log, log
         assert "stats.wasm (extension 'stats', 1 tool)" in log, log
+        assert f"refused wasm guest {again}: extension name 'hello' is taken by" in log, log
         # A clash with a core tool is refused and logged; the core tool keeps its name.
         assert ("refused tool 'list_kernels' of extension 'declares': the name is taken by a core "
                 "tool") in log, log
@@ -108,6 +116,12 @@ async def test_examples_add_tools_and_capabilities(jupyter_server, tmp_path):
             assert "host function 'read-cells' on notebook 'other' is not granted to 'stats'" in \
                 joined(refused), joined(refused)
             assert not (await client.call_tool("notebook_stats", {"notebook": "nb"})).is_error
+
+            # The guide's extension; arguments are checked against its schema before it runs.
+            hello = await ok(client, "hello", who="Ada")
+            assert joined(hello).startswith("Hello, Ada! ("), joined(hello)
+            wrong = await client.call_tool("hello", {"who": 3})
+            assert wrong.is_error and "'who' must be of type string" in joined(wrong)
         log = log_of(server)
         assert "refused a call to host function 'read-cells' on notebook 'other': not granted" in log
     finally:

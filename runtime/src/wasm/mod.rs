@@ -274,10 +274,25 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
             return Vec::new();
         }
     };
-    let mut loaded = Vec::new();
+    let mut loaded: Vec<Loaded> = Vec::new();
     for entry in &config.extensions {
         match host.load(entry) {
             Ok(guest) => {
+                // The name is the source of its capabilities and names it in logs: one each.
+                if let Some((name, _)) = &guest.extension
+                    && let Some(other) = loaded.iter().find(|l| {
+                        l.extension.as_ref().is_some_and(|(n, _)| n == name)
+                    })
+                {
+                    tracing::error!(
+                        "refused wasm guest {}: extension name '{name}' is taken by {}; the \
+                         server goes on without it",
+                        entry.path.display(),
+                        other.guest.path.display()
+                    );
+                    guest.guest.stop();
+                    continue;
+                }
                 tracing::info!(
                     guest = guest.guest.name,
                     "loaded wasm guest {}{}{}",

@@ -99,6 +99,45 @@ impl ExtensionTool {
     }
 }
 
+/// The checks the host makes before a guest sees arguments: required properties present and
+/// top-level properties of the declared JSON type (no full JSON Schema validation).
+fn check_against(schema: &JsonObject, arguments: &JsonObject) -> Result<(), ToolError> {
+    let required = schema.get("required").and_then(Value::as_array);
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        if !arguments.contains_key(name) {
+            return Err(ToolError::InvalidArguments(format!(
+                "missing field '{name}'; see the tool's input schema"
+            )));
+        }
+    }
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (name, value) in arguments {
+        let Some(expected) = properties
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("type"))
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        let fits = match expected {
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if !fits {
+            return Err(ToolError::InvalidArguments(format!(
+                "'{name}' must be of type {expected}, not {value}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Tool for ExtensionTool {
     fn spec(&self) -> &ToolSpec {
         &self.spec
@@ -108,8 +147,13 @@ impl Tool for ExtensionTool {
         Some(&self.extension)
     }
 
+    fn check_arguments(&self, arguments: JsonObject) -> Result<(), ToolError> {
+        check_against(&self.spec.input_schema, &arguments)
+    }
+
     fn call(&self, _context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
         Box::pin(async move {
+            check_against(&self.spec.input_schema, &arguments)?;
             let name = self.spec.name.clone();
             let arguments = Value::Object(arguments).to_string();
             let answer = self
@@ -156,5 +200,34 @@ pub fn register_tools(registry: &mut ToolRegistry, loaded: &[Loaded], capabiliti
             );
         }
         registry.insert(tool.clone() as Arc<dyn Tool>);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(value: Value) -> JsonObject {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_declared_schema() {
+        let schema = object(json!({"type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "count": {"type": "integer"}}}));
+        assert!(check_against(&schema, &object(json!({"name": "a", "count": 2}))).is_ok());
+        let missing = check_against(&schema, &object(json!({"count": 2}))).unwrap_err();
+        assert!(
+            missing.to_string().contains("missing field 'name'"),
+            "{missing}"
+        );
+        let wrong = check_against(&schema, &object(json!({"name": 1}))).unwrap_err();
+        assert!(
+            wrong.to_string().contains("'name' must be of type string"),
+            "{wrong}"
+        );
+        // Properties the schema does not describe are the guest's business.
+        assert!(check_against(&schema, &object(json!({"name": "a", "extra": []}))).is_ok());
     }
 }
