@@ -154,7 +154,7 @@ async def test_grants_and_capabilities_are_the_operators(jupyter_server, tmp_pat
 
     # execute-code goes through the kernel's execute path: the policy guest's hook still decides.
     body = (extension_entry(guest("policy"), {"deny": ["import subprocess"]})
-            + extension_entry(guest("declares"), grants=["execute-code"]))
+            + extension_entry(guest("declares"), grants=["execute-code", "overwrite-cell", "move-cell"]))
     server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
@@ -165,6 +165,16 @@ async def test_grants_and_capabilities_are_the_operators(jupyter_server, tmp_pat
             refused = await client.call_tool("declares_run", {"code": "import subprocess"})
             assert refused.is_error and "refused by hook handler 'policy'" in joined(refused), \
                 joined(refused)
+
+            # overwrite-cell and move-cell, by index, on the current notebook.
+            start = len(cells_on_disk(jupyter_server, path))
+            await ok(client, "insert_cell", cell_index=start, cell_type="code", cell_source="a = 1")
+            await ok(client, "insert_cell", cell_index=start + 1, cell_type="markdown", cell_source="b")
+            await ok(client, "declares_edit", op="overwrite", index=start, source="a = 2")
+            await ok(client, "declares_edit", op="move", index=start + 1, to=start)
+            assert cells_on_disk(jupyter_server, path)[start:] == [("markdown", "b"), ("code", "a = 2")]
+            beyond = await client.call_tool("declares_edit", {"op": "move", "index": 99, "to": 0})
+            assert beyond.is_error and "there is no cell at index 99" in joined(beyond), joined(beyond)
     finally:
         server.stop()
 

@@ -280,9 +280,9 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
             Ok(guest) => {
                 // The name is the source of its capabilities and names it in logs: one each.
                 if let Some((name, _)) = &guest.extension
-                    && let Some(other) = loaded.iter().find(|l| {
-                        l.extension.as_ref().is_some_and(|(n, _)| n == name)
-                    })
+                    && let Some(other) = loaded
+                        .iter()
+                        .find(|l| l.extension.as_ref().is_some_and(|(n, _)| n == name))
                 {
                     tracing::error!(
                         "refused wasm guest {}: extension name '{name}' is taken by {}; the \
@@ -394,6 +394,32 @@ mod tests {
                 .contains("'format-disk', which is no host function"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_tool_name_taken_by_another_extension_is_refused_not_shadowed() {
+        let Some(dir) = policy_guest().and_then(|p| p.parent().map(Path::to_path_buf)) else {
+            eprintln!("skipped: JUPYTER_MCP_GUESTS_DIR is not set (run guests/build)");
+            return;
+        };
+        let host = host();
+        // The same guest twice, as two extensions would be that chose the same tool names.
+        let load = || {
+            host.load(&ExtensionConfig::with_defaults(dir.join("hello.wasm")))
+                .unwrap()
+        };
+        let (first, second) = (load(), load());
+        let capabilities = crate::capabilities::Registry::build(
+            &[first.extension.clone().unwrap()],
+            &Default::default(),
+        )
+        .unwrap();
+        let mut tools = crate::tools::ToolRegistry::builtin();
+        let core = tools.names().len();
+        register_tools(&mut tools, &[first, second], &capabilities);
+        assert_eq!(tools.names().len(), core + 1, "one 'hello', not two");
+        let kept = tools.get("hello").unwrap();
+        assert_eq!(kept.extension_name(), Some("hello"));
     }
 
     #[test]

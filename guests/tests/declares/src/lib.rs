@@ -47,6 +47,7 @@ impl Guest for Declares {
         vec![
             tool("declares_echo", Some("declares.demo")),
             tool("declares_run", None),
+            tool("declares_edit", None),
             tool("list_kernels", None),
         ]
     }
@@ -68,6 +69,32 @@ impl Guest for Declares {
                         Ok(outputs) => (outputs, false),
                         Err(e) => (format!("{e:?}"), true),
                     };
+                Ok(ToolResult {
+                    content: vec![Content::Text(text)],
+                    structured: None,
+                    is_error,
+                })
+            }
+            // One cell edit through a granted host function: overwrite (index, source) or move
+            // (index, to) in the current notebook.
+            "declares_edit" => {
+                use jupyter_mcp::extension::notebook;
+                let args: serde_json::Value =
+                    serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
+                let index = args["index"].as_u64().unwrap_or_default() as u32;
+                let done = match args["op"].as_str() {
+                    Some("overwrite") => {
+                        notebook::overwrite_cell("", index, args["source"].as_str().unwrap_or(""))
+                    }
+                    Some("move") => {
+                        notebook::move_cell("", index, args["to"].as_u64().unwrap_or(0) as u32)
+                    }
+                    other => return Err(format!("unknown op {other:?}")),
+                };
+                let (text, is_error) = match done {
+                    Ok(()) => ("done".to_owned(), false),
+                    Err(e) => (format!("{e:?}"), true),
+                };
                 Ok(ToolResult {
                     content: vec![Content::Text(text)],
                     structured: None,
