@@ -46,6 +46,7 @@ async def test_examples_add_tools_and_capabilities(jupyter_server, tmp_path):
             + extension_entry(guest("declares"))
             # The guide's example (guests/README.md), built as written.
             + extension_entry(guest("hello"), grants=["read-cells"])
+            + extension_entry(guest("greeter"))
             # The same extension twice: its name is taken, so the second copy is refused.
             + extension_entry(again, grants=["read-cells"]))
     server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
@@ -122,6 +123,8 @@ async def test_examples_add_tools_and_capabilities(jupyter_server, tmp_path):
             assert joined(hello).startswith("Hello, Ada! ("), joined(hello)
             wrong = await client.call_tool("hello", {"who": 3})
             assert wrong.is_error and "'who' must be of type string" in joined(wrong)
+            greeted = await ok(client, "greet", who="Grace")
+            assert joined(greeted) == "Hello, Grace!", joined(greeted)
         log = log_of(server)
         assert "refused a call to host function 'read-cells' on notebook 'other': not granted" in log
     finally:
