@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 import uuid
+
+import anyio
 
 import nbformat
 import pytest
 
-from conftest import http_client, joined
+from conftest import http_client, joined, start_http_server
 from test_wasm import extension_entry, guest, log_of, serve, write_config
 
 pytestmark = pytest.mark.anyio
@@ -194,5 +197,34 @@ async def test_grants_and_capabilities_are_the_operators(jupyter_server, tmp_pat
             block = json.loads((await client.read_resource("capabilities://")).contents[0].text)
             snap = next(c for c in block["declared"] if c["name"] == "snapshot.cells")
             assert snap["enabled"] is False and snap["source"] == "config", snap
+    finally:
+        server.stop()
+
+
+async def test_snapshot_round_trip_on_the_live_backend(jupyter_server, tmp_path):
+    """The default backend when the Jupyter Server has collaboration: host functions edit the
+    collaboration room, and the restored cells reach the file when the room saves."""
+    body = extension_entry(guest("snapshot"), grants=SNAPSHOT_GRANTS)
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token",
+                                jupyter_server.token, "--config", str(write_config(tmp_path, body))])
+    try:
+        async with http_client(server, "legacy") as client:
+            path = f"live-{uuid.uuid4().hex[:8]}.ipynb"
+            used = await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
+            assert "live backend" in joined(used), joined(used)
+            for index, (kind, source) in enumerate(CELLS):
+                await ok(client, "insert_cell", cell_index=index, cell_type=kind, cell_source=source)
+            taken = (await ok(client, "snapshot_cells", name="s")).structured_content
+            await ok(client, "delete_cell", cell_indices=[0, 2])
+            await ok(client, "insert_cell", cell_index=0, cell_type="raw", cell_source="intruder")
+            restored = (await ok(client, "restore_cells", name="s")).structured_content
+            assert restored == {"restored": "s", "cells": taken["cells"]}
+            deadline = time.monotonic() + 15
+            while True:
+                on_disk = cells_on_disk(jupyter_server, path)
+                if on_disk[:len(CELLS)] == CELLS and len(on_disk) == taken["cells"]:
+                    break
+                assert time.monotonic() < deadline, on_disk
+                await anyio.sleep(0.25)
     finally:
         server.stop()
