@@ -1,6 +1,9 @@
 //! Cost of wasm hook handlers: a raw hook-event call into a pre-instantiated Rust guest, the
 //! whole hooks-bus dispatch with that guest registered, and a fresh instance from `InstancePre`
-//! (Rust and Python guests). Prints medians beside the targets.
+//! (Rust and Python guests); an extension's tool call against the same tool written natively,
+//! both through the whole dispatch; and server start with three extensions loaded from the
+//! compile cache (in process, and the real binary when `JUPYTER_MCP_SERVER_BIN` is set).
+//! Prints medians beside the targets.
 //! Run (the dev profile's dependencies, with this crate optimized: wasmtime's typed calls are
 //! generic, so they are compiled in this crate and run unoptimized at its dev opt-level 0):
 //!   JUPYTER_MCP_GUESTS_DIR=$(guests/build) cargo bench --profile dev \
@@ -10,10 +13,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jupyter_mcp_server::config::{ExtensionConfig, GuestLimits};
+use jupyter_mcp_server::capabilities::{Registry, Settings};
+use jupyter_mcp_server::config::{Cli, Config, ExtensionConfig, GuestLimits, WasmConfig};
+use jupyter_mcp_server::dispatch::call_tool;
 use jupyter_mcp_server::hooks::{HookEvent, Hooks};
+use jupyter_mcp_server::jupyter::Jupyter;
+use jupyter_mcp_server::jupyter::rest::JupyterRest;
+use jupyter_mcp_server::state::ServerState;
+use jupyter_mcp_server::tools::{ToolContext, ToolOutput, ToolRegistry, native};
 use jupyter_mcp_server::wasm::{GuestSettings, WasmHookHandler, WasmHost};
+use jupyter_mcp_server::wasm::{load_all, register_tools};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -26,7 +37,17 @@ fn settings(name: &str, config: serde_json::Value) -> Arc<GuestSettings> {
         config_json: config.to_string(),
         grants: Vec::new(),
         limits: GuestLimits::default(),
+        link: Default::default(),
     })
+}
+
+fn cache_dir() -> PathBuf {
+    std::env::var_os("JUPYTER_MCP_TEST_WASM_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                .join(".cache/jupyter-mcp-server/wasm-test")
+        })
 }
 
 fn row(what: &str, value: Duration, target: &str) {
@@ -41,13 +62,7 @@ fn main() {
         println!("set JUPYTER_MCP_GUESTS_DIR to the built guests (guests/build prints it)");
         return;
     };
-    let cache = std::env::var_os("JUPYTER_MCP_TEST_WASM_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/jupyter-mcp-server/wasm-test")
-        });
-    let host = WasmHost::new(cache).expect("wasm host");
+    let host = WasmHost::new(cache_dir()).expect("wasm host");
     let policy = dir.join("policy.wasm");
     let deny = json!({"deny": ["import subprocess"]});
     let template = host
@@ -148,4 +163,188 @@ fn main() {
         python_load.as_secs_f64() * 1e3
     );
     hooks.shutdown();
+
+    tools_and_start(&dir, &runtime);
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct EchoArgs {
+    said: String,
+}
+
+/// The state a tool call sees; no Jupyter Server is needed for the echo tools.
+fn server_state(
+    tools: ToolRegistry,
+    capabilities: jupyter_mcp_server::capabilities::Registry,
+) -> Arc<ServerState> {
+    use clap::Parser as _;
+    let cli = Cli::try_parse_from(["jupyter-mcp-server", "start"]).expect("arguments");
+    let config = Config::from_args_and_env(cli.start, |_| None).expect("config");
+    let hooks = Arc::new(Hooks::default());
+    let rest = JupyterRest::new("http://127.0.0.1:9".parse().unwrap(), None);
+    ServerState::new(
+        config,
+        Jupyter::new(rest, hooks.clone()),
+        tools,
+        capabilities,
+        hooks,
+    )
+}
+
+fn extension_configs(dir: &std::path::Path) -> Vec<ExtensionConfig> {
+    ["snapshot", "stats", "declares"]
+        .iter()
+        .map(|name| ExtensionConfig::with_defaults(dir.join(format!("{name}.wasm"))))
+        .collect()
+}
+
+fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
+    let wasm = WasmConfig {
+        cache_dir: Some(cache_dir()),
+        extensions: extension_configs(dir),
+    };
+    // Warms the compile cache, so the timed loads below are what a restart costs.
+    let guests = load_all(&wasm, Arc::default());
+    assert_eq!(guests.len(), 3, "snapshot, stats and declares load");
+    let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
+    let settings = Settings {
+        cli: vec!["declares.demo".into()],
+        ..Default::default()
+    };
+    let capabilities = Registry::build(&declarations, &settings).expect("capabilities");
+    let mut tools = ToolRegistry::builtin();
+    // The native twin of the declares guest's declares_echo: same text back.
+    tools.insert(native(
+        "native_echo",
+        "Echoes its arguments.",
+        true,
+        |_context, args: EchoArgs| async move {
+            let arguments = json!({ "said": args.said }).to_string();
+            Ok(ToolOutput::text(format!("declares echo: {arguments}")))
+        },
+    ));
+    register_tools(&mut tools, &guests, &capabilities);
+    let state = server_state(tools, capabilities);
+    let time_calls = |name: &'static str| {
+        let state = state.clone();
+        runtime
+            .block_on(runtime.spawn(async move {
+                let mut samples = Vec::with_capacity(10_000);
+                for i in 0..11_000 {
+                    let mut arguments = serde_json::Map::new();
+                    arguments.insert("said".into(), json!("hi"));
+                    let context = ToolContext {
+                        state: state.clone(),
+                        cancel: CancellationToken::new(),
+                        progress: None,
+                    };
+                    let started = Instant::now();
+                    let result = call_tool(&state, name, Some(arguments), context, None)
+                        .await
+                        .expect("a known tool");
+                    let took = started.elapsed();
+                    assert_ne!(result.is_error, Some(true), "{name}: {result:?}");
+                    if i >= 1_000 {
+                        samples.push(took);
+                    }
+                }
+                median(samples)
+            }))
+            .unwrap()
+    };
+    let native_call = time_calls("native_echo");
+    let extension_call = time_calls("declares_echo");
+    for guest in &guests {
+        guest.guest.stop();
+    }
+
+    // In process: what `run` does for the guests before it serves.
+    let mut samples = Vec::new();
+    for _ in 0..10 {
+        let started = Instant::now();
+        let guests = load_all(&wasm, Arc::default());
+        let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
+        let capabilities = Registry::build(&declarations, &settings).expect("capabilities");
+        let mut tools = ToolRegistry::builtin();
+        register_tools(&mut tools, &guests, &capabilities);
+        samples.push(started.elapsed());
+        for guest in &guests {
+            guest.guest.stop();
+        }
+    }
+    let load_three = median(samples);
+
+    println!("extensions (medians)");
+    row("tool call through dispatch, native", native_call, "—");
+    row(
+        "tool call through dispatch, Rust extension",
+        extension_call,
+        "≤ 50 µs",
+    );
+    row(
+        "load 3 extensions from cache (Rust x2, Python)",
+        load_three,
+        "≤ 200000 µs",
+    );
+    match binary_start(dir) {
+        Some(start) => row(
+            "server start to serving, 3 extensions cached",
+            start,
+            "≤ 500000 µs",
+        ),
+        None => println!("(set JUPYTER_MCP_SERVER_BIN to time the real binary's start)"),
+    }
+}
+
+/// The real binary, from spawn to its "serving" log line, with three cached extensions.
+fn binary_start(dir: &std::path::Path) -> Option<Duration> {
+    use std::io::{BufRead, BufReader};
+    let binary = std::env::var_os("JUPYTER_MCP_SERVER_BIN")?;
+    let config = std::env::temp_dir().join(format!("jmcp-bench-{}.toml", std::process::id()));
+    let mut text = format!("cache_dir = {:?}\n", cache_dir().display().to_string());
+    for entry in extension_configs(dir) {
+        text += &format!(
+            "[[extension]]\npath = {:?}\n",
+            entry.path.display().to_string()
+        );
+    }
+    std::fs::write(&config, text).ok()?;
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .ok()?
+            .port();
+        let started = Instant::now();
+        let mut child = std::process::Command::new(&binary)
+            .args(["start", "--jupyter-url", "http://127.0.0.1:9", "--config"])
+            .arg(&config)
+            .args([
+                "--transport",
+                "streamable-http",
+                "--port",
+                &port.to_string(),
+            ])
+            .args(["--mcp-token", "bench"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .ok()?;
+        let stderr = child.stderr.take()?;
+        let serving = BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .any(|line| line.contains("serving MCP"));
+        let took = started.elapsed();
+        let _ = child.kill();
+        let _ = child.wait();
+        if !serving {
+            eprintln!("the server exited before serving");
+            return None;
+        }
+        samples.push(took);
+    }
+    let _ = std::fs::remove_file(&config);
+    Some(median(samples))
 }

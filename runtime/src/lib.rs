@@ -48,17 +48,22 @@ pub enum RunError {
 
 /// Loads the operator's wasm guests. Compiling may take seconds (only the first time: compiled
 /// forms are cached), so it happens off the async workers.
+/// Returns them with the link through which their host functions reach the server's state
+/// once it exists.
 #[cfg(feature = "wasm")]
-async fn load_guests(config: &Config) -> Vec<wasm::Loaded> {
+async fn load_guests(config: &Config) -> (Vec<wasm::Loaded>, Arc<wasm::HostLink>) {
     let wasm_config = config.wasm.clone();
-    tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config))
+    let link = Arc::new(wasm::HostLink::default());
+    let guest_link = link.clone();
+    let guests = tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config, guest_link))
         .await
         .unwrap_or_else(|e| {
             tracing::error!(
                 "loading the wasm guests failed ({e}); the server goes on without them"
             );
             Vec::new()
-        })
+        });
+    (guests, link)
 }
 
 /// A build without the wasm host refuses guests instead of ignoring them.
@@ -76,7 +81,7 @@ fn refuse_guests(config: &Config) -> Result<(), RunError> {
 pub async fn run(config: Config) -> Result<(), RunError> {
     // Guests first, since extensions declare capabilities.
     #[cfg(feature = "wasm")]
-    let guests = load_guests(&config).await;
+    let (guests, link) = load_guests(&config).await;
     #[cfg(feature = "wasm")]
     let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
     #[cfg(not(feature = "wasm"))]
@@ -120,12 +125,16 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
     }
     let transport = config.transport;
+    // Mutated only when fixtures or the wasm host are compiled in.
     #[allow(unused_mut)]
     let mut tools = ToolRegistry::builtin();
     #[cfg(feature = "conformance-fixtures")]
     for tool in mcp::fixtures::tools() {
         tools.insert(tool);
     }
+    // After the core tools, so an extension can never shadow one.
+    #[cfg(feature = "wasm")]
+    wasm::register_tools(&mut tools, &guests, &capabilities);
     let state = ServerState::new(
         config,
         Jupyter::new(rest, hooks.clone()),
@@ -133,6 +142,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         capabilities,
         hooks.clone(),
     );
+    // From here on the guests' notebook host functions can reach the notebooks in use.
+    #[cfg(feature = "wasm")]
+    link.connect(&state);
 
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());

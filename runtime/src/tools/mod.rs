@@ -1,5 +1,6 @@
 //! Tools: what an agent can call. One file per family; each tool is a typed argument struct plus
-//! an async function, wrapped so native and (later) extension tools look the same to dispatch.
+//! an async function, wrapped so native and extension tools (`wasm::ExtensionTool`) look the same
+//! to dispatch.
 
 pub mod cells;
 pub mod connect;
@@ -101,6 +102,10 @@ pub trait Tool: Send + Sync {
     /// Decodes the arguments without running anything (for fuzzing the decoders).
     fn check_arguments(&self, _arguments: JsonObject) -> Result<(), ToolError> {
         Ok(())
+    }
+    /// The extension that added the tool; `None` for a core tool.
+    fn extension_name(&self) -> Option<&str> {
+        None
     }
 }
 

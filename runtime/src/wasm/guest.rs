@@ -94,6 +94,22 @@ impl Live {
         let extension = self.extension()?.clone();
         extension.call_capabilities(&mut self.store)
     }
+
+    pub fn tools(&mut self) -> wasmtime::Result<Vec<types::ToolSpec>> {
+        self.begin();
+        let extension = self.extension()?.clone();
+        extension.call_tools(&mut self.store)
+    }
+
+    pub fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: &str,
+    ) -> wasmtime::Result<Result<types::ToolResult, String>> {
+        self.begin();
+        let extension = self.extension()?.clone();
+        extension.call_call_tool(&mut self.store, name, arguments)
+    }
 }
 
 /// What a fresh instance is made from.

@@ -5,12 +5,14 @@
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
 //! - `sandbox`: a guest's store data, limits and the host functions it may import;
 //! - `guest`: a guest's instance and calls into it, failure counting, rebuild from `InstancePre`;
-//! - `hook`: a hook-handler guest on the hooks bus.
+//! - `hook`: a hook-handler guest on the hooks bus;
+//! - `tool`: an extension's tool in the tool registry.
 
 mod cache;
 mod guest;
 mod hook;
 mod sandbox;
+mod tool;
 mod v0_1_0;
 
 use std::path::{Path, PathBuf};
@@ -23,7 +25,8 @@ use wasmtime::component::{Component, HasSelf, Linker};
 pub use cache::CompileCache;
 pub use guest::{Guest, GuestError, Live, Template};
 pub use hook::WasmHookHandler;
-pub use sandbox::{GRANTABLE, GuestSettings, GuestState};
+pub use sandbox::{GRANTABLE, GuestSettings, GuestState, HostLink, parse_grant};
+pub use tool::{ExtensionTool, register_tools};
 
 use crate::capabilities::Declaration;
 use crate::config::{ExtensionConfig, WasmConfig};
@@ -49,6 +52,8 @@ pub struct Loaded {
     /// Set when it exports `extension-api`: its name (from `identity`, the `source` of its
     /// capabilities) and its capability declarations (or why they failed).
     pub extension: Option<(String, Result<Vec<Declaration>, String>)>,
+    /// The tools it adds (when it is an extension whose `tools` answered).
+    pub tools: Vec<Arc<ExtensionTool>>,
 }
 
 impl Loaded {
@@ -64,10 +69,16 @@ pub struct WasmHost {
     engine: Engine,
     linker: Linker<GuestState>,
     cache: CompileCache,
+    link: Arc<HostLink>,
 }
 
 impl WasmHost {
     pub fn new(cache_dir: PathBuf) -> wasmtime::Result<Self> {
+        Self::with_link(cache_dir, Arc::default())
+    }
+
+    /// A host whose guests reach the server through `link` once it is connected.
+    pub fn with_link(cache_dir: PathBuf, link: Arc<HostLink>) -> wasmtime::Result<Self> {
         let mut config = wasmtime::Config::new();
         config
             .epoch_interruption(true)
@@ -88,6 +99,7 @@ impl WasmHost {
             engine,
             linker,
             cache: CompileCache::new(cache_dir),
+            link,
         })
     }
 
@@ -168,15 +180,8 @@ impl WasmHost {
             path: entry.path.clone(),
             reason,
         };
-        if let Some(unknown) = entry
-            .grants
-            .iter()
-            .find(|g| !GRANTABLE.contains(&g.as_str()))
-        {
-            return Err(refuse(format!(
-                "its grants name '{unknown}', which is no host function; grantable: {}",
-                GRANTABLE.join(", ")
-            )));
+        for grant in &entry.grants {
+            parse_grant(grant).map_err(refuse)?;
         }
         let name = entry
             .path
@@ -188,6 +193,7 @@ impl WasmHost {
             config_json: entry.config.to_string(),
             grants: entry.grants.clone(),
             limits: entry.limits,
+            link: self.link.clone(),
         });
         let template = self.template(&entry.path, settings).map_err(refuse)?;
         let first = template
@@ -227,17 +233,33 @@ impl WasmHost {
         } else {
             None
         };
+        let tools = match &extension {
+            Some((name, _)) => {
+                let specs = guest
+                    .call_blocking(|live| live.tools())
+                    .map_err(|e| refuse(e.to_string()))?;
+                let mut tools = Vec::with_capacity(specs.len());
+                for spec in specs {
+                    tools.push(Arc::new(
+                        ExtensionTool::new(guest.clone(), name, spec).map_err(refuse)?,
+                    ));
+                }
+                tools
+            }
+            None => Vec::new(),
+        };
         Ok(Loaded {
             guest,
             hook_critical,
             extension,
+            tools,
         })
     }
 }
 
 /// Loads every configured guest, in order. One that fails is logged with its file and reason;
 /// the others still load. Compiling can take seconds: call this off the async runtime.
-pub fn load_all(config: &WasmConfig) -> Vec<Loaded> {
+pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
     if config.extensions.is_empty() {
         return Vec::new();
     }
@@ -245,17 +267,32 @@ pub fn load_all(config: &WasmConfig) -> Vec<Loaded> {
         .cache_dir
         .clone()
         .unwrap_or_else(CompileCache::default_dir);
-    let host = match WasmHost::new(cache_dir) {
+    let host = match WasmHost::with_link(cache_dir, link) {
         Ok(host) => host,
         Err(e) => {
             tracing::error!("cannot start the WebAssembly runtime, so no guest is loaded: {e}");
             return Vec::new();
         }
     };
-    let mut loaded = Vec::new();
+    let mut loaded: Vec<Loaded> = Vec::new();
     for entry in &config.extensions {
         match host.load(entry) {
             Ok(guest) => {
+                // The name is the source of its capabilities and names it in logs: one each.
+                if let Some((name, _)) = &guest.extension
+                    && let Some(other) = loaded
+                        .iter()
+                        .find(|l| l.extension.as_ref().is_some_and(|(n, _)| n == name))
+                {
+                    tracing::error!(
+                        "refused wasm guest {}: extension name '{name}' is taken by {}; the \
+                         server goes on without it",
+                        entry.path.display(),
+                        other.guest.path.display()
+                    );
+                    guest.guest.stop();
+                    continue;
+                }
                 tracing::info!(
                     guest = guest.guest.name,
                     "loaded wasm guest {}{}{}",
@@ -266,7 +303,11 @@ pub fn load_all(config: &WasmConfig) -> Vec<Loaded> {
                         None => "",
                     },
                     match &guest.extension {
-                        Some((name, _)) => format!(" (extension '{name}')"),
+                        Some((name, _)) => format!(
+                            " (extension '{name}', {} tool{})",
+                            guest.tools.len(),
+                            if guest.tools.len() == 1 { "" } else { "s" }
+                        ),
                         None => String::new(),
                     }
                 );
@@ -353,6 +394,32 @@ mod tests {
                 .contains("'format-disk', which is no host function"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_tool_name_taken_by_another_extension_is_refused_not_shadowed() {
+        let Some(dir) = policy_guest().and_then(|p| p.parent().map(Path::to_path_buf)) else {
+            eprintln!("skipped: JUPYTER_MCP_GUESTS_DIR is not set (run guests/build)");
+            return;
+        };
+        let host = host();
+        // The same guest twice, as two extensions would be that chose the same tool names.
+        let load = || {
+            host.load(&ExtensionConfig::with_defaults(dir.join("hello.wasm")))
+                .unwrap()
+        };
+        let (first, second) = (load(), load());
+        let capabilities = crate::capabilities::Registry::build(
+            &[first.extension.clone().unwrap()],
+            &Default::default(),
+        )
+        .unwrap();
+        let mut tools = crate::tools::ToolRegistry::builtin();
+        let core = tools.names().len();
+        register_tools(&mut tools, &[first, second], &capabilities);
+        assert_eq!(tools.names().len(), core + 1, "one 'hello', not two");
+        let kept = tools.get("hello").unwrap();
+        assert_eq!(kept.extension_name(), Some("hello"));
     }
 
     #[test]

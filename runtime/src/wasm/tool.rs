@@ -1,0 +1,233 @@
+//! An extension's tool, registered beside the native ones: listed, gated by its capability, and
+//! called through the same dispatch (and so the same hooks). The guest runs the way a hook
+//! handler does, on the caller's thread without holding up the async runtime.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::model::{ContentBlock as Content, JsonObject};
+use serde_json::Value;
+
+use super::Loaded;
+use super::guest::Guest;
+use super::v0_1_0::types;
+use crate::capabilities::Registry;
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolRegistry, ToolSpec};
+
+pub struct ExtensionTool {
+    guest: Arc<Guest>,
+    /// The extension's name (from its identity), for log lines and clash reports.
+    pub extension: String,
+    spec: ToolSpec,
+}
+
+impl ExtensionTool {
+    /// Checks what the guest declared: a usable name and an object schema.
+    pub fn new(guest: Arc<Guest>, extension: &str, spec: types::ToolSpec) -> Result<Self, String> {
+        let name = spec.name;
+        let valid_name = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
+        if !valid_name {
+            return Err(format!(
+                "its tool name {name:?} is not 1-64 characters of letters, digits, '_', '-' or '.'"
+            ));
+        }
+        let schema = match serde_json::from_str::<Value>(&spec.input_schema) {
+            Ok(Value::Object(schema)) if schema.get("type") == Some(&Value::from("object")) => {
+                schema
+            }
+            _ => {
+                return Err(format!(
+                    "the input schema of its tool '{name}' is not a JSON object with \"type\": \
+                     \"object\""
+                ));
+            }
+        };
+        Ok(ExtensionTool {
+            guest,
+            extension: extension.to_owned(),
+            spec: ToolSpec {
+                name,
+                description: spec.description,
+                input_schema: Arc::new(schema),
+                read_only: spec.annotations.read_only_hint.unwrap_or(false),
+                capability: spec.capability,
+            },
+        })
+    }
+
+    /// Turns the guest's answer into a tool result; `is-error` becomes a failure the agent sees.
+    fn output(&self, result: types::ToolResult) -> Result<ToolOutput, ToolError> {
+        let content: Vec<Content> = result
+            .content
+            .into_iter()
+            .map(|c| match c {
+                types::Content::Text(text) => Content::text(text),
+                types::Content::Image(image) => Content::image(
+                    base64::engine::general_purpose::STANDARD.encode(&image.data),
+                    image.mime_type,
+                ),
+            })
+            .collect();
+        if result.is_error {
+            let text: Vec<&str> = content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+                .collect();
+            return Err(ToolError::Failed(text.join("\n")));
+        }
+        let structured = match result.structured {
+            None => None,
+            Some(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(value @ Value::Object(_)) => Some(value),
+                _ => {
+                    return Err(ToolError::Failed(format!(
+                        "extension '{}' answered with structured output that is not a JSON \
+                         object; its author should fix the tool '{}'",
+                        self.extension, self.spec.name
+                    )));
+                }
+            },
+        };
+        Ok(ToolOutput {
+            content,
+            structured,
+        })
+    }
+}
+
+/// The checks the host makes before a guest sees arguments: required properties present and
+/// top-level properties of the declared JSON type (no full JSON Schema validation).
+fn check_against(schema: &JsonObject, arguments: &JsonObject) -> Result<(), ToolError> {
+    let required = schema.get("required").and_then(Value::as_array);
+    for name in required.into_iter().flatten().filter_map(Value::as_str) {
+        if !arguments.contains_key(name) {
+            return Err(ToolError::InvalidArguments(format!(
+                "missing field '{name}'; see the tool's input schema"
+            )));
+        }
+    }
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (name, value) in arguments {
+        let Some(expected) = properties
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("type"))
+            .and_then(Value::as_str)
+        else {
+            continue;
+        };
+        let fits = match expected {
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            "array" => value.is_array(),
+            "object" => value.is_object(),
+            "null" => value.is_null(),
+            _ => true,
+        };
+        if !fits {
+            return Err(ToolError::InvalidArguments(format!(
+                "'{name}' must be of type {expected}, not {value}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Tool for ExtensionTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn extension_name(&self) -> Option<&str> {
+        Some(&self.extension)
+    }
+
+    fn check_arguments(&self, arguments: JsonObject) -> Result<(), ToolError> {
+        check_against(&self.spec.input_schema, &arguments)
+    }
+
+    fn call(&self, _context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
+        Box::pin(async move {
+            check_against(&self.spec.input_schema, &arguments)?;
+            let name = self.spec.name.clone();
+            let arguments = Value::Object(arguments).to_string();
+            let answer = self
+                .guest
+                .call(move |live| live.call_tool(&name, &arguments))
+                .await
+                .map_err(ToolError::failed)?;
+            match answer {
+                Ok(result) => self.output(result),
+                Err(message) => Err(ToolError::Failed(format!(
+                    "extension '{}' failed: {message}",
+                    self.extension
+                ))),
+            }
+        })
+    }
+}
+
+/// Adds the extensions' tools to the registry, in load order. A name already taken (by a core
+/// tool or an earlier extension) is refused and logged; the tool that has it keeps it.
+pub fn register_tools(registry: &mut ToolRegistry, loaded: &[Loaded], capabilities: &Registry) {
+    for tool in loaded.iter().flat_map(|l| l.tools.iter()) {
+        let name = &tool.spec.name;
+        if let Some(holder) = registry.get(name) {
+            let owner = match holder.extension_name() {
+                Some(other) => format!("extension '{other}'"),
+                None => "a core tool".to_owned(),
+            };
+            tracing::error!(
+                extension = tool.extension,
+                "refused tool '{name}' of extension '{}': the name is taken by {owner}; rename \
+                 the extension's tool",
+                tool.extension
+            );
+            continue;
+        }
+        if let Some(needed) = &tool.spec.capability
+            && capabilities.get(needed).is_none()
+        {
+            tracing::warn!(
+                extension = tool.extension,
+                "tool '{name}' needs capability '{needed}', which nothing declares; it stays \
+                 hidden until an extension declares it"
+            );
+        }
+        registry.insert(tool.clone() as Arc<dyn Tool>);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(value: Value) -> JsonObject {
+        value.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_declared_schema() {
+        let schema = object(json!({"type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "count": {"type": "integer"}}}));
+        assert!(check_against(&schema, &object(json!({"name": "a", "count": 2}))).is_ok());
+        let missing = check_against(&schema, &object(json!({"count": 2}))).unwrap_err();
+        assert!(
+            missing.to_string().contains("missing field 'name'"),
+            "{missing}"
+        );
+        let wrong = check_against(&schema, &object(json!({"name": 1}))).unwrap_err();
+        assert!(
+            wrong.to_string().contains("'name' must be of type string"),
+            "{wrong}"
+        );
+        // Properties the schema does not describe are the guest's business.
+        assert!(check_against(&schema, &object(json!({"name": "a", "extra": []}))).is_ok());
+    }
+}
