@@ -184,9 +184,9 @@ async def test_list_files_and_kernels(jupyter_server, transport):
         assert "Path\tType\tSize\tLast_Modified" in text
         assert "sub/data.csv\tfile\t8B\t" in text
         assert "notes.txt\tfile\t2B" in text
-        only_csv = joined(await client.call_tool("list_files", {"pattern": "*.csv"}))
+        only_csv = joined(await client.call_tool("list_files", {"pattern": "*.csv", "limit": 1000}))
         assert "sub/data.csv" in only_csv and "notes.txt" not in only_csv
-        shallow = joined(await client.call_tool("list_files", {"max_depth": 0}))
+        shallow = joined(await client.call_tool("list_files", {"max_depth": 0, "limit": 1000}))
         assert "sub/data.csv" not in shallow and "sub\tdirectory" in shallow
         missing = await client.call_tool("list_files", {"path": "nowhere"})
         assert missing.is_error and "not found" in joined(missing)
