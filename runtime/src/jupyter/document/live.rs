@@ -280,9 +280,11 @@ impl LiveDocument {
             tokio::time::sleep(pause).await;
             match join(&self.rest, &self.path).await {
                 Ok(link) => {
-                    let link = slot.insert(link);
-                    self.catch_up(link)?;
-                    return Ok(link);
+                    if let Err(e) = self.catch_up(slot.insert(link)) {
+                        *slot = None;
+                        return Err(e);
+                    }
+                    return Ok(slot.as_mut().expect("inserted above"));
                 }
                 Err(e) => last = Some(e),
             }
@@ -316,10 +318,19 @@ impl LiveDocument {
             .notebook
             .lock()
             .expect("the document lock is never poisoned")
-            .write(&edits);
+            .write(&edits)
+            .map_err(|e| self.damaged(&e))?;
         let proof = link.send_update(update);
         journal.record(&room, &edits, proof);
         Ok(())
+    }
+
+    fn damaged(&self, reason: &str) -> DocumentError {
+        DocumentError::Room(format!(
+            "our copy of the collaboration room of '{}' broke ({reason}); it is reloaded on the \
+             next call, so retry the edit",
+            self.path
+        ))
     }
 
     fn read_link(&self, link: &Link) -> Result<Notebook, DocumentError> {
@@ -379,6 +390,14 @@ impl Document for LiveDocument {
                 let next = apply_edits(&base, &edits, &self.path)?;
                 let update = notebook.write(&edits);
                 (base, next, edits, update)
+            };
+            let update = match update {
+                Ok(update) => update,
+                Err(e) => {
+                    // Our copy of the room can no longer be trusted: the next call rejoins.
+                    *slot = None;
+                    return Err(self.damaged(&e));
+                }
             };
             let proof = link.send_update(update);
             let mut journal = self.journal();

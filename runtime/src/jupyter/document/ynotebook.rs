@@ -68,6 +68,15 @@ impl YNotebook {
 
     /// The notebook as it is in the document now.
     pub fn read(&self) -> Result<Notebook, NotebookError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_unguarded()))
+            .unwrap_or_else(|_| {
+                Err(NotebookError::NotJson(
+                    "the shared document is damaged (yrs failed reading it)".into(),
+                ))
+            })
+    }
+
+    fn read_unguarded(&self) -> Result<Notebook, NotebookError> {
         let txn = self.doc.transact();
         let mut meta = any_to_json(self.meta.to_json(&txn));
         let cells: Vec<Value> = self
@@ -99,14 +108,19 @@ impl YNotebook {
     }
 
     /// Applies edits already checked against `read()` in one transaction and returns the update
-    /// that carries them to the room.
-    pub fn write(&self, edits: &[Edit]) -> Vec<u8> {
-        let mut txn = self.doc.transact_mut();
-        let before = txn.state_vector();
-        for edit in edits {
-            self.write_one(&mut txn, edit);
-        }
-        txn.encode_state_as_update_v1(&before)
+    /// that carries them to the room. A document that yrs accepted from a malformed update can
+    /// make yrs panic here (found by fuzzing); that is caught and reported, and the caller should
+    /// drop this document.
+    pub fn write(&self, edits: &[Edit]) -> Result<Vec<u8>, String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut txn = self.doc.transact_mut();
+            let before = txn.state_vector();
+            for edit in edits {
+                self.write_one(&mut txn, edit);
+            }
+            txn.encode_state_as_update_v1(&before)
+        }))
+        .map_err(|_| "the shared document is damaged (yrs failed writing to it)".to_owned())
     }
 
     fn write_one(&self, txn: &mut TransactionMut, edit: &Edit) {
@@ -379,16 +393,19 @@ mod tests {
     fn edits_round_trip_through_a_peer() {
         let ours = YNotebook::new();
         let peer = YNotebook::new();
-        let mut updates = vec![ours.write(&[
-            Edit::Insert {
-                index: 0,
-                cell: code("a", "print(1)"),
-            },
-            Edit::Insert {
-                index: 1,
-                cell: code("b", "x = 2"),
-            },
-        ])];
+        let mut updates = vec![
+            ours.write(&[
+                Edit::Insert {
+                    index: 0,
+                    cell: code("a", "print(1)"),
+                },
+                Edit::Insert {
+                    index: 1,
+                    cell: code("b", "x = 2"),
+                },
+            ])
+            .unwrap(),
+        ];
         updates.push(ours.write(&[
             Edit::SetSource {
                 cell_id: "a".into(),
@@ -406,7 +423,7 @@ mod tests {
                 ],
                 execution_count: Some(3),
             },
-        ]));
+        ]).unwrap());
         for update in &updates {
             peer.apply_update(update).unwrap();
         }
@@ -420,9 +437,13 @@ mod tests {
         );
         assert_eq!(seen.cells[0].execution_count, Some(3));
         assert_eq!(seen.cells[0].outputs[0]["text"], "hi\n");
-        peer.apply_update(&ours.write(&[Edit::Delete {
-            cell_ids: vec!["b".into()],
-        }]))
+        peer.apply_update(
+            &ours
+                .write(&[Edit::Delete {
+                    cell_ids: vec!["b".into()],
+                }])
+                .unwrap(),
+        )
         .unwrap();
         assert_eq!(sources(&peer.read().unwrap()).len(), 1);
     }
@@ -433,7 +454,8 @@ mod tests {
         nb.write(&[Edit::Insert {
             index: 0,
             cell: code("a", ""),
-        }]);
+        }])
+        .unwrap();
         let first = serde_json::json!({"output_type": "display_data", "data": {"text/plain": "1"}, "metadata": {}});
         let second = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "x"});
         let set = |outputs: Vec<Value>| {
@@ -442,21 +464,26 @@ mod tests {
                 outputs,
                 execution_count: None,
             }])
+            .unwrap()
         };
         set(vec![first.clone()]);
         let appended = set(vec![first.clone(), second.clone()]);
         // The unchanged first output is not sent again: the update is smaller than one that
         // writes both outputs from scratch.
         let fresh = YNotebook::new();
-        fresh.write(&[Edit::Insert {
-            index: 0,
-            cell: code("a", ""),
-        }]);
-        let both = fresh.write(&[Edit::SetOutputs {
-            cell_id: "a".into(),
-            outputs: vec![first.clone(), second.clone()],
-            execution_count: None,
-        }]);
+        fresh
+            .write(&[Edit::Insert {
+                index: 0,
+                cell: code("a", ""),
+            }])
+            .unwrap();
+        let both = fresh
+            .write(&[Edit::SetOutputs {
+                cell_id: "a".into(),
+                outputs: vec![first.clone(), second.clone()],
+                execution_count: None,
+            }])
+            .unwrap();
         assert!(
             appended.len() + 40 < both.len(),
             "{} vs {} bytes",
