@@ -302,3 +302,33 @@ async def test_read_only_notebook_directory_gives_a_clear_error_and_no_half_writ
             assert "x = 1" in path.read_text()
     finally:
         subprocess.run(["chattr", "-i", str(path), str(folder)], capture_output=True)
+
+
+async def test_full_disk_gives_a_clear_error_and_no_half_written_file(jupyter_server):
+    folder = jupyter_server.root / f"full-{uuid.uuid4().hex[:6]}"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {mounted.stderr.strip()}")
+    try:
+        path = folder / "nb.ipynb"
+        path.write_text(nbformat.writes(nbformat.v4.new_notebook()))
+        before = path.read_bytes()
+        with contextlib.suppress(OSError):
+            with open(folder / "filler", "wb") as f:
+                f.write(b"x" * (64 << 10))  # fills the file system to the last byte
+        async with client_for(jupyter_server, "legacy", "--document-backend", "file") as client:
+            relative = str(path.relative_to(jupyter_server.root))
+            assert not (await client.call_tool("use_notebook", {"notebook_name": "full", "notebook_path": relative})).is_error
+            refused = await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code",
+                                                             "cell_source": "y = 2" * 1000})
+            assert refused.is_error and "No space left" in joined(refused), joined(refused)
+            assert path.read_bytes() == before, "the notebook is untouched"
+            (folder / "filler").unlink()
+            # Space again: the same edit goes through, and the server kept serving throughout.
+            assert not (await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code",
+                                                               "cell_source": "y = 2"})).is_error
+            assert "y = 2" in path.read_text()
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
