@@ -94,6 +94,35 @@ def start_jupyter(tmp: Path, port: int | None = None, token: str | None = None,
 
 
 
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie is gone for our purposes)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pids, seconds: float = 30.0) -> list[int]:
+    """Waits for processes to end; returns those still running."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.2)
+    return [p for p in pids if alive(p)]
+
+
+def peak_rss_mb(pid: int) -> float:
+    """A process's peak resident memory so far (VmHWM), in MB."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
 def stop_jupyter(server: JupyterServer) -> None:
     server.process.terminate()
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import joined, texts
-from harness import start_jupyter, stop_jupyter
+from harness import alive, start_jupyter, stop_jupyter, wait_gone
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
@@ -129,17 +129,6 @@ def child_pid(log: Path) -> int:
     return int(found.group(1))
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with contextlib.suppress(OSError):
-        # A zombie is gone for our purposes.
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    return False
-
-
 def test_child_stops_with_the_server(tmp_path):
     server = start_lab(tmp_path)
     deadline = time.monotonic() + 30
@@ -148,10 +137,7 @@ def test_child_stops_with_the_server(tmp_path):
     pid = child_pid(tmp_path / "jupyter.log")
     assert alive(pid)
     stop_jupyter(server)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and alive(pid):
-        time.sleep(0.1)
-    assert not alive(pid), "the MCP child outlived the Jupyter Server"
+    assert wait_gone([pid], 20) == [], "the MCP child outlived the Jupyter Server"
 
 
 def test_refuses_to_run_beside_the_python_server(tmp_path):

@@ -17,7 +17,7 @@ import pytest
 import websockets
 
 from conftest import RawStdio, client_for, joined, server_env, start_http_server
-from harness import start_jupyter, stop_jupyter
+from harness import peak_rss_mb, start_jupyter, stop_jupyter, wait_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -87,13 +87,6 @@ async def test_unused_notebook_kernel_shared_by_a_person_keeps_running(jupyter_s
         assert "is shared with someone else and keeps running" in released
     assert kernel in kernel_ids(jupyter_server)
     jupyter_server.request("DELETE", f"/api/kernels/{kernel}")
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmHWM")
 
 
 def read_reply(server: RawStdio, want_id) -> dict:
@@ -265,18 +258,7 @@ def test_sigterm_during_a_burst_exits_cleanly_and_flushes_spans(tmp_path):
     lines = spans.read_text().splitlines()
     assert lines and all(json.loads(line)["name"] for line in lines), "every span line is whole JSON"
     assert any(json.loads(line)["name"] == "tool_call:execute_code" for line in lines)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_alive(p) for p in (kernel_pid, jupyter_pid)):
-        time.sleep(0.2)
-    assert not _alive(kernel_pid) and not _alive(jupyter_pid), "the embedded Jupyter and its kernel are stopped"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
+    assert wait_gone([kernel_pid, jupyter_pid]) == [], "the embedded Jupyter and its kernel are stopped"
 
 
 async def test_read_only_notebook_directory_gives_a_clear_error_and_no_half_written_file(jupyter_server, tmp_path):

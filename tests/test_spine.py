@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import signal
 import subprocess
 import time
@@ -13,6 +12,7 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from harness import alive, wait_gone
 from conftest import MODES, RawStdio, client_for, joined, server_binary, server_env, texts
 
 pytestmark = pytest.mark.anyio
@@ -286,26 +286,6 @@ def test_missing_jupyter_fails_at_once(tmp_path):
     assert "no `jupyter` command" in out.stderr and "pip install jupyter-server ipykernel" in out.stderr
     assert out.stdout == ""
     assert time.monotonic() - started < 10
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_gone(pids, seconds=30.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.2)
-    return [p for p in pids if alive(p)]
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -23,20 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from execute_latency import raw_round_trips  # noqa: E402
-from harness import start_jupyter, stop_jupyter  # noqa: E402
+from harness import peak_rss_mb, start_jupyter, stop_jupyter  # noqa: E402
 from conftest import http_client, start_http_server  # noqa: E402
 
 
 def percentile(samples: list[float], p: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
-
-
-def peak_rss_mb(pid: int) -> float:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def one_client(server, jupyter, index: int, calls: int, latencies: dict, errors: list) -> None:
