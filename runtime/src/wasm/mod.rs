@@ -9,8 +9,10 @@
 //! - `tool`: an extension's tool in the tool registry.
 
 mod cache;
+mod grants;
 mod guest;
 mod hook;
+mod limits;
 mod sandbox;
 mod tool;
 mod v0_1_0;
@@ -23,9 +25,10 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use cache::CompileCache;
+pub use grants::{Grants, HostFunction};
 pub use guest::{Guest, GuestError, Live, Template};
 pub use hook::WasmHookHandler;
-pub use sandbox::{GRANTABLE, GuestSettings, GuestState, HostLink, parse_grant};
+pub use sandbox::{GuestSettings, GuestState, HostLink};
 pub use tool::{ExtensionTool, register_tools};
 
 use crate::capabilities::Declaration;
@@ -180,9 +183,7 @@ impl WasmHost {
             path: entry.path.clone(),
             reason,
         };
-        for grant in &entry.grants {
-            parse_grant(grant).map_err(refuse)?;
-        }
+        let grants = Grants::parse(&entry.grants).map_err(refuse)?;
         let name = entry
             .path
             .file_stem()
@@ -191,7 +192,7 @@ impl WasmHost {
         let settings = Arc::new(GuestSettings {
             name: name.clone(),
             config_json: entry.config.to_string(),
-            grants: entry.grants.clone(),
+            grants,
             limits: entry.limits,
             link: self.link.clone(),
         });
@@ -409,12 +410,12 @@ mod tests {
                 .unwrap()
         };
         let (first, second) = (load(), load());
-        let capabilities = crate::capabilities::Registry::build(
+        let capabilities = crate::capabilities::Capabilities::build(
             &[first.extension.clone().unwrap()],
             &Default::default(),
         )
         .unwrap();
-        let mut tools = crate::tools::ToolRegistry::builtin();
+        let mut tools = crate::dispatch::ToolRegistry::builtin();
         let core = tools.names().len();
         register_tools(&mut tools, &[first, second], &capabilities);
         assert_eq!(tools.names().len(), core + 1, "one 'hello', not two");
