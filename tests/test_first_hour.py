@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from conftest import RawStdio, client_for, http_client, joined, server_binary, server_env, start_http_server
+from harness import wait_gone
 
 pytestmark = pytest.mark.anyio
 
@@ -197,3 +198,50 @@ def test_a_normal_shutdown_prints_no_python_traceback(tmp_path):
     assert "Traceback" not in text, text
     assert "[I " not in text, "the embedded Jupyter's INFO lines stay out of our stderr"
     assert "embedded Jupyter Server stopped" in text
+
+
+async def test_runtime_serve_as_written_says_what_it_uses(tmp_path):
+    """The README's start command, as an MCP client would launch it: it builds (a no-op here),
+    uses the Jupyter on PATH, and says which Jupyter, backend and root it uses."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    serve = Path(__file__).resolve().parent.parent / "runtime" / "serve"
+    (tmp_path / "mine.txt").write_text("x")
+    errlog = tmp_path.parent / f"{tmp_path.name}-serve.log"
+    params = StdioServerParameters(command=str(serve), args=["--root-dir", str(tmp_path)], env=embedded_env())
+    with open(errlog, "w") as err:
+        async with Client(stdio_client(params, errlog=err), mode="legacy", read_timeout_seconds=300) as client:
+            listing = joined(await client.call_tool("list_files", {}))
+            assert "mine.txt" in listing
+    said = errlog.read_text()
+    assert "serve: Jupyter: " in said and "notebook backend (auto): live" in said, said
+    assert f"root: {tmp_path}" in said
+    assert not (Path(__file__).resolve().parent.parent / ".venv-serve").exists()
+
+
+def test_a_failing_test_leaves_nothing_running(tmp_path):
+    """A test that fails before its cleanup (here: our server with its embedded Jupyter and a
+    kernel) leaves no process behind once its pytest session ends."""
+    pids = tmp_path / "pids"
+    (tmp_path / "test_leaky.py").write_text(f'''
+from conftest import RawStdio, server_env
+
+def test_fails_before_cleanup():
+    env = server_env()
+    env.pop("JUPYTER_URL", None)
+    server = RawStdio(["start", "--root-dir", "{tmp_path}"], env=env)
+    result = server.call_tool(2, "execute_code", {{"code": "import os; print(os.getpid(), os.getppid())"}})
+    kernel, jupyter = result["content"][0]["text"].split()
+    open("{pids}", "w").write(f"{{server.proc.pid}} {{kernel}} {{jupyter}}")
+    assert False, "fails with everything still running"
+''')
+    tests_dir = Path(__file__).resolve().parent
+    env = dict(os.environ, PYTHONPATH=str(tests_dir))
+    out = subprocess.run(["python", "-m", "pytest", str(tmp_path / "test_leaky.py"), "-p", "conftest",
+                          "-p", "no:cacheprovider", "-q", "--rootdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "stopped" in out.stdout and "processes the tests left running" in out.stdout, out.stdout
+    left = [int(p) for p in pids.read_text().split()]
+    assert wait_gone(left, seconds=10) == [], "the server, its Jupyter and the kernel are gone"
