@@ -109,6 +109,11 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_ROOT_DIR")]
     pub root_dir: Option<PathBuf>,
 
+    /// What the embedded Jupyter Server logs to our stderr (DEBUG, INFO, WARN, ERROR, CRITICAL).
+    /// WARN keeps its routine chatter out of the way; INFO shows every request it serves.
+    #[arg(long, env = "JUPYTER_MCP_JUPYTER_LOG_LEVEL", default_value = "WARN", value_parser = ["DEBUG", "INFO", "WARN", "ERROR", "CRITICAL"], ignore_case = true)]
+    pub jupyter_log_level: String,
+
     /// Seconds an execution may run when a call asks for the default (timeout 0).
     #[arg(long, env = "JUPYTER_MCP_EXECUTION_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     pub execution_timeout: u64,

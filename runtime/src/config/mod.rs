@@ -22,8 +22,11 @@ use file::FileConfig;
 pub enum JupyterSource {
     /// A server someone else runs.
     Remote { url: Url, token: Option<String> },
-    /// A server we start ourselves, rooted at this directory.
-    Embedded { root_dir: PathBuf },
+    /// A server we start ourselves, rooted at this directory, logging at this level.
+    Embedded {
+        root_dir: PathBuf,
+        log_level: String,
+    },
 }
 
 /// The resolved settings of a running server.
@@ -179,6 +182,7 @@ impl Config {
                     Some(dir) => dir,
                     None => std::env::current_dir().map_err(ConfigError::CurrentDir)?,
                 },
+                log_level: args.jupyter_log_level.to_ascii_uppercase(),
             },
         };
         let file = match &args.config {
