@@ -213,6 +213,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The WebAssembly guests to load and where their compiled forms are cached.
     pub wasm: WasmConfig,
+    /// Spare kernels while `kernel.prewarm` is on (`prewarm_max`, `prewarm_max_idle_seconds`).
+    pub prewarm: crate::jupyter::spares::SparePolicy,
 }
 
 /// Guests from `[[extension]]` entries, then `JUPYTER_MCP_EXTENSIONS`, then `--extension`.
@@ -275,6 +277,7 @@ struct FileConfig {
     capabilities: Vec<(String, bool)>,
     cache_dir: Option<PathBuf>,
     extensions: Vec<ExtensionConfig>,
+    prewarm: crate::jupyter::spares::SparePolicy,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -410,6 +413,7 @@ impl Config {
                 cache_dir: file.cache_dir,
                 extensions,
             },
+            prewarm: file.prewarm,
         })
     }
 }
@@ -440,6 +444,22 @@ fn read_config_file(path: &std::path::Path) -> Result<FileConfig, ConfigError> {
                 }
             }
             ("cache_dir", toml::Value::String(dir)) => file.cache_dir = Some(base.join(dir)),
+            ("prewarm_max", toml::Value::Integer(n)) if (0..=16).contains(&n) => {
+                file.prewarm.per_spec = n as usize;
+            }
+            ("prewarm_max_idle_seconds", toml::Value::Integer(n)) if n >= 1 => {
+                file.prewarm.max_idle = Duration::from_secs(n as u64);
+            }
+            (key @ ("prewarm_max" | "prewarm_max_idle_seconds"), other) => {
+                return Err(fail(format!(
+                    "{key} must be a whole number ({}), not {other}",
+                    if key == "prewarm_max" {
+                        "0 to 16 spare kernels per kernelspec"
+                    } else {
+                        "seconds, at least 1"
+                    }
+                )));
+            }
             ("extension", toml::Value::Array(entries)) => {
                 for (i, entry) in entries.into_iter().enumerate() {
                     let entry = read_extension_entry(entry, base)
@@ -457,7 +477,8 @@ fn read_config_file(path: &std::path::Path) -> Result<FileConfig, ConfigError> {
             }
             (other, _) => {
                 return Err(fail(format!(
-                    "unknown key '{other}'; this build reads [capabilities], cache_dir and [[extension]]"
+                    "unknown key '{other}'; this build reads [capabilities], cache_dir, \
+                     prewarm_max, prewarm_max_idle_seconds and [[extension]]"
                 )));
             }
         }
