@@ -48,15 +48,16 @@ pub async fn connect(
         .ok()
         .filter(|u| matches!(u.scheme(), "http" | "https"))
         .ok_or_else(|| {
-            ToolError::InvalidArguments(format!(
-                "'{url}' is not an http:// or https:// URL of a Jupyter Server"
-            ))
+            ToolError::InvalidArguments(
+                "the jupyter_url is not an http:// or https:// URL of a Jupyter Server".into(),
+            )
         })?;
     let token =
         token.filter(|t| !matches!(t.trim().to_ascii_lowercase().as_str(), "" | "none" | "null"));
     let rest = JupyterRest::new(url.clone(), token.clone());
+    let shown = rest.shown_url();
     rest.status().await.map_err(|e| {
-        ToolError::Failed(format!("Failed to connect to Jupyter server {url}: {e}"))
+        ToolError::Failed(format!("Failed to connect to Jupyter server {shown}: {e}"))
     })?;
     let previous = state.replace_jupyter(Jupyter::new(rest, state.hooks.clone()));
     // Notebooks in use belong to the previous server.
@@ -68,7 +69,7 @@ pub async fn connect(
         "None (anonymous)"
     };
     Ok(format!(
-        "Successfully connected to Jupyter server: {url}\nAuthentication: {auth}"
+        "Successfully connected to Jupyter server: {shown}\nAuthentication: {auth}"
     ))
 }
 

@@ -438,12 +438,12 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
             .await
             .map_err(|e| match e {
                 RestError::NotFound { .. } => DocumentError::NoCollaboration {
-                    url: rest.base_url().to_string(),
+                    url: rest.shown_url(),
                     path: path.to_owned(),
                 },
                 other => other.into(),
             })?;
-        let url = rest.collaboration_room_url(&session);
+        let url = rest.collaboration_room_url(&session)?;
         let (socket, _) = websocket::dial(&url, rest.authorization().as_deref(), None)
             .await
             .map_err(|e| {
