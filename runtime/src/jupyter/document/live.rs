@@ -114,9 +114,10 @@ impl Link {
     }
 }
 
-/// Our recent edits, each with what the cell showed before it, to re-apply after a rejoin.
+/// Our recent edits, each with what the cell showed before it, to re-apply after a rejoin (the
+/// file backend uses it too, to re-apply an edit another writer's save dropped).
 #[derive(Default)]
-struct Journal {
+pub(super) struct Journal {
     entries: VecDeque<Entry>,
 }
 
@@ -136,7 +137,7 @@ enum Prior {
 }
 
 impl Journal {
-    fn record(&mut self, base: &Notebook, edits: &[Edit], proof: u64) {
+    pub(super) fn record(&mut self, base: &Notebook, edits: &[Edit], proof: u64) {
         for edit in edits {
             let cell = |id: &str| base.index_of(id).map(|i| &base.cells[i]);
             let before = match edit {
@@ -179,7 +180,7 @@ impl Journal {
 
     /// The edits that bring a fresh copy of the room up to what we wrote, skipping those the room
     /// already shows and those someone else has since superseded.
-    fn replay(&self, room: &Notebook) -> (Vec<Edit>, usize) {
+    pub(super) fn replay(&self, room: &Notebook) -> (Vec<Edit>, usize) {
         let mut view = room.clone();
         let mut edits = Vec::new();
         let mut superseded = 0;
