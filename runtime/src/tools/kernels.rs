@@ -35,7 +35,7 @@ pub fn format_timestamp(iso: &str) -> String {
 }
 
 async fn run(context: ToolContext, _args: ListKernelsArgs) -> Result<ToolOutput, ToolError> {
-    let jupyter = context.state.jupyter();
+    let jupyter = context.domain.jupyter();
     let rest = jupyter.rest();
     let (kernels, specs) = tokio::join!(rest.list_kernels(), rest.kernelspecs());
     let kernels = kernels.map_err(|e| ToolError::Failed(format!("Error listing kernels: {e}")))?;

@@ -341,13 +341,19 @@ mod tests {
         assert_eq!(disk.read_authentic(&path).unwrap().unwrap(), b"code");
         let moved = dir.join("y.cwasm");
         std::fs::copy(&path, &moved).unwrap();
-        assert!(disk.read_authentic(&moved).is_err(), "the tag binds the name");
+        assert!(
+            disk.read_authentic(&moved).is_err(),
+            "the tag binds the name"
+        );
         std::fs::remove_file(&path).unwrap();
         write_new_private(&path, &[MAGIC.as_slice(), &tag, b"evil"]).unwrap();
         assert!(disk.read_authentic(&path).is_err());
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink(dir.join(KEY_FILE), &path).unwrap();
-        assert!(disk.read_authentic(&path).is_err(), "symlinks are not followed");
+        assert!(
+            disk.read_authentic(&path).is_err(),
+            "symlinks are not followed"
+        );
         std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
             .unwrap();
         assert!(open_private_dir(&dir).unwrap_err().contains("other users"));

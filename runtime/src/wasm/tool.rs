@@ -11,9 +11,10 @@ use serde_json::Value;
 use super::Loaded;
 use super::guest::Guest;
 use super::v0_1_0::types;
-use crate::capabilities::Registry;
+use crate::capabilities::Capabilities;
+use crate::dispatch::ToolRegistry;
 use crate::tools::outputs::{self, Rendered};
-use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolRegistry, ToolSpec};
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 /// The most structured content (JSON text) kept from one answer of a guest.
 const MAX_STRUCTURED_BYTES: usize = 1 << 20;
@@ -190,7 +191,7 @@ impl Tool for ExtensionTool {
     }
 
     fn call(&self, context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
-        let max_chars = context.state.config.output.max_chars;
+        let max_chars = context.domain.settings.output.max_chars;
         Box::pin(async move {
             check_against(&self.spec.input_schema, &arguments)?;
             let name = self.spec.name.clone();
@@ -213,7 +214,7 @@ impl Tool for ExtensionTool {
 
 /// Adds the extensions' tools to the registry, in load order. A name already taken (by a core
 /// tool or an earlier extension) is refused and logged; the tool that has it keeps it.
-pub fn register_tools(registry: &mut ToolRegistry, loaded: &[Loaded], capabilities: &Registry) {
+pub fn register_tools(registry: &mut ToolRegistry, loaded: &[Loaded], capabilities: &Capabilities) {
     for tool in loaded.iter().flat_map(|l| l.tools.iter()) {
         let name = &tool.spec.name;
         if let Some(holder) = registry.get(name) {

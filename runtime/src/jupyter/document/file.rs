@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
-use super::live::Journal;
+use super::live::journal::Journal;
 use super::{Document, DocumentError, DocumentFuture, EditPlan, apply_edits, fresh_insert_ids};
 use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::{JupyterRest, RestError};
