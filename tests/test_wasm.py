@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of, serve, start_http_server,
-                      wait_for_log, write_config)
+                      toml_str, wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
 
