@@ -29,7 +29,7 @@ RESTART_FIRST_DELAY = 0.5
 RESTART_MAX_DELAY = 30.0
 RESTART_RESET = 60.0
 # Variables the child reads secrets from; we set them, never inherit them.
-SECRET_VARIABLES = ("MCP_TOKEN", "JUPYTER_TOKEN", "DOCUMENT_TOKEN")
+SECRET_VARIABLES = ("MCP_TOKEN", "JUPYTER_TOKEN")
 
 
 class ChildServer:
