@@ -84,3 +84,16 @@ def test_health_and_logs_never_show_url_credentials(jupyter_server, tmp_path):
     finally:
         raw.proc.stdin.close()
         raw.proc.wait(timeout=60)
+
+
+def test_the_spans_file_is_created_private(jupyter_server, tmp_path):
+    from conftest import start_http_server
+
+    spans = tmp_path / "spans.jsonl"
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
+                                "--otel-file", str(spans)], log_dir=tmp_path)
+    try:
+        assert spans.exists()
+        assert stat.S_IMODE(spans.stat().st_mode) == 0o600, oct(spans.stat().st_mode)
+    finally:
+        server.stop()
