@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 import urllib.error
@@ -121,5 +122,100 @@ def test_refuses_to_run_beside_the_python_server(tmp_path):
         log = (tmp_path / "jupyter.log").read_text()
         assert "both jupyter-mcp-server-rs and the Python jupyter-mcp-server" in log
         assert "jupyter-mcp-server started" not in log
+    finally:
+        stop_jupyter(server)
+
+
+def child_pids(log: Path) -> list[int]:
+    return [int(p) for p in re.findall(r"jupyter-mcp-server started \(pid (\d+)\)", log.read_text())]
+
+
+def wait_for_child(log: Path, count: int, seconds: float = 60) -> int:
+    """Waits until the extension has started `count` children; returns the newest one's pid."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        pids = child_pids(log)
+        if len(pids) >= count:
+            return pids[-1]
+        time.sleep(0.1)
+    raise AssertionError(f"the extension started {len(child_pids(log))} children, not {count}:\n{log.read_text()}")
+
+
+def proc_cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def proc_environ(pid: int) -> dict[str, str]:
+    pairs = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(p.decode().split("=", 1) for p in pairs if b"=" in p)
+
+
+async def test_child_tokens_are_off_its_command_line(lab):
+    log = Path(lab.root).parent / "jupyter.log"
+    pid = wait_for_child(log, 1)
+    line = proc_cmdline(pid)
+    child_token = proc_environ(pid)["MCP_TOKEN"]
+    assert len(child_token) >= 32
+    for secret in (lab.token, child_token):
+        assert secret not in line, f"a token is readable in /proc/{pid}/cmdline: {line}"
+    assert "--mcp-token" not in line and "--jupyter-token" not in line
+    # And the child still works: it got both tokens from its environment.
+    status, body = get(lab.url + "/mcp/healthz", {"Authorization": f"token {lab.token}"})
+    assert status == 200 and json.loads(body)["jupyter"]["reachable"] is True
+
+
+def test_a_foreign_origin_is_refused_even_with_the_token(lab):
+    init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}).encode()
+
+    def post(origin: str | None) -> int:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "Authorization": f"token {lab.token}"}
+        if origin:
+            headers["Origin"] = origin
+        request = urllib.request.Request(lab.url + "/mcp", data=init, method="POST", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as reply:
+                return reply.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    assert post("https://evil.example") == 403
+    assert post("http://evil.example:8888") == 403
+    assert post(None) == 200
+    assert post(lab.url) == 200, "the Jupyter Server's own pages may call /mcp"
+    assert post("http://localhost:1234") == 200, "loopback pages are allowed, as in the standalone server"
+
+
+def test_the_child_comes_back_after_it_dies(tmp_path):
+    server = start_lab(tmp_path)
+    log = tmp_path / "jupyter.log"
+    auth = {"Authorization": f"token {server.token}"}
+    try:
+        first = wait_for_child(log, 1)
+        status, _ = get(server.url + "/mcp/healthz", auth)
+        assert status == 200
+        # Killed.
+        os.kill(first, signal.SIGKILL)
+        second = wait_for_child(log, 2)
+        assert second != first and alive(second)
+        assert re.search(rf"jupyter-mcp-server \(pid {first}\) was killed by signal 9; restarting it in", log.read_text())
+        status, _ = get(server.url + "/mcp/healthz", auth)
+        assert status == 200
+        # Stopped through its own port (once a way to make /mcp answer 503 for good).
+        environ = proc_environ(second)
+        port = re.search(r"--port (\d+)", proc_cmdline(second)).group(1)
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/stop", method="DELETE",
+                                         headers={"Authorization": f"Bearer {environ['MCP_TOKEN']}"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            assert reply.status == 200
+        third = wait_for_child(log, 3)
+        assert re.search(rf"jupyter-mcp-server \(pid {second}\) exited with status 0; restarting it in", log.read_text())
+        # Each restart in a row waits longer.
+        delays = [float(d) for d in re.findall(r"restarting it in ([\d.]+) s", log.read_text())]
+        assert delays == sorted(delays) and delays[1] > delays[0], delays
+        status, body = get(server.url + "/mcp/healthz", auth)
+        assert status == 200 and json.loads(body)["jupyter"]["reachable"] is True
+        assert alive(third)
     finally:
         stop_jupyter(server)

@@ -231,6 +231,26 @@ async def test_snapshot_round_trip_on_the_live_backend(jupyter_server, tmp_path)
         server.stop()
 
 
+async def test_an_extension_declares_only_under_its_own_name(jupyter_server, tmp_path):
+    # `declares` loads first and also claims `snapshot.cells` and `beta.on`: both refused, so the
+    # real `snapshot` extension still owns its capability.
+    body = extension_entry(guest("declares")) + extension_entry(guest("snapshot"), grants=SNAPSHOT_GRANTS)
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        log = log_of(server)
+        for name in ("snapshot.cells", "beta.on"):
+            assert (f"extension 'declares' cannot declare '{name}': an extension declares names under its "
+                    f"own identity only ('declares.…')") in log, log
+        async with http_client(server, "legacy") as client:
+            block = json.loads((await client.read_resource("capabilities://")).contents[0].text)
+            declared = {c["name"]: c["source"] for c in block["declared"]}
+            assert declared.get("snapshot.cells") == "snapshot", declared
+            assert declared.get("declares.demo") == "declares", declared
+            assert "beta.on" not in declared and "beta.on" not in block["capabilities"]
+    finally:
+        server.stop()
+
+
 # ---- guests get the domain's rules, exactly as tools do ----
 
 @pytest.mark.parametrize("auto_restart", [False, True])
@@ -262,6 +282,30 @@ async def test_guest_execute_code_follows_kernel_readiness_like_execute_cell(jup
             new_id = next(line for line in listed.split("\n") if line.startswith("nb\t")).split("\t")[2]
             assert new_id != kernel_id and new_id in jupyter_server.kernel_ids()
             assert texts(await ok(client, "execute_cell", cell_index=0, stream=False)) == ["ran\n"]
+    finally:
+        server.stop()
+
+
+async def test_a_guest_answer_is_bounded(jupyter_server, tmp_path):
+    from harness import peak_rss_mb
+
+    body = extension_entry(guest("declares"), memory_mb=512)
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)), "--max-output-chars", "1000")
+    try:
+        async with http_client(server, "legacy") as client:
+            # 100 MiB of text and 8 MiB of structured content in one answer.
+            result = await client.call_tool("declares_flood", {"text_mib": 100, "structured_mib": 8})
+            assert not result.is_error, joined(result)[:300]
+            text = joined(result)
+            assert text.startswith("x" * 1000) and "x" * 1001 not in text
+            assert "[OUTPUT TRUNCATED: " in text and "ask it for less" in text, text[1000:]
+            assert "[structured result left out: 8388619 bytes, over the limit of 1 MiB]" in text, text[1000:]
+            assert result.structured_content is None
+            # A small answer keeps its structured content.
+            small = await client.call_tool("declares_flood", {"text_mib": 0, "structured_mib": 0})
+            assert small.structured_content == {"blob": ""}
+        peak = peak_rss_mb(server.process.pid)
+        print(f"peak RSS after a 100 MiB guest answer: {peak:.0f} MB")
     finally:
         server.stop()
 

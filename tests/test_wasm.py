@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of, serve, start_http_server,
-                      wait_for_log, write_config)
+                      toml_str, wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
 
@@ -187,3 +187,70 @@ async def test_bad_files_are_refused_and_the_others_still_load(jupyter_server, t
         assert log.count("loaded wasm guest") == 1, log
     finally:
         server.stop()
+
+
+def test_a_planted_compiled_artifact_is_refused(jupyter_server, tmp_path):
+    """The compile cache loads only artifacts this user's server wrote: a file planted under a
+    guest's cache key (once run as native code) is refused with a log line and the guest compiled
+    afresh."""
+    cache = tmp_path / "cache"
+
+    def start(name: str, grants: list[str] | None = None):
+        config = tmp_path / f"{name}.toml"
+        config.write_text(f"cache_dir = {toml_str(cache)}\n" + extension_entry(guest(name), grants=grants))
+        return serve(jupyter_server, "--config", str(config))
+
+    def artifacts() -> set[Path]:
+        return set(cache.glob("*.cwasm"))
+
+    start("hello", ["read-cells"]).stop()
+    (hello_artifact,) = artifacts()
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    assert oct((cache / "key").stat().st_mode & 0o777) == "0o600"
+    assert oct(hello_artifact.stat().st_mode & 0o777) == "0o600"
+    start("snapshot", ["read-cells"]).stop()
+    (snapshot_artifact,) = artifacts() - {hello_artifact}
+    ours = hello_artifact.read_bytes()
+    # Raw wasmtime code (what an attacker can produce), and a whole artifact of ours moved
+    # under another key: neither may load as the snapshot guest.
+    raw = ours[40:] if ours.startswith(b"JMCPC01\n") else ours
+    for planted in (raw, ours):
+        snapshot_artifact.write_bytes(planted)
+        server = start("snapshot", ["read-cells"])
+        try:
+            log = log_of(server)
+            assert f"refusing the cached component {snapshot_artifact}: it was not written by this server" in log, log
+            assert "compiled a component" in log and "(extension 'snapshot', 3 tools)" in log, log
+        finally:
+            server.stop()
+        assert snapshot_artifact.read_bytes() != planted, "the fresh compilation replaced the planted file"
+
+
+def test_no_shared_or_foreign_cache_directory(jupyter_server, tmp_path):
+    # No HOME and no XDG_CACHE_HOME (empty counts as unset): no fallback to the temp dir.
+    env = {"HOME": "", "XDG_CACHE_HOME": "", "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    config = tmp_path / "no-home.toml"
+    config.write_text(extension_entry(guest("hello"), grants=["read-cells"]))
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
+                                "--config", str(config)], env=env)
+    try:
+        log = log_of(server)
+        assert "compiled guests are kept in memory only" in log, log
+        assert "(extension 'hello', 1 tool)" in log, log
+    finally:
+        server.stop()
+    assert not list((tmp_path / "tmp").rglob("*.cwasm")), "nothing compiled lands in a shared temp dir"
+    # A cache directory others may write to is not used.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    config.write_text(f"cache_dir = {toml_str(shared)}\n" + extension_entry(guest("hello"), grants=["read-cells"]))
+    server = serve(jupyter_server, "--config", str(config))
+    try:
+        log = log_of(server)
+        assert f"not using {shared} as the compile cache: other users may write to it (mode 777)" in log, log
+        assert "(extension 'hello', 1 tool)" in log, log
+    finally:
+        server.stop()
+    assert not list(shared.iterdir())

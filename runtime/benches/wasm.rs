@@ -62,7 +62,7 @@ fn main() {
         println!("set JUPYTER_MCP_GUESTS_DIR to the built guests (guests/build prints it)");
         return;
     };
-    let host = WasmHost::new(cache_dir()).expect("wasm host");
+    let host = WasmHost::new(Some(cache_dir())).expect("wasm host");
     let policy = dir.join("policy.wasm");
     let deny = json!({"deny": ["import subprocess"]});
     let template = host

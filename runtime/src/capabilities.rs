@@ -201,6 +201,13 @@ impl Capabilities {
                 "the 'kernel', 'server' and 'notebook' namespaces belong to the core",
             ));
         }
+        // The WIT promises each extension its own namespace: no squatting on another's names.
+        if prefix != extension {
+            return Err(refuse(&format!(
+                "an extension declares names under its own identity only ('{extension}.…'), \
+                 not under '{prefix}.'"
+            )));
+        }
         if let Some(existing) = self.declared.get(&declaration.name) {
             return Err(refuse(&format!(
                 "already declared by {}",
@@ -379,8 +386,12 @@ mod tests {
         assert!(r.declare("e1", decl("kernel.mine")).is_err());
         assert!(r.declare("e1", decl("server.x")).is_err());
         assert!(r.declare("e1", decl("e1.feature")).is_ok());
-        let second = r.declare("e2", decl("e1.feature")).unwrap_err();
-        assert!(second.to_string().contains("already declared by e1"));
+        assert!(r.declare("e1", decl("e1.feature")).is_err());
+        let foreign = r.declare("e2", decl("e1.other")).unwrap_err();
+        assert!(foreign.to_string().contains("under its own identity only"));
+        assert!(r.declare("alpha", decl("beta.on")).is_err());
+        assert!(r.declare("alpha", decl("alphabet.x")).is_err());
+        assert!(r.declare("alpha", decl("alpha.x.y")).is_ok());
         // One extension failing costs only its own declarations.
         let exts = [
             ("bad".to_string(), Err("trap".to_string())),

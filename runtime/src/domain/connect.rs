@@ -14,15 +14,17 @@ impl Domain {
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))
             .ok_or_else(|| {
-                Error::InvalidArguments(format!(
-                    "'{url}' is not an http:// or https:// URL of a Jupyter Server"
-                ))
+                // Not echoed: a URL can carry a password or token.
+                Error::InvalidArguments(
+                    "the jupyter_url is not an http:// or https:// URL of a Jupyter Server".into(),
+                )
             })?;
         let token = token
             .filter(|t| !matches!(t.trim().to_ascii_lowercase().as_str(), "" | "none" | "null"));
         let rest = JupyterRest::new(url.clone(), token.clone());
+        let shown = rest.shown_url();
         rest.status().await.map_err(|e| {
-            Error::Failed(format!("Failed to connect to Jupyter server {url}: {e}"))
+            Error::Failed(format!("Failed to connect to Jupyter server {shown}: {e}"))
         })?;
         let previous = self.replace_jupyter(Jupyter::new(rest, self.hooks.clone()));
         // Notebooks in use belong to the previous server.
@@ -34,7 +36,7 @@ impl Domain {
             "None (anonymous)"
         };
         Ok(format!(
-            "Successfully connected to Jupyter server: {url}\nAuthentication: {auth}"
+            "Successfully connected to Jupyter server: {shown}\nAuthentication: {auth}"
         ))
     }
 }

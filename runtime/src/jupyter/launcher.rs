@@ -6,6 +6,7 @@
 //! stopped, kernels included, whenever we stop.
 
 use std::os::fd::AsFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -86,7 +87,12 @@ impl EmbeddedJupyter {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let runtime_dir =
             std::env::temp_dir().join(format!("jupyter-mcp-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&runtime_dir)?;
+        // 0700 from the start: Jupyter keeps its connection files and server info here.
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&runtime_dir)?;
+        let token_file = runtime_dir.join("token");
+        write_private(&token_file, token.as_bytes())?;
         let port = free_loopback_port()?;
         let url = Url::parse(&format!("http://127.0.0.1:{port}/")).expect("valid URL");
 
@@ -99,9 +105,12 @@ impl EmbeddedJupyter {
             .arg("--ServerApp.port_retries=0")
             // Application, not ServerApp: extensions log through loggers of their own.
             .arg(format!("--Application.log_level={log_level}"))
-            .arg(format!("--IdentityProvider.token={token}"))
             .arg(format!("--ServerApp.root_dir={}", root_dir.display()))
             .env("JUPYTER_RUNTIME_DIR", &runtime_dir)
+            // The token goes through a 0600 file: any local user can read a command line, and
+            // kernels inherit the environment (a printed `os.environ` would land in a notebook).
+            .env("JUPYTER_TOKEN_FILE", &token_file)
+            .env_remove("JUPYTER_TOKEN")
             // Side files some extensions write into the working directory land in our private dir.
             .current_dir(&runtime_dir)
             .stdin(Stdio::null())
@@ -130,7 +139,17 @@ impl EmbeddedJupyter {
             embedded.stop().await;
             return Err(e);
         }
+        embedded.remove_browser_page();
         Ok(embedded)
+    }
+
+    /// Jupyter writes `jpserver-PID-open.html` (0644, token inside) with no setting to prevent
+    /// it. The 0700 directory already keeps it from others; we delete it as nothing needs it.
+    fn remove_browser_page(&self) {
+        if let Some(pid) = self.child.id() {
+            let page = self.runtime_dir.join(format!("jpserver-{pid}-open.html"));
+            let _ = std::fs::remove_file(page);
+        }
     }
 
     pub fn url(&self) -> &Url {
@@ -202,6 +221,20 @@ impl EmbeddedJupyter {
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
         tracing::info!("embedded Jupyter Server stopped");
     }
+}
+
+/// Creates a file readable by us alone: 0600 from the first byte, never an existing file.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 fn free_loopback_port() -> std::io::Result<u16> {

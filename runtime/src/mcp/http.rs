@@ -64,8 +64,19 @@ pub fn host_allowed(host: &str, extra: &[String]) -> bool {
 
 fn strip_port(authority: &str) -> &str {
     if let Some(rest) = authority.strip_prefix('[') {
-        // [::1]:8080 → ::1
-        return rest.split(']').next().unwrap_or(rest);
+        // [::1]:8080 → ::1; anything after `]` but a port ([::1].evil.com, [::1]evil.com) is
+        // not an IPv6 literal, so the whole authority is the name and matches nothing loopback.
+        return match rest.split_once(']') {
+            Some((address, "")) => address,
+            Some((address, port))
+                if port.len() > 1
+                    && port.starts_with(':')
+                    && port[1..].chars().all(|c| c.is_ascii_digit()) =>
+            {
+                address
+            }
+            _ => authority,
+        };
     }
     match authority.rsplit_once(':') {
         Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) && !name.contains(':') => {
@@ -108,8 +119,9 @@ fn bearer_matches(headers: &HeaderMap, expected: &str) -> bool {
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
+            // The scheme is case-insensitive (RFC 9110 §11.1): `BEARER x` is a bearer token.
+            let (scheme, token) = v.trim_start().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then_some(token)
         })
     else {
         return false;
@@ -205,33 +217,9 @@ impl HttpContext {
                 // Read the body ourselves, bounded in size and time, so a huge or trickling
                 // request costs only itself.
                 let (parts, body) = request.into_parts();
-                let limited = Limited::new(body, super::MAX_REQUEST_BYTES).collect();
-                let body = match tokio::time::timeout(BODY_TIMEOUT, limited).await {
-                    Ok(Ok(body)) => body.to_bytes(),
-                    Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
-                        return json_response(
-                            StatusCode::PAYLOAD_TOO_LARGE,
-                            json!({ "error": format!(
-                                "the request is larger than {} bytes; send less at once",
-                                super::MAX_REQUEST_BYTES
-                            ) }),
-                        );
-                    }
-                    Ok(Err(e)) => {
-                        return json_response(
-                            StatusCode::BAD_REQUEST,
-                            json!({ "error": format!("cannot read the body: {e}") }),
-                        );
-                    }
-                    Err(_) => {
-                        return json_response(
-                            StatusCode::REQUEST_TIMEOUT,
-                            json!({ "error": format!(
-                                "the request body did not arrive within {}s",
-                                BODY_TIMEOUT.as_secs()
-                            ) }),
-                        );
-                    }
+                let body = match read_body(body).await {
+                    Ok(body) => body,
+                    Err(refusal) => return *refusal,
                 };
                 let mut mcp = self.mcp.clone();
                 match mcp.call(Request::from_parts(parts, Full::new(body))).await {
@@ -293,19 +281,14 @@ impl HttpContext {
             "status": "healthy",
             "kernel_status": kernel_status,
             "version": env!("CARGO_PKG_VERSION"),
-            "jupyter": { "url": jupyter.rest().base_url().as_str(), "reachable": reachable },
+            "jupyter": { "url": jupyter.rest().shown_url(), "reachable": reachable },
         })
     }
 
     async fn connect(&self, request: Request<Incoming>) -> Response<Body> {
-        let body = match Limited::new(request.into_body(), 64 << 10).collect().await {
-            Ok(body) => body.to_bytes(),
-            Err(e) => {
-                return json_response(
-                    StatusCode::BAD_REQUEST,
-                    json!({ "error": format!("cannot read the body: {e}") }),
-                );
-            }
+        let body = match read_body(request.into_body()).await {
+            Ok(body) => body,
+            Err(refusal) => return *refusal,
         };
         let parsed: Value = match serde_json::from_slice(&body) {
             Ok(v) => v,
@@ -358,6 +341,34 @@ impl HttpContext {
     }
 }
 
+/// A request body, refused when over `MAX_REQUEST_BYTES` (413) or slower than `BODY_TIMEOUT`
+/// (408); the same limits on every route.
+async fn read_body(body: Incoming) -> Result<Bytes, Box<Response<Body>>> {
+    let limited = Limited::new(body, super::MAX_REQUEST_BYTES).collect();
+    let refusal = match tokio::time::timeout(BODY_TIMEOUT, limited).await {
+        Ok(Ok(body)) => return Ok(body.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => json_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            json!({ "error": format!(
+                "the request is larger than {} bytes; send less at once",
+                super::MAX_REQUEST_BYTES
+            ) }),
+        ),
+        Ok(Err(e)) => json_response(
+            StatusCode::BAD_REQUEST,
+            json!({ "error": format!("cannot read the body: {e}") }),
+        ),
+        Err(_) => json_response(
+            StatusCode::REQUEST_TIMEOUT,
+            json!({ "error": format!(
+                "the request body did not arrive within {}s",
+                BODY_TIMEOUT.as_secs()
+            ) }),
+        ),
+    };
+    Err(Box::new(refusal))
+}
+
 /// Refuses HTTP settings that would serve without authentication unless told to; checked before
 /// anything is started, so a missing token costs the operator no wait.
 pub fn check_auth(config: &HttpConfig) -> Result<(), HttpError> {
@@ -404,6 +415,8 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
         .collect();
     origins.extend(config.allowed_origins.iter().cloned());
     rmcp_config = rmcp_config.with_allowed_origins(origins);
+    // One body limit on every route, the one SECURITY.md states (rmcp's own default is 4 MiB).
+    rmcp_config.max_request_body_bytes = super::MAX_REQUEST_BYTES;
     let factory_state = state.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(McpServer::new(factory_state.clone())),
@@ -479,6 +492,9 @@ mod tests {
         assert!(host_allowed("localhost", &[]));
         assert!(host_allowed("[::1]:4040", &[]));
         assert!(!host_allowed("evil.example:4040", &[]));
+        assert!(!host_allowed("[::1].evil.com:4040", &[]));
+        assert!(!host_allowed("[::1]evil.com", &[]));
+        assert!(!host_allowed("[::1]:", &[]));
         assert!(host_allowed(
             "lab.example.org:443",
             &["lab.example.org".into()]

@@ -4,23 +4,93 @@
 //! markdown > latex > json > plain, tracebacks for errors. Unlike it, text beyond
 //! `--max-output-chars` is cut with a note, so one noisy cell cannot flood an agent's context.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
 use rmcp::model::ContentBlock as Content;
 use serde_json::Value;
 
 use crate::config::OutputLimits;
 use crate::jupyter::notebook::{error_text, multiline_text};
 
-static ANSI: LazyLock<Regex> = LazyLock::new(|| {
-    // CSI sequences (colours, cursor moves) and OSC sequences (titles, hyperlinks).
-    Regex::new(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-        .expect("valid regex")
-});
-
+/// Text as a terminal (and JupyterLab) would show it, with nothing that could drive one:
+/// escape sequences (CSI, OSC, DCS, SOS, PM, APC, in their 7-bit `ESC x` and 8-bit C1 forms) are
+/// dropped with their payloads, every other C0/C1 control and DEL is dropped, `\n` and `\t`
+/// stay, `\r\n` is a newline, a lone `\r` returns to the start of the line so what follows
+/// overwrites it (a tqdm bar collapses to its last state), and a backspace erases the character
+/// before it, as JupyterLab renders them.
 pub fn strip_ansi(text: &str) -> String {
-    ANSI.replace_all(text, "").into_owned()
+    let mut out = String::with_capacity(text.len());
+    let mut line: Vec<char> = Vec::new();
+    let mut cursor = 0;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' => {
+                out.extend(line.drain(..));
+                out.push('\n');
+                cursor = 0;
+            }
+            '\r' => {
+                if chars.peek() != Some(&'\n') {
+                    cursor = 0;
+                }
+            }
+            '\u{8}' => {
+                if cursor > 0 {
+                    cursor -= 1;
+                    line.remove(cursor);
+                }
+            }
+            '\u{1b}' => match chars.next() {
+                Some('[') => skip_csi(&mut chars),
+                Some(']' | 'P' | 'X' | '^' | '_') => skip_string(&mut chars),
+                // nF sequences (`ESC ( B`): intermediates, then one final byte.
+                Some(' '..='/') => {
+                    while chars.next_if(|c| matches!(c, ' '..='/')).is_some() {}
+                    chars.next();
+                }
+                _ => {}
+            },
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{90}' | '\u{98}' | '\u{9d}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            '\t' => put(&mut line, &mut cursor, c),
+            c if c.is_control() => {}
+            c => put(&mut line, &mut cursor, c),
+        }
+    }
+    out.extend(line);
+    out
+}
+
+/// Writes at the cursor: over what a `\r` went back across, else at the end.
+fn put(line: &mut Vec<char>, cursor: &mut usize, c: char) {
+    if *cursor < line.len() {
+        line[*cursor] = c;
+    } else {
+        line.push(c);
+    }
+    *cursor += 1;
+}
+
+/// The rest of a CSI sequence: parameters and intermediates, then one final byte.
+fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while chars
+        .next_if(|c| matches!(c, '0'..='?' | ' '..='/'))
+        .is_some()
+    {}
+    chars.next_if(|c| matches!(c, '@'..='~'));
+}
+
+/// The payload of an OSC/DCS/SOS/PM/APC string, through its terminator (BEL, `ESC \` or ST).
+fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{7}' | '\u{9c}' => return,
+            '\u{1b}' => {
+                chars.next_if_eq(&'\\');
+                return;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// One piece of an output as the agent sees it.
@@ -85,7 +155,9 @@ pub fn render_output(output: &Value, allow_images: bool) -> Option<Rendered> {
             )))
         }
         "error" => Some(Rendered::Text(strip_ansi(&error_text(output)))),
-        other => Some(Rendered::Text(format!("[Unknown output type: {other}]"))),
+        other => Some(Rendered::Text(strip_ansi(&format!(
+            "[Unknown output type: {other}]"
+        )))),
     }
 }
 
@@ -168,6 +240,29 @@ mod tests {
             Rendered::Text(t) => t,
             other => panic!("expected text, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn terminal_controls_are_dropped_and_carriage_returns_overwrite() {
+        // 8-bit CSI, BEL, DCS/APC/OSC payloads, C1 controls, DEL.
+        assert_eq!(
+            strip_ansi(
+                "a\u{9b}31mb\u{7}c\u{1b}Pq#0\u{1b}\\d\u{1b}_hidden\u{9c}e\u{85}\u{7f}f\u{1b}]8;;x\u{7}g"
+            ),
+            "abcdefg"
+        );
+        assert_eq!(
+            strip_ansi("keep\ttabs\nand lines\r\n"),
+            "keep\ttabs\nand lines\n"
+        );
+        // A tqdm bar: each state rewrites the line; the last one stays.
+        assert_eq!(
+            strip_ansi("  0%|     | 0/3\r 33%|#    | 1/3\r100%|#####| 3/3\nnext"),
+            "100%|#####| 3/3\nnext"
+        );
+        assert_eq!(strip_ansi("long line\rshort"), "shortline");
+        assert_eq!(strip_ansi("abc\u{8}\u{8}X"), "aX");
+        assert_eq!(strip_ansi("\u{1b}(Bplain\u{1b}7"), "plain");
     }
 
     #[test]

@@ -1,9 +1,19 @@
 //! Compiled components on disk, keyed by the component's content and the engine's compatibility,
 //! so each component is compiled once per engine build and never on a request path.
+//!
+//! A compiled artifact is native code that wasmtime loads without checking it, so a file planted
+//! in the cache would run as our user. The cache therefore lives only in a directory of our own
+//! (never a shared temp dir; refused when another user owns it or may write to it), artifacts are
+//! written with exclusive create, no symlink followed, then renamed into place, and each carries an
+//! HMAC-SHA256 of its bytes under a per-user key (`key`, 0600, in the cache directory). A file
+//! whose tag does not verify is never deserialized: the component is compiled afresh.
 
 use std::hash::Hash;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
@@ -21,23 +31,69 @@ impl std::hash::Hasher for ShaHasher {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct CompileCache {
+/// What starts every artifact we write: a format marker, then the 32-byte tag.
+const MAGIC: &[u8; 8] = b"JMCPC01\n";
+const TAG_LEN: usize = 32;
+const KEY_FILE: &str = "key";
+
+/// A directory of ours and the key that authenticates what we wrote into it.
+#[derive(Clone)]
+struct Disk {
     dir: PathBuf,
+    key: [u8; 32],
+}
+
+#[derive(Clone)]
+pub struct CompileCache {
+    /// `None`: compiled code is kept in memory only (no safe directory).
+    disk: Option<Disk>,
+}
+
+impl std::fmt::Debug for CompileCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompileCache")
+            .field("dir", &self.disk.as_ref().map(|d| &d.dir))
+            .finish()
+    }
 }
 
 impl CompileCache {
-    pub fn new(dir: PathBuf) -> Self {
-        CompileCache { dir }
+    /// The cache in `dir` (default: `default_dir`), or memory only when there is no directory
+    /// we can trust; the reason is logged.
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        let Some(dir) = dir.or_else(Self::default_dir) else {
+            tracing::warn!(
+                "neither XDG_CACHE_HOME nor HOME is set, so compiled guests are kept in memory \
+                 only (set cache_dir in the config file to keep them across starts)"
+            );
+            return CompileCache { disk: None };
+        };
+        match open_private_dir(&dir) {
+            Ok(key) => CompileCache {
+                disk: Some(Disk { dir, key }),
+            },
+            Err(reason) => {
+                tracing::warn!(
+                    "not using {} as the compile cache: {reason}; compiled guests are kept in \
+                     memory only",
+                    dir.display()
+                );
+                CompileCache { disk: None }
+            }
+        }
     }
 
-    /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/...`, else the temp dir.
-    pub fn default_dir() -> PathBuf {
+    /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/...`; never a shared directory.
+    pub fn default_dir() -> Option<PathBuf> {
         let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
             .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir);
-        base.join("jupyter-mcp-server").join("wasm")
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|h| PathBuf::from(h).join(".cache"))
+            })?;
+        Some(base.join("jupyter-mcp-server").join("wasm"))
     }
 
     fn key(engine: &Engine, bytes: &[u8]) -> String {
@@ -56,47 +112,202 @@ impl CompileCache {
     /// The component, from the cache when we compiled it before, else compiled and stored.
     /// Cache write failures cost only speed (logged).
     pub fn load(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
-        let path = self.dir.join(format!("{}.cwasm", Self::key(engine, bytes)));
-        if path.is_file() {
-            match deserialize_own_artifact(engine, &path) {
+        let Some(disk) = &self.disk else {
+            return compile(engine, bytes);
+        };
+        let path = disk.dir.join(format!("{}.cwasm", Self::key(engine, bytes)));
+        match disk.read_authentic(&path) {
+            Ok(Some(artifact)) => match deserialize_authentic(engine, &artifact) {
                 Ok(component) => return Ok(component),
                 Err(e) => tracing::warn!(
                     "ignoring the unusable cached component {}: {e}",
                     path.display()
                 ),
-            }
+            },
+            Ok(None) => {}
+            Err(reason) => tracing::warn!(
+                "refusing the cached component {}: {reason}; compiling it afresh",
+                path.display()
+            ),
         }
-        let started = std::time::Instant::now();
-        let component = Component::from_binary(engine, bytes)?;
-        tracing::info!("compiled a component in {:.1?}", started.elapsed());
-        if let Err(e) = self.store(&path, &component) {
+        let component = compile(engine, bytes)?;
+        if let Err(e) = disk.store(&path, &component) {
             tracing::warn!(
                 "could not cache the compiled component in {}: {e}; it will be compiled again next start",
-                self.dir.display()
+                disk.dir.display()
             );
         }
         Ok(component)
     }
+}
+
+fn compile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
+    let started = std::time::Instant::now();
+    let component = Component::from_binary(engine, bytes)?;
+    tracing::info!("compiled a component in {:.1?}", started.elapsed());
+    Ok(component)
+}
+
+impl Disk {
+    /// The tag covers the file's name (its cache key) too, so an artifact of ours moved under
+    /// another component's key is refused as well.
+    fn tag(&self, path: &Path, bytes: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length works");
+        let name = path.file_name().unwrap_or_default().as_encoded_bytes();
+        mac.update(&(name.len() as u64).to_le_bytes());
+        mac.update(name);
+        mac.update(bytes);
+        mac
+    }
+
+    /// The artifact's bytes if the file exists and we wrote it; `Err` says why it is refused.
+    fn read_authentic(&self, path: &Path) -> Result<Option<Vec<u8>>, String> {
+        let mut file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot open it ({e})")),
+        };
+        let mut contents = Vec::new();
+        file.read_to_end(&mut contents)
+            .map_err(|e| format!("cannot read it ({e})"))?;
+        let Some(rest) = contents.strip_prefix(MAGIC.as_slice()) else {
+            return Err("it was not written by this server (no authentication tag)".into());
+        };
+        if rest.len() < TAG_LEN {
+            return Err("it is cut short".into());
+        }
+        let (tag, artifact) = rest.split_at(TAG_LEN);
+        self.tag(path, artifact).verify_slice(tag).map_err(|_| {
+            "it was not written by this server (its authentication tag does not match)".to_owned()
+        })?;
+        Ok(Some(artifact.to_vec()))
+    }
 
     fn store(&self, path: &Path, component: &Component) -> Result<(), String> {
         let bytes = component.serialize().map_err(|e| e.to_string())?;
-        std::fs::create_dir_all(&self.dir).map_err(|e| e.to_string())?;
-        // Written aside and renamed, so a concurrent start never reads half a file.
-        let partial = path.with_extension(format!("{}.partial", std::process::id()));
-        std::fs::write(&partial, bytes).map_err(|e| e.to_string())?;
-        std::fs::rename(&partial, path).map_err(|e| e.to_string())
+        let tag = self.tag(path, &bytes).finalize().into_bytes();
+        // Written aside and renamed, so a concurrent start never reads half a file; the aside
+        // name is new (exclusive create, no symlink followed), and rename replaces whatever
+        // sits at the final name without following it.
+        let partial = path.with_extension(format!(
+            "{}.{}.partial",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let written = write_new_private(&partial, &[MAGIC.as_slice(), &tag, &bytes])
+            .and_then(|()| std::fs::rename(&partial, path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e.to_string());
+        }
+        Ok(())
     }
 }
 
-/// Loads an artifact from our cache directory, named by the hash of its source and of this
-/// engine's settings.
+/// A new file, 0600 from the start, refusing an existing file or a symlink at `path`.
+fn write_new_private(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    for part in parts {
+        file.write_all(part)?;
+    }
+    file.sync_all()
+}
+
+/// Creates the cache directory (0700) if needed, checks it is ours alone, and returns the key
+/// kept in it (made on first use).
+fn open_private_dir(dir: &Path) -> Result<[u8; 32], String> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("cannot create it ({e})"))?;
+    let uid = nix::unistd::Uid::effective().as_raw();
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot inspect it ({e})"))?;
+    if meta.file_type().is_symlink() {
+        return Err("it is a symbolic link".into());
+    }
+    if meta.uid() != uid {
+        return Err(format!(
+            "it belongs to user id {}, not to us ({uid})",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "other users may write to it (mode {:o}); `chmod go-w` it",
+            meta.mode() & 0o7777
+        ));
+    }
+    let key_path = dir.join(KEY_FILE);
+    // Two servers starting at once: one creates the key, the other may find it still empty.
+    for _ in 0..50 {
+        if let Some(key) = read_key(&key_path, uid)? {
+            return Ok(key);
+        }
+        let mut key = [0u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut random| random.read_exact(&mut key))
+            .map_err(|e| format!("cannot make a key ({e})"))?;
+        match write_new_private(&key_path, &[&key]) {
+            Ok(()) => return Ok(key),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(format!("cannot write its key ({e})")),
+        }
+    }
+    Err(format!("its key {} stays incomplete", key_path.display()))
+}
+
+/// The key, `None` when absent (or not yet complete), `Err` when it is not safely ours.
+fn read_key(path: &Path, uid: u32) -> Result<Option<[u8; 32]>, String> {
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot open its key ({e})")),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot inspect its key ({e})"))?;
+    if meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "its key {} is not ours alone (owner {}, mode {:o})",
+            path.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        ));
+    }
+    let mut key = [0u8; 32];
+    let mut read = Vec::new();
+    file.read_to_end(&mut read)
+        .map_err(|e| format!("cannot read its key ({e})"))?;
+    if read.len() != key.len() {
+        return Ok(None);
+    }
+    key.copy_from_slice(&read);
+    Ok(Some(key))
+}
+
+/// Loads an artifact whose tag we verified.
 #[allow(unsafe_code)]
-fn deserialize_own_artifact(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
-    // SAFETY: wasmtime does not validate precompiled code. The only files we deserialize are
-    // ones this program wrote (named by a hash of the source and engine), in a directory the
-    // operator chose for it; a guest's own file is always compiled from its wasm, never loaded
-    // as precompiled code.
-    unsafe { Component::deserialize_file(engine, path) }
+fn deserialize_authentic(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Component> {
+    // SAFETY: wasmtime does not validate precompiled code. These bytes carry a valid HMAC under
+    // a key only this user can read, so this program wrote them from a component it compiled;
+    // a guest's own file is always compiled from its wasm, never loaded as precompiled code.
+    unsafe { Component::deserialize(engine, artifact) }
 }
 
 #[cfg(test)]
@@ -113,5 +324,39 @@ mod tests {
         config.epoch_interruption(true);
         let other = Engine::new(&config).unwrap();
         assert_ne!(a, CompileCache::key(&other, b"a"));
+    }
+
+    #[test]
+    fn only_authentic_artifacts_are_read() {
+        let dir = std::env::temp_dir().join(format!("jmcp-cache-{}", uuid::Uuid::new_v4()));
+        let key = open_private_dir(&dir).unwrap();
+        assert_eq!(open_private_dir(&dir).unwrap(), key, "the key is kept");
+        let disk = Disk {
+            dir: dir.clone(),
+            key,
+        };
+        let path = dir.join("x.cwasm");
+        let tag = disk.tag(&path, b"code").finalize().into_bytes();
+        write_new_private(&path, &[MAGIC.as_slice(), &tag, b"code"]).unwrap();
+        assert_eq!(disk.read_authentic(&path).unwrap().unwrap(), b"code");
+        let moved = dir.join("y.cwasm");
+        std::fs::copy(&path, &moved).unwrap();
+        assert!(
+            disk.read_authentic(&moved).is_err(),
+            "the tag binds the name"
+        );
+        std::fs::remove_file(&path).unwrap();
+        write_new_private(&path, &[MAGIC.as_slice(), &tag, b"evil"]).unwrap();
+        assert!(disk.read_authentic(&path).is_err());
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(dir.join(KEY_FILE), &path).unwrap();
+        assert!(
+            disk.read_authentic(&path).is_err(),
+            "symlinks are not followed"
+        );
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        assert!(open_private_dir(&dir).unwrap_err().contains("other users"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

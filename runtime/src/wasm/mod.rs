@@ -79,12 +79,13 @@ pub struct WasmHost {
 }
 
 impl WasmHost {
-    pub fn new(cache_dir: PathBuf) -> wasmtime::Result<Self> {
+    pub fn new(cache_dir: Option<PathBuf>) -> wasmtime::Result<Self> {
         Self::with_link(cache_dir, Arc::default())
     }
 
     /// A host whose guests reach the server through `link` once it is connected.
-    pub fn with_link(cache_dir: PathBuf, link: Arc<HostLink>) -> wasmtime::Result<Self> {
+    /// `cache_dir`: where compiled guests are kept (`None`: the per-user default, if any).
+    pub fn with_link(cache_dir: Option<PathBuf>, link: Arc<HostLink>) -> wasmtime::Result<Self> {
         let mut config = wasmtime::Config::new();
         config
             .epoch_interruption(true)
@@ -267,11 +268,7 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
     if config.extensions.is_empty() {
         return Vec::new();
     }
-    let cache_dir = config
-        .cache_dir
-        .clone()
-        .unwrap_or_else(CompileCache::default_dir);
-    let host = match WasmHost::with_link(cache_dir, link) {
+    let host = match WasmHost::with_link(config.cache_dir.clone(), link) {
         Ok(host) => host,
         Err(e) => {
             tracing::error!("cannot start the WebAssembly runtime, so no guest is loaded: {e}");
@@ -377,7 +374,7 @@ mod tests {
 
     fn host() -> WasmHost {
         let cache = std::env::temp_dir().join(format!("jmcp-wasm-unit-{}", std::process::id()));
-        WasmHost::new(cache).unwrap()
+        WasmHost::new(Some(cache)).unwrap()
     }
 
     #[test]

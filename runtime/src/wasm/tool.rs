@@ -13,7 +13,13 @@ use super::guest::Guest;
 use super::v0_1_0::types;
 use crate::capabilities::Capabilities;
 use crate::dispatch::ToolRegistry;
+use crate::tools::outputs::{self, Rendered};
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
+
+/// The most structured content (JSON text) kept from one answer of a guest.
+const MAX_STRUCTURED_BYTES: usize = 1 << 20;
+/// The most image bytes kept from one answer of a guest (kernel outputs share a 16 MiB budget).
+const MAX_GUEST_IMAGE_BYTES: usize = 16 << 20;
 
 pub struct ExtensionTool {
     guest: Arc<Guest>,
@@ -61,18 +67,41 @@ impl ExtensionTool {
     }
 
     /// Turns the guest's answer into a tool result; `is-error` becomes a failure the agent sees.
-    fn output(&self, result: types::ToolResult) -> Result<ToolOutput, ToolError> {
-        let content: Vec<Content> = result
+    /// Bounded like kernel output: text by `--max-output-chars`, images and structured content
+    /// by byte caps, each cut said in a note.
+    fn output(&self, result: types::ToolResult, max_chars: usize) -> Result<ToolOutput, ToolError> {
+        let mut image_bytes = 0;
+        let mut dropped_images = 0;
+        let rendered: Vec<Rendered> = result
             .content
             .into_iter()
-            .map(|c| match c {
-                types::Content::Text(text) => Content::text(text),
-                types::Content::Image(image) => Content::image(
-                    base64::engine::general_purpose::STANDARD.encode(&image.data),
-                    image.mime_type,
-                ),
+            .filter_map(|c| match c {
+                types::Content::Text(text) => Some(Rendered::Text(text)),
+                types::Content::Image(image) => {
+                    image_bytes += image.data.len();
+                    if image_bytes > MAX_GUEST_IMAGE_BYTES {
+                        dropped_images += 1;
+                        return None;
+                    }
+                    Some(Rendered::Image {
+                        data: base64::engine::general_purpose::STANDARD.encode(&image.data),
+                        mime_type: image.mime_type,
+                    })
+                }
             })
             .collect();
+        let mut rendered = outputs::cut_text(
+            rendered,
+            max_chars,
+            "The extension's whole answer is not kept; ask it for less.",
+        );
+        if dropped_images > 0 {
+            rendered.push(Rendered::Text(format!(
+                "[{dropped_images} image(s) left out: the images of one answer are limited to {} MiB]",
+                MAX_GUEST_IMAGE_BYTES >> 20
+            )));
+        }
+        let mut content = outputs::to_content(rendered);
         if result.is_error {
             let text: Vec<&str> = content
                 .iter()
@@ -82,6 +111,15 @@ impl ExtensionTool {
         }
         let structured = match result.structured {
             None => None,
+            // Refused before parsing: a huge answer costs no second copy.
+            Some(text) if text.len() > MAX_STRUCTURED_BYTES => {
+                content.push(Content::text(format!(
+                    "[structured result left out: {} bytes, over the limit of {} MiB]",
+                    text.len(),
+                    MAX_STRUCTURED_BYTES >> 20
+                )));
+                None
+            }
             Some(text) => match serde_json::from_str::<Value>(&text) {
                 Ok(value @ Value::Object(_)) => Some(value),
                 _ => {
@@ -152,7 +190,8 @@ impl Tool for ExtensionTool {
         check_against(&self.spec.input_schema, &arguments)
     }
 
-    fn call(&self, _context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
+    fn call(&self, context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
+        let max_chars = context.domain.settings.output.max_chars;
         Box::pin(async move {
             check_against(&self.spec.input_schema, &arguments)?;
             let name = self.spec.name.clone();
@@ -163,7 +202,7 @@ impl Tool for ExtensionTool {
                 .await
                 .map_err(ToolError::failed)?;
             match answer {
-                Ok(result) => self.output(result),
+                Ok(result) => self.output(result, max_chars),
                 Err(message) => Err(ToolError::Failed(format!(
                     "extension '{}' failed: {message}",
                     self.extension

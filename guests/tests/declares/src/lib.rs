@@ -36,11 +36,15 @@ impl Guest for Declares {
     }
 
     fn capabilities() -> Vec<Capability> {
-        vec![Capability {
-            name: "declares.demo".into(),
-            description: "A capability declared by a test extension.".into(),
-            enabled: false,
-        }]
+        // Only the first is ours; the host must refuse names under another identity.
+        ["declares.demo", "snapshot.cells", "beta.on"]
+            .into_iter()
+            .map(|name| Capability {
+                name: name.into(),
+                description: "A capability declared by a test extension.".into(),
+                enabled: name != "declares.demo",
+            })
+            .collect()
     }
 
     fn tools() -> Vec<ToolSpec> {
@@ -49,6 +53,7 @@ impl Guest for Declares {
             tool("declares_echo", Some("declares.demo")),
             tool("declares_run", None),
             tool("declares_edit", None),
+            tool("declares_flood", None),
             tool("declares_race", None),
             tool("list_kernels", None),
         ]
@@ -101,6 +106,18 @@ impl Guest for Declares {
                     content: vec![Content::Text(text)],
                     structured: None,
                     is_error,
+                })
+            }
+            // A huge answer: `text_mib` of text and `structured_mib` of structured JSON.
+            "declares_flood" => {
+                let args: serde_json::Value =
+                    serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
+                let mib = |key: &str| args[key].as_u64().unwrap_or(0) as usize * (1 << 20);
+                let blob = "y".repeat(mib("structured_mib"));
+                Ok(ToolResult {
+                    content: vec![Content::Text("x".repeat(mib("text_mib")))],
+                    structured: Some(format!("{{\"blob\":\"{blob}\"}}")),
+                    is_error: false,
                 })
             }
             // Reads the cells, runs `between` (which may change the notebook, as a person would),

@@ -15,7 +15,7 @@ import urllib.request
 
 from jupyter_server.extension.application import ExtensionApp
 from tornado.httpclient import AsyncHTTPClient
-from tornado.ioloop import IOLoop
+from tornado.ioloop import IOLoop, PeriodicCallback
 from traitlets import Enum, Float, List, Unicode
 
 from .proxy import McpProxyHandler
@@ -23,18 +23,31 @@ from .proxy import McpProxyHandler
 # The Python server's extension module; both serving /mcp in one Jupyter cannot work.
 UPSTREAM_MODULE = "jupyter_mcp_server"
 BINARY = "jupyter-mcp-server"
+# A dead child is restarted after 0.5 s, then 1, 2, 4 … up to 30 s while it keeps dying; a
+# child that stayed up a minute starts the count again.
+RESTART_FIRST_DELAY = 0.5
+RESTART_MAX_DELAY = 30.0
+RESTART_RESET = 60.0
+# Variables the child reads secrets from; we set them, never inherit them.
+SECRET_VARIABLES = ("MCP_TOKEN", "JUPYTER_TOKEN")
 
 
 class ChildServer:
     """The server binary running beside Jupyter on a private loopback port."""
 
-    def __init__(self, binary: str, args: list[str], log):
+    def __init__(self, binary: str, args: list[str], secrets_env: dict[str, str], log):
         self.port = _free_port()
         self.token = secrets.token_urlsafe(32)
         self.log = log
         command = [binary, "start", "--transport", "streamable-http", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--mcp-token", self.token, *args]
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                   "--port", str(self.port), *args]
+        # Tokens go through the environment, never argv: any local user can read
+        # /proc/PID/cmdline, while /proc/PID/environ is readable by this user only.
+        env = {k: v for k, v in os.environ.items() if k not in SECRET_VARIABLES}
+        env.update(secrets_env)
+        env["MCP_TOKEN"] = self.token
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
+        self.started = time.monotonic()
         self.log.info("jupyter-mcp-server started (pid %s) for /mcp", self.process.pid)
 
     @property
@@ -93,6 +106,10 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
 
     child: ChildServer | None = None
     _http: AsyncHTTPClient | None = None
+    _watcher: PeriodicCallback | None = None
+    _restarts = 0  # restarts in a row, reset once a child stayed up for RESTART_RESET seconds
+    _restart_pending = False
+    _stopping = False
 
     def http_client(self) -> AsyncHTTPClient:
         """Our own client: the shared one allows 10 connections, and event streams hold theirs."""
@@ -118,9 +135,6 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
     def child_arguments(self) -> list[str]:
         server = self.serverapp
         args = ["--jupyter-url", server.connection_url]
-        token = getattr(server.identity_provider, "token", "") or ""
-        if token:
-            args += ["--jupyter-token", token]
         if self.otel_file:
             args += ["--otel-file", self.otel_file]
         for capability in self.capabilities:
@@ -132,12 +146,50 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
         args += ["--document-backend", self.document_backend]
         return args
 
+    def child_secrets(self) -> dict[str, str]:
+        token = getattr(self.serverapp.identity_provider, "token", "") or ""
+        return {"JUPYTER_TOKEN": token} if token else {}
+
     def _start_child(self) -> None:
         binary = self.server_binary or find_binary()
         if binary is None:
             self.log.error("jupyter-mcp-server binary not found; /mcp is unavailable. Reinstall jupyter-mcp-server-rs.")
             return
-        self.child = ChildServer(binary, self.child_arguments(), self.log)
+        self._binary = binary
+        self.child = ChildServer(binary, self.child_arguments(), self.child_secrets(), self.log)
+        if self._watcher is None:
+            self._watcher = PeriodicCallback(self._watch_child, 250)
+            self._watcher.start()
+
+    def _watch_child(self) -> None:
+        """Restarts a child that died (killed, crashed, or stopped through its own port)."""
+        child = self.child
+        if self._stopping or self._restart_pending or child is None:
+            return
+        status = child.process.poll()
+        if status is None:
+            if self._restarts and time.monotonic() - child.started > RESTART_RESET:
+                self._restarts = 0
+            return
+        reason = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        delay = min(RESTART_FIRST_DELAY * 2**self._restarts, RESTART_MAX_DELAY)
+        self._restarts += 1
+        self._restart_pending = True
+        self.log.warning(
+            "jupyter-mcp-server (pid %s) %s; restarting it in %.1f s (restart %d in a row); "
+            "/mcp answers 503 until it is back", child.process.pid, reason, delay, self._restarts,
+        )
+        IOLoop.current().call_later(delay, self._restart_child)
+
+    def _restart_child(self) -> None:
+        self._restart_pending = False
+        if self._stopping:
+            return
+        try:
+            self.child = ChildServer(self._binary, self.child_arguments(), self.child_secrets(), self.log)
+        except OSError as e:
+            # The dead child stays in place, so the watcher tries again after a longer delay.
+            self.log.error("could not restart jupyter-mcp-server: %s; trying again", e)
 
     def child_ready(self, timeout: float = 30) -> ChildServer | None:
         child = self.child
@@ -146,6 +198,9 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
         return child
 
     async def stop_extension(self) -> None:
+        self._stopping = True
+        if self._watcher is not None:
+            self._watcher.stop()
         if self.child is not None:
             self.child.stop()
 

@@ -6,7 +6,10 @@ long as the client listens, so bodies are relayed chunk by chunk as they arrive,
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import origin_matches_pat
 from tornado import web
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.ioloop import IOLoop
@@ -43,7 +46,32 @@ class McpProxyHandler(APIHandler):
     async def delete(self, path: str = ""):
         await self._relay(path)
 
+    def _origin_allowed(self) -> bool:
+        """Jupyter lets any Origin through once a token authenticates; the standalone server does
+        not, and neither do we: a web page must not drive the tools with a token it got hold of.
+        Allowed: no Origin (scripts), this server's own origin, loopback, or Jupyter's
+        `allow_origin` / `allow_origin_pat`."""
+        origin = self.request.headers.get("Origin")
+        if origin is None or self.allow_origin == "*":
+            return True
+        if self.allow_origin and origin == self.allow_origin:
+            return True
+        if self.allow_origin_pat and origin_matches_pat(self.allow_origin_pat, origin):
+            return True
+        try:
+            parts = urlsplit(origin)
+            hostname = parts.hostname
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or hostname is None:
+            return False
+        if parts.netloc.lower() == (self.request.headers.get("Host") or "").lower():
+            return True
+        return hostname in ("localhost", "127.0.0.1", "::1")
+
     async def _relay(self, path: str) -> None:
+        if not self._origin_allowed():
+            raise web.HTTPError(403, "this Origin may not use /mcp; add it to the Jupyter Server's allow_origin")
         app = self.settings["jupyter_mcp_server_rs"]
         child = app.child
         ready = child is not None and await IOLoop.current().run_in_executor(None, child.ready, 30)

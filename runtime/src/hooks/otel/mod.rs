@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,9 +66,12 @@ impl OtelHandler {
         );
         let mut writer = None;
         if let Some(path) = path {
+            // Spans carry code and outputs: a file we create is ours alone (0600 from the start;
+            // an existing file keeps the mode its owner gave it).
             let file = OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(path)
                 .map_err(|source| OtelFileError {
                     path: path.to_owned(),

@@ -59,6 +59,11 @@ pub enum DocumentError {
          (someone else edited the notebook); read it again and retry"
     )]
     Conflict { path: String, cell_id: String },
+    #[error(
+        "'{path}' kept being saved over by another writer: our edit was saved {saves} times and \
+         each time replaced; read the notebook again and retry (or use the live backend)"
+    )]
+    Contended { path: String, saves: usize },
     #[error("'{path}' cannot be read as a notebook: {source}")]
     Invalid { path: String, source: NotebookError },
     #[error(

@@ -452,7 +452,9 @@ impl Socket {
         session_id: &str,
         offer_v1: bool,
     ) -> Result<Self, DialError> {
-        let url = rest.kernel_channels_url(kernel_id, session_id);
+        let url = rest
+            .kernel_channels_url(kernel_id, session_id)
+            .map_err(|e| DialError::Other(e.to_string()))?;
         let subprotocol = offer_v1.then_some(V1_SUBPROTOCOL);
         let (ws, response) =
             websocket::dial(&url, rest.authorization().as_deref(), subprotocol).await?;

@@ -20,12 +20,15 @@ pub struct OutputCollector {
     /// display_id → indices of the outputs showing it.
     displays: HashMap<String, Vec<usize>>,
     pub execution_count: Option<i64>,
-    /// Stream text kept so far (see `within_budget`).
-    stream_bytes: usize,
+    /// Output bytes kept so far, every kind together (see `within_budget`).
+    kept_bytes: usize,
+    /// Whether the budget ran out and the cut was marked.
+    cut: bool,
 }
 
-/// The most stream text one execution keeps.
-pub const MAX_STREAM_BYTES: usize = 16 << 20;
+/// The most output one execution keeps: stream text, rich data (images included), results and
+/// tracebacks share it, so no kind of output can exhaust our memory.
+pub const MAX_OUTPUT_BYTES: usize = 16 << 20;
 /// How often a running execution reports its outputs (see `ExecutionRequest::on_output`).
 const OUTPUT_REPORT: Duration = Duration::from_millis(25);
 
@@ -33,24 +36,37 @@ impl OutputCollector {
     /// Stream text beyond the budget is dropped, with one notice where it was cut, so a kernel
     /// printing without end cannot exhaust our memory (or the notebook's readers').
     fn within_budget<'t>(&mut self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        if self.stream_bytes >= MAX_STREAM_BYTES {
+        if self.cut {
             return std::borrow::Cow::Borrowed("");
         }
-        let room = MAX_STREAM_BYTES - self.stream_bytes;
+        let room = MAX_OUTPUT_BYTES - self.kept_bytes;
         if text.len() < room {
-            self.stream_bytes += text.len();
+            self.kept_bytes += text.len();
             return std::borrow::Cow::Borrowed(text);
         }
         let mut cut = room;
         while !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        self.stream_bytes = MAX_STREAM_BYTES;
-        std::borrow::Cow::Owned(format!(
-            "{}\n[output cut: the kernel printed more than {} MiB; the rest was dropped]\n",
-            &text[..cut],
-            MAX_STREAM_BYTES >> 20
-        ))
+        self.kept_bytes = MAX_OUTPUT_BYTES;
+        self.cut = true;
+        std::borrow::Cow::Owned(format!("{}\n{}", &text[..cut], cut_notice()))
+    }
+
+    /// Whether a rich output of `size` bytes fits the budget (then it is counted). When it does
+    /// not, the budget is spent: the cut is marked once and everything after it is dropped.
+    fn admit(&mut self, size: usize) -> bool {
+        if !self.cut && self.kept_bytes + size <= MAX_OUTPUT_BYTES {
+            self.kept_bytes += size;
+            return true;
+        }
+        if !self.cut {
+            self.cut = true;
+            self.kept_bytes = MAX_OUTPUT_BYTES;
+            self.outputs
+                .push(json!({"output_type": "stream", "name": "stderr", "text": cut_notice()}));
+        }
+        false
     }
 
     pub fn outputs(&self) -> &[Value] {
@@ -90,6 +106,15 @@ impl OutputCollector {
             }
             "display_data" | "execute_result" => {
                 self.before_output();
+                // Measured before anything is copied: a refused output costs no memory here.
+                let size = ["data", "metadata"]
+                    .iter()
+                    .filter_map(|key| content.get(key))
+                    .map(json_bytes)
+                    .sum();
+                if !self.admit(size) {
+                    return true;
+                }
                 let mut output = json!({
                     "output_type": msg_type,
                     "data": content.get("data").cloned().unwrap_or_else(|| json!({})),
@@ -118,10 +143,26 @@ impl OutputCollector {
                 let Some(id) = display_id(content) else {
                     return false;
                 };
-                let Some(indices) = self.displays.get(&id) else {
+                let Some(indices) = self.displays.get(&id).cloned() else {
                     return false;
                 };
-                for &index in indices {
+                let new_size: usize = ["data", "metadata"]
+                    .iter()
+                    .filter_map(|key| content.get(key))
+                    .map(json_bytes)
+                    .sum();
+                let old_size: usize = indices
+                    .iter()
+                    .filter_map(|&i| self.outputs.get(i))
+                    .flat_map(|o| [&o["data"], &o["metadata"]])
+                    .map(json_bytes)
+                    .sum();
+                // Updates replace data in place: only growth is charged to the budget.
+                let growth = (new_size * indices.len()).saturating_sub(old_size);
+                if !self.admit(growth) {
+                    return true;
+                }
+                for &index in &indices {
                     if let Some(output) = self.outputs.get_mut(index) {
                         output["data"] = content.get("data").cloned().unwrap_or_else(|| json!({}));
                         output["metadata"] = content
@@ -134,6 +175,9 @@ impl OutputCollector {
             }
             "error" => {
                 self.before_output();
+                if !self.admit(json_bytes(content)) {
+                    return true;
+                }
                 self.outputs.push(json!({
                     "output_type": "error",
                     "ename": content.get("ename").cloned().unwrap_or_else(|| json!("")),
@@ -171,7 +215,31 @@ impl OutputCollector {
         self.outputs.clear();
         self.displays.clear();
         self.clear_pending = false;
-        self.stream_bytes = 0;
+        self.kept_bytes = 0;
+        self.cut = false;
+    }
+}
+
+fn cut_notice() -> String {
+    format!(
+        "[output cut: this execution produced more than {} MiB of output; the rest was dropped]\n",
+        MAX_OUTPUT_BYTES >> 20
+    )
+}
+
+/// About how many bytes a JSON value holds (its strings, plus a little per node): what keeping
+/// it costs, computed without serializing it.
+fn json_bytes(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => items.iter().map(json_bytes).sum::<usize>() + 2,
+        Value::Object(map) => {
+            map.iter()
+                .map(|(k, v)| k.len() + 4 + json_bytes(v))
+                .sum::<usize>()
+                + 2
+        }
+        _ => 8,
     }
 }
 
@@ -397,13 +465,47 @@ mod tests {
             c.apply("stream", &json!({"name": "stdout", "text": chunk}));
         }
         let text = c.outputs()[0]["text"].as_str().unwrap();
-        assert!(text.len() < MAX_STREAM_BYTES + 200);
+        assert!(text.len() < MAX_OUTPUT_BYTES + 200);
         assert_eq!(text.matches("[output cut:").count(), 1);
         assert_eq!(c.outputs().len(), 1);
         // A cleared output starts a fresh budget (progress bars redraw without end).
         c.apply("clear_output", &json!({"wait": false}));
         c.apply("stream", &json!({"name": "stdout", "text": "again"}));
         assert_eq!(c.outputs()[0]["text"], "again");
+    }
+
+    #[test]
+    fn rich_outputs_share_the_budget() {
+        let mut c = OutputCollector::default();
+        let image = json!({"data": {"image/png": "A".repeat(6 << 20)}, "metadata": {}});
+        for _ in 0..20 {
+            c.apply("display_data", &image);
+            c.apply("stream", &json!({"name": "stdout", "text": "after\n"}));
+        }
+        let kept: usize = c.outputs().iter().map(json_bytes).sum();
+        assert!(kept <= MAX_OUTPUT_BYTES + 4096, "{kept}");
+        let notices = c
+            .outputs()
+            .iter()
+            .filter(|o| {
+                o["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("[output cut:"))
+            })
+            .count();
+        assert_eq!(notices, 1);
+        assert_eq!(
+            c.outputs()
+                .iter()
+                .filter(|o| o["output_type"] == "display_data")
+                .count(),
+            2
+        );
+        c.apply(
+            "error",
+            &json!({"ename": "E", "evalue": "v", "traceback": ["t"]}),
+        );
+        assert!(c.outputs().iter().all(|o| o["output_type"] != "error"));
     }
 
     #[test]

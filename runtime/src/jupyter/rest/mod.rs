@@ -58,6 +58,11 @@ pub enum RestError {
         status: u16,
         message: String,
     },
+    #[error(
+        "the path or id {segment:?} contains a control character (tab, newline, …); Jupyter paths \
+         never do: give it without them"
+    )]
+    ControlCharacter { segment: String },
     #[error("the Jupyter Server sent an answer about {subject} that could not be read: {reason}")]
     Decode { subject: Subject, reason: String },
 }
@@ -120,7 +125,7 @@ pub struct JupyterRest {
 impl std::fmt::Debug for JupyterRest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JupyterRest")
-            .field("base", &self.base.as_str())
+            .field("base", &self.shown_url())
             .finish()
     }
 }
@@ -144,6 +149,11 @@ impl JupyterRest {
         &self.base
     }
 
+    /// The base URL as shown in answers and logs: without credentials.
+    pub fn shown_url(&self) -> String {
+        redacted(&self.base)
+    }
+
     pub fn token(&self) -> Option<&str> {
         self.token.as_deref()
     }
@@ -153,8 +163,15 @@ impl JupyterRest {
         self.token.as_ref().map(|t| format!("token {t}"))
     }
 
-    /// `api/...` joined to the base, with each path segment percent-encoded.
-    pub fn endpoint(&self, segments: &[&str]) -> Url {
+    /// `api/...` joined to the base, with each path segment percent-encoded. A segment with a
+    /// control character is refused before anything is built: URL parsing drops tabs and
+    /// newlines, so `..<TAB>` would pass the url crate's `..` filter and later climb a level.
+    pub fn endpoint(&self, segments: &[&str]) -> Result<Url, RestError> {
+        if let Some(segment) = segments.iter().find(|s| s.chars().any(char::is_control)) {
+            return Err(RestError::ControlCharacter {
+                segment: (*segment).to_owned(),
+            });
+        }
         let mut url = self.base.clone();
         {
             let mut path = url.path_segments_mut().expect("http URLs have paths");
@@ -165,23 +182,23 @@ impl JupyterRest {
                 }
             }
         }
-        url
+        Ok(url)
     }
 
     /// `endpoint` with the matching websocket scheme.
-    fn websocket_endpoint(&self, segments: &[&str]) -> Url {
-        let mut url = self.endpoint(segments);
+    fn websocket_endpoint(&self, segments: &[&str]) -> Result<Url, RestError> {
+        let mut url = self.endpoint(segments)?;
         let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
         url.set_scheme(scheme)
             .expect("ws and wss are valid schemes");
-        url
+        Ok(url)
     }
 
     /// The websocket URL of a kernel's channels.
-    pub fn kernel_channels_url(&self, kernel_id: &str, session_id: &str) -> Url {
-        let mut url = self.websocket_endpoint(&["api", "kernels", kernel_id, "channels"]);
+    pub fn kernel_channels_url(&self, kernel_id: &str, session_id: &str) -> Result<Url, RestError> {
+        let mut url = self.websocket_endpoint(&["api", "kernels", kernel_id, "channels"])?;
         url.query_pairs_mut().append_pair("session_id", session_id);
-        url
+        Ok(url)
     }
 
     async fn send(
@@ -198,14 +215,15 @@ impl JupyterRest {
         if let Some(body) = body {
             request = request.json(&body);
         }
+        // reqwest's errors quote the whole URL, query (a token) included: drop it.
         let response = request.send().await.map_err(|e| RestError::Unreachable {
-            url: self.base.to_string(),
-            reason: error_chain(&e),
+            url: self.shown_url(),
+            reason: error_chain(&e.without_url()),
         })?;
         let status = response.status();
         let text = response.text().await.map_err(|e| RestError::Unreachable {
-            url: self.base.to_string(),
-            reason: error_chain(&e),
+            url: self.shown_url(),
+            reason: error_chain(&e.without_url()),
         })?;
         if status.is_success() {
             Ok(text)
@@ -215,7 +233,7 @@ impl JupyterRest {
                 status,
                 &text,
                 subject,
-                self.base.as_str(),
+                &self.shown_url(),
             ))
         }
     }
@@ -238,7 +256,7 @@ impl JupyterRest {
     pub async fn status(&self) -> Result<Value, RestError> {
         self.json(
             Method::GET,
-            self.endpoint(&["api", "status"]),
+            self.endpoint(&["api", "status"])?,
             None,
             Subject::Server,
         )
@@ -247,7 +265,7 @@ impl JupyterRest {
 
     /// `POST /api/shutdown`: asks the server to stop, letting its extensions close first.
     pub async fn shutdown_server(&self) -> Result<(), RestError> {
-        let url = self.endpoint(&["api", "shutdown"]);
+        let url = self.endpoint(&["api", "shutdown"])?;
         self.send(Method::POST, url, None, Subject::Server)
             .await
             .map(drop)
@@ -256,7 +274,7 @@ impl JupyterRest {
     pub async fn list_kernels(&self) -> Result<Vec<KernelModel>, RestError> {
         self.json(
             Method::GET,
-            self.endpoint(&["api", "kernels"]),
+            self.endpoint(&["api", "kernels"])?,
             None,
             Subject::Server,
         )
@@ -267,7 +285,7 @@ impl JupyterRest {
         let subject = Subject::Kernel(id.to_owned());
         self.json(
             Method::GET,
-            self.endpoint(&["api", "kernels", id]),
+            self.endpoint(&["api", "kernels", id])?,
             None,
             subject,
         )
@@ -282,7 +300,7 @@ impl JupyterRest {
         };
         self.json(
             Method::POST,
-            self.endpoint(&["api", "kernels"]),
+            self.endpoint(&["api", "kernels"])?,
             Some(body),
             Subject::Server,
         )
@@ -293,7 +311,7 @@ impl JupyterRest {
         let subject = Subject::Kernel(id.to_owned());
         self.send(
             Method::DELETE,
-            self.endpoint(&["api", "kernels", id]),
+            self.endpoint(&["api", "kernels", id])?,
             None,
             subject,
         )
@@ -303,20 +321,20 @@ impl JupyterRest {
 
     pub async fn interrupt_kernel(&self, id: &str) -> Result<(), RestError> {
         let subject = Subject::Kernel(id.to_owned());
-        let url = self.endpoint(&["api", "kernels", id, "interrupt"]);
+        let url = self.endpoint(&["api", "kernels", id, "interrupt"])?;
         self.send(Method::POST, url, None, subject).await.map(drop)
     }
 
     pub async fn restart_kernel(&self, id: &str) -> Result<KernelModel, RestError> {
         let subject = Subject::Kernel(id.to_owned());
-        let url = self.endpoint(&["api", "kernels", id, "restart"]);
+        let url = self.endpoint(&["api", "kernels", id, "restart"])?;
         self.json(Method::POST, url, None, subject).await
     }
 
     pub async fn kernelspecs(&self) -> Result<KernelSpecs, RestError> {
         self.json(
             Method::GET,
-            self.endpoint(&["api", "kernelspecs"]),
+            self.endpoint(&["api", "kernelspecs"])?,
             None,
             Subject::Server,
         )
@@ -325,7 +343,7 @@ impl JupyterRest {
 
     /// A file's text and the sha256 of its bytes, read as a plain file (no notebook rewriting).
     pub async fn get_text_file(&self, path: &str) -> Result<(String, String), RestError> {
-        let mut url = self.endpoint(&["api", "contents", path]);
+        let mut url = self.endpoint(&["api", "contents", path])?;
         url.query_pairs_mut()
             .append_pair("type", "file")
             .append_pair("format", "text")
@@ -347,7 +365,7 @@ impl JupyterRest {
 
     /// The sha256 of a file's bytes, without its content.
     pub async fn get_file_hash(&self, path: &str) -> Result<String, RestError> {
-        let mut url = self.endpoint(&["api", "contents", path]);
+        let mut url = self.endpoint(&["api", "contents", path])?;
         url.query_pairs_mut()
             .append_pair("type", "file")
             .append_pair("content", "0")
@@ -363,24 +381,24 @@ impl JupyterRest {
         &self,
         path: &str,
     ) -> Result<CollaborationSession, RestError> {
-        let url = self.endpoint(&["api", "collaboration", "session", path]);
+        let url = self.endpoint(&["api", "collaboration", "session", path])?;
         let body = serde_json::json!({ "format": "json", "type": "notebook" });
         self.json(Method::PUT, url, Some(body), Subject::Collaboration)
             .await
     }
 
     /// The websocket URL of a notebook's collaboration room.
-    pub fn collaboration_room_url(&self, session: &CollaborationSession) -> Url {
+    pub fn collaboration_room_url(&self, session: &CollaborationSession) -> Result<Url, RestError> {
         let room = format!("json:notebook:{}", session.file_id);
-        let mut url = self.websocket_endpoint(&["api", "collaboration", "room", &room]);
+        let mut url = self.websocket_endpoint(&["api", "collaboration", "room", &room])?;
         url.query_pairs_mut()
             .append_pair("sessionId", &session.session_id);
-        url
+        Ok(url)
     }
 
     /// Saves text verbatim as the file's content.
     pub async fn put_text_file(&self, path: &str, text: &str) -> Result<(), RestError> {
-        let url = self.endpoint(&["api", "contents", path]);
+        let url = self.endpoint(&["api", "contents", path])?;
         let body = serde_json::json!({ "type": "file", "format": "text", "content": text });
         self.send(Method::PUT, url, Some(body), Subject::Path(path.to_owned()))
             .await
@@ -390,7 +408,7 @@ impl JupyterRest {
     pub async fn list_sessions(&self) -> Result<Vec<SessionModel>, RestError> {
         self.json(
             Method::GET,
-            self.endpoint(&["api", "sessions"]),
+            self.endpoint(&["api", "sessions"])?,
             None,
             Subject::Server,
         )
@@ -409,7 +427,7 @@ impl JupyterRest {
         });
         self.json(
             Method::POST,
-            self.endpoint(&["api", "sessions"]),
+            self.endpoint(&["api", "sessions"])?,
             Some(body),
             Subject::Path(path.to_owned()),
         )
@@ -417,7 +435,7 @@ impl JupyterRest {
     }
 
     pub async fn delete_session(&self, id: &str) -> Result<(), RestError> {
-        let url = self.endpoint(&["api", "sessions", id]);
+        let url = self.endpoint(&["api", "sessions", id])?;
         self.send(Method::DELETE, url, None, Subject::Server)
             .await
             .map(drop)
@@ -429,12 +447,23 @@ impl JupyterRest {
         path: &str,
         content: bool,
     ) -> Result<ContentsModel, RestError> {
-        let mut url = self.endpoint(&["api", "contents", path]);
+        let mut url = self.endpoint(&["api", "contents", path])?;
         url.query_pairs_mut()
             .append_pair("content", if content { "1" } else { "0" });
         self.json(Method::GET, url, None, Subject::Path(path.to_owned()))
             .await
     }
+}
+
+/// A Jupyter URL fit to show or log: without user info, query and fragment, where passwords
+/// and tokens ride (`http://alice:pw@host/?token=...`).
+pub fn redacted(url: &Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
 }
 
 /// The whole cause chain of an error on one line (reqwest hides the useful part in sources).
@@ -455,6 +484,12 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shown_urls_carry_no_credentials() {
+        let url = Url::parse("http://alice:pw@127.0.0.1:8888/lab/?token=abc#frag").unwrap();
+        assert_eq!(redacted(&url), "http://127.0.0.1:8888/lab/");
+    }
 
     #[test]
     fn a_refused_write_is_not_a_rejected_token() {
@@ -547,18 +582,26 @@ mod tests {
         let rest = JupyterRest::new(Url::parse("http://h:1/user/x").unwrap(), None);
         assert_eq!(
             rest.endpoint(&["api", "contents", "dir with space/n#1.ipynb"])
+                .unwrap()
                 .as_str(),
             "http://h:1/user/x/api/contents/dir%20with%20space/n%231.ipynb"
         );
         assert_eq!(
-            rest.kernel_channels_url("k1", "s1").as_str(),
+            rest.kernel_channels_url("k1", "s1").unwrap().as_str(),
             "ws://h:1/user/x/api/kernels/k1/channels?session_id=s1"
         );
         let tls = JupyterRest::new(Url::parse("https://hub/").unwrap(), None);
         assert!(
             tls.kernel_channels_url("k", "s")
+                .unwrap()
                 .as_str()
                 .starts_with("wss://hub/api/")
         );
+        for bad in ["..\t", "a/..\n/b", "x\u{85}"] {
+            assert!(matches!(
+                rest.endpoint(&["api", "contents", bad]),
+                Err(RestError::ControlCharacter { .. })
+            ));
+        }
     }
 }

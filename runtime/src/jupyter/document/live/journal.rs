@@ -14,9 +14,10 @@ const JOURNAL_LIMIT: usize = 2000;
 /// How long a proven edit stays re-appliable: covers the room's save delay (1 s) and a server
 /// that dies before saving.
 const KEEP_PROVEN: Duration = Duration::from_secs(30);
-/// Our recent edits, each with what the cell showed before it, to re-apply after a rejoin.
+/// Our recent edits, each with what the cell showed before it, to re-apply after a rejoin (the
+/// file backend uses it too, to re-apply an edit another writer's save dropped).
 #[derive(Default)]
-pub(super) struct Journal {
+pub(in crate::jupyter::document) struct Journal {
     pub(super) entries: VecDeque<Entry>,
 }
 
@@ -36,7 +37,12 @@ enum Prior {
 }
 
 impl Journal {
-    pub(super) fn record(&mut self, base: &Notebook, edits: &[Edit], proof: u64) {
+    pub(in crate::jupyter::document) fn record(
+        &mut self,
+        base: &Notebook,
+        edits: &[Edit],
+        proof: u64,
+    ) {
         for edit in edits {
             let cell = |id: &str| base.index_of(id).map(|i| &base.cells[i]);
             let before = match edit {
@@ -79,7 +85,7 @@ impl Journal {
 
     /// The edits that bring a fresh copy of the room up to what we wrote, skipping those the room
     /// already shows and those someone else has since superseded.
-    pub(super) fn replay(&self, room: &Notebook) -> (Vec<Edit>, usize) {
+    pub(in crate::jupyter::document) fn replay(&self, room: &Notebook) -> (Vec<Edit>, usize) {
         let mut view = room.clone();
         let mut edits = Vec::new();
         let mut superseded = 0;

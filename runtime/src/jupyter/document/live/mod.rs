@@ -14,7 +14,7 @@
 //! show — checked by cell id and content — but only where the room still shows what we changed,
 //! so nothing is lost, nothing doubled, and a newer edit by someone else is never overwritten.
 
-mod journal;
+pub(super) mod journal;
 mod save;
 
 use std::sync::{Arc, Mutex};
@@ -382,12 +382,12 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
             .await
             .map_err(|e| match e {
                 RestError::NotFound { .. } => DocumentError::NoCollaboration {
-                    url: rest.base_url().to_string(),
+                    url: rest.shown_url(),
                     path: path.to_owned(),
                 },
                 other => other.into(),
             })?;
-        let url = rest.collaboration_room_url(&session);
+        let url = rest.collaboration_room_url(&session)?;
         let (socket, _) = websocket::dial(&url, rest.authorization().as_deref(), None)
             .await
             .map_err(|e| {
