@@ -59,7 +59,7 @@ pub async fn call_tool(
             };
             // after_tool_call fires on every path, refusals and failures included.
             let (result, error) = match &outcome {
-                Ok(output) => (Some(text_of(&output.content)), None),
+                Ok(output) => (Some(crate::tools::wire::text_of(&output.content)), None),
                 Err(e) => (None, Some(e.to_string())),
             };
             let after = HookEvent::after_tool_call(name, &arguments_value, result, error);
@@ -74,6 +74,9 @@ pub async fn call_tool(
         Ok(output) => {
             let mut result = CallToolResult::success(output.content);
             result.structured_content = output.structured;
+            if !output.meta.is_empty() {
+                result.meta = Some(rmcp::model::MetaObject(output.meta));
+            }
             result
         }
         Err(error) => CallToolResult::error(vec![Content::text(format!(
@@ -103,13 +106,4 @@ async fn run_contained(
                 "internal error ({what}); the server is still running, please report this"
             )))
         })
-}
-
-/// The text of a result, for the after_tool_call event.
-fn text_of(content: &[Content]) -> String {
-    content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }

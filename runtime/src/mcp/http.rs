@@ -229,11 +229,18 @@ impl HttpContext {
                         );
                     }
                 };
+                let body = repair_initialize_body(&parts.headers, body);
                 let mut mcp = self.mcp.clone();
-                match mcp.call(Request::from_parts(parts, Full::new(body))).await {
+                let mut response = match mcp.call(Request::from_parts(parts, Full::new(body))).await
+                {
                     Ok(response) => response,
                     Err(never) => match never {},
+                };
+                // rmcp ends a session with 202; the Python client expects 200 or 204 (and warns).
+                if method == Method::DELETE && response.status() == StatusCode::ACCEPTED {
+                    *response.status_mut() = StatusCode::NO_CONTENT;
                 }
+                response
             }
             "/api/healthz" if method == Method::GET => {
                 // Health is readable without a token, but only through an allowed Host/Origin.
@@ -332,6 +339,20 @@ impl HttpContext {
                 json!({ "success": false, "error": e.to_string() }),
             ),
         }
+    }
+}
+
+/// The body with a malformed `initialize` given defaults (see `compat`); anything else as it came.
+fn repair_initialize_body(headers: &HeaderMap, body: Bytes) -> Bytes {
+    let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+        return body;
+    };
+    let version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    match super::compat::repair_initialize(&message, version) {
+        Some(repaired) => Bytes::from(repaired.to_string()),
+        None => body,
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Results follow the Python server's texts. Cells can be named by index or by id (an index is a
 //! position that shifts when anyone inserts above it; an id does not); every result carries the id
-//! it acted on in its structured content.
+//! it acted on in its `_meta` (`io.jupyter-mcp/cell_id`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -266,9 +266,8 @@ fn resolve_cell(
     }
 }
 
-fn with_cell_id(mut output: ToolOutput, cell_id: &str) -> ToolOutput {
-    output.structured = Some(json!({ "cell_id": cell_id }));
-    output
+fn with_cell_id(output: ToolOutput, cell_id: &str) -> ToolOutput {
+    output.with_meta("cell_id", json!(cell_id))
 }
 
 // ---- read -----------------------------------------------------------------------------------
@@ -334,12 +333,12 @@ async fn read_notebook(
         .iter()
         .map(|c| c.id.as_str())
         .collect();
-    let mut output = ToolOutput::text(format!(
+    Ok(ToolOutput::text(format!(
         "Notebook {} has {total} cells.\n\n{body}",
         args.notebook_name
-    ));
-    output.structured = Some(json!({ "start_index": args.start_index, "cell_ids": ids }));
-    Ok(output)
+    ))
+    .with_meta("start_index", json!(args.start_index))
+    .with_meta("cell_ids", json!(ids)))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -376,10 +375,7 @@ async fn read_cell(context: ToolContext, args: ReadCellArgs) -> Result<ToolOutpu
         ));
     }
     Ok(with_cell_id(
-        ToolOutput {
-            content: outputs::to_content(pieces),
-            structured: None,
-        },
+        ToolOutput::content(outputs::to_content(pieces)),
         &cell.id,
     ))
 }
@@ -674,9 +670,7 @@ async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> Result<ToolO
             parts.push("\n---\n".into());
         }
     }
-    let mut output = ToolOutput::text(parts.join("\n"));
-    output.structured = Some(json!({ "cell_ids": ids }));
-    Ok(output)
+    Ok(ToolOutput::text(parts.join("\n")).with_meta("cell_ids", json!(ids)))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -1044,7 +1038,7 @@ async fn run_cell(
         &full_output_hint(&in_use.name, &cell.id),
     );
     if let Some(note) = replaced {
-        rendered.insert(0, Rendered::Text(note));
+        rendered.insert(super::execute::notes_at(&outcome), Rendered::Text(note));
     }
     if stream {
         match outcome.completion {
@@ -1060,10 +1054,7 @@ async fn run_cell(
         }
     }
     Ok(with_cell_id(
-        ToolOutput {
-            content: outputs::to_content(rendered),
-            structured: None,
-        },
+        ToolOutput::content(outputs::to_content(rendered)),
         &cell.id,
     ))
 }

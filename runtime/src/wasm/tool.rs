@@ -55,6 +55,7 @@ impl ExtensionTool {
                 input_schema: Arc::new(schema),
                 read_only: spec.annotations.read_only_hint.unwrap_or(false),
                 capability: spec.capability,
+                output_schema: None,
             },
         })
     }
@@ -93,8 +94,8 @@ impl ExtensionTool {
             },
         };
         Ok(ToolOutput {
-            content,
             structured,
+            ..ToolOutput::content(content)
         })
     }
 }

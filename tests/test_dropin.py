@@ -1,0 +1,169 @@
+"""A drop-in for the Python server's clients: its result shapes, its leniency, its flags and texts,
+each checked through the official client (or raw HTTP where the client cannot say it)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+
+from conftest import MODES, cell_id_of, client_for, joined, start_http_server, texts
+
+pytestmark = pytest.mark.anyio
+
+# The Python server's tools by the shape of their answer.
+CONTENT_TOOLS = {"execute_cell", "execute_code", "insert_execute_code_cell", "read_cell"}
+TEXT_TOOLS = {
+    "clear_cell_output", "connect_to_jupyter", "delete_cell", "edit_cell_source", "insert_cell", "list_files",
+    "list_kernels", "list_notebooks", "move_cell", "overwrite_cell_source", "read_notebook", "restart_notebook",
+    "unuse_notebook", "use_notebook",
+}
+META = "io.jupyter-mcp/"
+
+
+def file_client(jupyter_server, mode="legacy", transport="stdio", *extra):
+    return client_for(jupyter_server, mode, "--document-backend", "file", *extra, transport=transport)
+
+
+async def ok(client, tool, **arguments):
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, f"{tool} failed: {joined(result)}"
+    return result
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_text_tools_answer_result_and_declare_it(jupyter_server, mode, transport):
+    path = f"shape-{uuid.uuid4().hex[:6]}.ipynb"
+    async with file_client(jupyter_server, mode, transport) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert TEXT_TOOLS | CONTENT_TOOLS <= set(tools)
+        for name in TEXT_TOOLS:
+            schema = tools[name].output_schema
+            assert schema["properties"]["result"]["type"] == "string" and schema["required"] == ["result"], name
+        for name in CONTENT_TOOLS:
+            assert tools[name].output_schema is None, name
+
+        created = await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
+        assert created.structured_content == {"result": joined(created)}
+        inserted = await ok(client, "insert_cell", cell_index=-1, cell_type="code", cell_source="print(1 + 1)")
+        assert inserted.structured_content == {"result": joined(inserted)}
+        assert joined(inserted).startswith("Cell inserted successfully")
+        cell_id = cell_id_of(inserted)
+        listed = await ok(client, "list_files", limit=0)
+        assert listed.structured_content["result"] == joined(listed) and path in joined(listed)
+        read = await ok(client, "read_notebook", notebook_name="nb")
+        assert read.structured_content == {"result": joined(read)}
+        assert read.meta[META + "cell_ids"] == [cell_id] and read.meta[META + "start_index"] == 0
+
+        # Tools answering text and images carry no structured content; their ids stay in _meta.
+        ran = await ok(client, "execute_cell", cell_id=cell_id)
+        assert ran.structured_content is None and texts(ran)[0] == "2\n" and cell_id_of(ran) == cell_id
+        cell = await ok(client, "read_cell", cell_index=0)
+        assert cell.structured_content is None and cell_id_of(cell) == cell_id
+        deleted = await ok(client, "delete_cell", cell_indices=[0])
+        assert deleted.structured_content == {"result": joined(deleted)} and deleted.meta[META + "cell_ids"] == [cell_id]
+
+
+async def test_unknown_arguments_are_ignored_with_a_note(jupyter_server):
+    path = f"lenient-{uuid.uuid4().hex[:6]}.ipynb"
+    async with file_client(jupyter_server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        for name in TEXT_TOOLS | CONTENT_TOOLS:
+            assert tools[name].input_schema.get("additionalProperties") is not False, name
+        await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
+        await ok(client, "insert_cell", cell_index=-1, cell_type="code", cell_source="print('ran')")
+
+        ran = await ok(client, "execute_cell", cell_index=0, timeout_seconds=30)
+        assert texts(ran)[0] == "ran\n", "the call ran as if the argument were not there"
+        note = texts(ran)[-1]
+        assert "ignored 'timeout_seconds'; did you mean 'timeout'?" in note
+        assert ran.meta[META + "ignored_arguments"] == ["timeout_seconds"]
+
+        listed = await ok(client, "list_notebooks", verbose=True)
+        assert "ignored 'verbose'" in joined(listed) and listed.structured_content["result"] == joined(listed)
+
+        # A typo of a needed argument: the failure says what was ignored and what was meant.
+        typo = await client.call_tool("read_cell", {"cell_idx": 0})
+        assert typo.is_error
+        assert "ignored 'cell_idx'; did you mean 'cell_index'?" in joined(typo)
+
+
+async def test_timeout_notice_comes_first(jupyter_server):
+    async with client_for(jupyter_server, "legacy") as client:
+        result = await client.call_tool(
+            "execute_code", {"code": "import time\nprint('before', flush=True)\nwhile True: time.sleep(0.05)", "timeout": 2}
+        )
+        items = texts(result)
+        assert items[0].startswith("[TIMEOUT ERROR: Execution exceeded 2 seconds"), items
+        assert "before\n" in items[1:], "the outputs produced before the timeout follow the notice"
+
+
+def post(url: str, body: dict, headers: dict | None = None, method: str = "POST"):
+    request = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None, method=method,
+                                     headers={"Content-Type": "application/json",
+                                              "Accept": "application/json, text/event-stream", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+def sse_json(body: str) -> dict:
+    """The JSON-RPC message of an SSE answer (or a JSON one)."""
+    for line in body.splitlines():
+        if line.startswith("data:") and line[5:].strip():
+            return json.loads(line[5:])
+    return json.loads(body)
+
+
+async def test_bare_initialize_and_session_delete(jupyter_server):
+    server = start_http_server(["--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token])
+    auth = {"Authorization": f"Bearer {server.token}"}
+    try:
+        for params in ({}, None):
+            body = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
+            if params is not None:
+                body["params"] = params
+            status, headers, text = post(server.mcp_url, body, auth)
+            assert status == 200, (status, text)
+            answer = sse_json(text)
+            assert answer["result"]["serverInfo"]["name"] and answer["result"]["protocolVersion"], answer
+            session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+
+            # The session works, and ending it answers 200/204 as the official client expects.
+            session_headers = {**auth, "Mcp-Session-Id": session}
+            status, _, _ = post(server.mcp_url, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                session_headers)
+            assert status == 202
+            status, _, text = post(server.mcp_url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+                                   session_headers)
+            assert status == 200 and "use_notebook" in text
+            status, _, _ = post(server.mcp_url, None, session_headers, method="DELETE")
+            assert status in (200, 204), status
+            status, _, _ = post(server.mcp_url, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, session_headers)
+            assert status == 404, "the deleted session is gone"
+    finally:
+        server.stop()
+
+
+async def test_phrases_clients_match_on(jupyter_server):
+    path = f"phrases-{uuid.uuid4().hex[:6]}.ipynb"
+    async with file_client(jupyter_server) as client:
+        missing = await client.call_tool("use_notebook", {"notebook_name": "m", "notebook_path": "absent.ipynb"})
+        assert missing.is_error and "'absent.ipynb' not found in jupyter server" in joined(missing)
+        await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
+        again = await ok(client, "use_notebook", notebook_name="nb", notebook_path=path)
+        assert "Notebook 'nb' is already connected" in joined(again)
+        for tool in ("unuse_notebook", "restart_notebook"):
+            unknown = await client.call_tool(tool, {"notebook_name": "ghost"})
+            text = joined(unknown)
+            assert unknown.is_error, "a real error keeps isError"
+            assert "Notebook 'ghost' is not connected" in text and "All currently connected notebooks: ['nb']" in text
+        restarted = await ok(client, "restart_notebook", notebook_name="nb")
+        assert "Notebook 'nb' kernel restarted successfully" in joined(restarted)
+        unused = await ok(client, "unuse_notebook", notebook_name="nb")
+        assert joined(unused).startswith("Notebook 'nb' unused successfully.")
