@@ -10,6 +10,8 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use url::Url;
 
+use crate::jupyter::auth::{Auth, Secret};
+
 /// Command line of the `jupyter-mcp-server` binary.
 #[derive(Debug, Parser)]
 #[command(
@@ -157,6 +159,49 @@ pub struct StartArgs {
         value_delimiter = ','
     )]
     pub allowed_hosts: Vec<String>,
+
+    #[command(flatten)]
+    pub python: PythonServerArgs,
+}
+
+/// Flags of the Python server, so configs written for it keep working.
+#[derive(Debug, Clone, Args)]
+pub struct PythonServerArgs {
+    /// Password of the --jupyter-url server, for a Jupyter Server with password login (prefer
+    /// the environment variable: a command line is visible to other local users).
+    #[arg(long, env = "JUPYTER_PASSWORD", hide_env_values = true, value_parser = parse_secret)]
+    pub jupyter_password: Option<Secret>,
+
+    /// Password of the --document-url server.
+    #[arg(long, env = "DOCUMENT_PASSWORD", hide_env_values = true, value_parser = parse_secret)]
+    pub document_password: Option<Secret>,
+
+    /// A notebook (path on the Jupyter Server) to open as 'default' at start, as use_notebook
+    /// would in connect mode; nothing is created.
+    #[arg(long, env = "DOCUMENT_ID", value_name = "PATH")]
+    pub document_id: Option<String>,
+
+    /// Start the default kernel at start instead of on first use (default: false).
+    #[arg(long, env = "START_NEW_CODE_SANDBOX", num_args = 0..=1, default_missing_value = "true",
+          default_value = "false", value_parser = parse_bool)]
+    pub start_new_code_sandbox: bool,
+
+    /// The server running kernels (the Python server's name): same as --jupyter-url, which then
+    /// holds the notebooks if both are given.
+    #[arg(long, env = "CODE_SANDBOX_URL", value_parser = parse_http_url)]
+    pub code_sandbox_url: Option<Url>,
+
+    /// Token of the --code-sandbox-url server.
+    #[arg(long, env = "CODE_SANDBOX_TOKEN", hide_env_values = true)]
+    pub code_sandbox_token: Option<String>,
+
+    /// Password of the --code-sandbox-url server.
+    #[arg(long, env = "CODE_SANDBOX_PASSWORD", hide_env_values = true, value_parser = parse_secret)]
+    pub code_sandbox_password: Option<Secret>,
+}
+
+fn parse_secret(value: &str) -> Result<Secret, String> {
+    Ok(Secret::new(value.to_owned()))
 }
 
 #[derive(Debug, Clone, Args)]
@@ -189,7 +234,7 @@ pub struct StopArgs {
 #[derive(Debug, Clone)]
 pub enum JupyterSource {
     /// A server someone else runs.
-    Remote { url: Url, token: Option<String> },
+    Remote { url: Url, auth: Auth },
     /// A server we start ourselves, rooted at this directory.
     Embedded { root_dir: PathBuf },
 }
@@ -199,8 +244,12 @@ pub enum JupyterSource {
 pub struct Config {
     pub transport: Transport,
     pub jupyter: JupyterSource,
-    /// A separate server for notebooks (`--document-url`), with its token.
-    pub documents: Option<(Url, Option<String>)>,
+    /// A separate server for notebooks (`--document-url`), with its credentials.
+    pub documents: Option<(Url, Auth)>,
+    /// The notebook opened as 'default' at start (`--document-id`).
+    pub default_notebook: Option<String>,
+    /// Start the default kernel at start (`--start-new-code-sandbox`).
+    pub start_default_kernel: bool,
     pub document_backend: DocumentBackend,
     /// Capability settings from the environment and the command line (checked at start).
     pub capabilities: crate::capabilities::Settings,
@@ -345,10 +394,38 @@ impl Config {
                 max: args.max_execution_timeout,
             });
         }
-        let jupyter = match args.jupyter_url {
-            Some(url) => JupyterSource::Remote {
+        let python = args.python;
+        // As in the Python server: the code sandbox runs kernels; --jupyter-url then holds the
+        // notebooks, unless --document-url names another server.
+        let documents = match (
+            &args.document_url,
+            &python.code_sandbox_url,
+            &args.jupyter_url,
+        ) {
+            (Some(url), _, _) => Some((
+                url.clone(),
+                Auth::from_parts(args.document_token, python.document_password),
+            )),
+            (None, Some(sandbox), Some(jupyter)) if sandbox != jupyter => Some((
+                jupyter.clone(),
+                Auth::from_parts(args.jupyter_token.clone(), python.jupyter_password.clone()),
+            )),
+            _ => None,
+        };
+        let kernels = match python.code_sandbox_url {
+            Some(url) => Some((
                 url,
-                token: args.jupyter_token.filter(|t| !t.is_empty()),
+                python.code_sandbox_token.or(args.jupyter_token),
+                python.code_sandbox_password.or(python.jupyter_password),
+            )),
+            None => args
+                .jupyter_url
+                .map(|url| (url, args.jupyter_token, python.jupyter_password)),
+        };
+        let jupyter = match kernels {
+            Some((url, token, password)) => JupyterSource::Remote {
+                url,
+                auth: Auth::from_parts(token, password),
             },
             None => JupyterSource::Embedded {
                 root_dir: match args.root_dir {
@@ -379,9 +456,9 @@ impl Config {
         Ok(Config {
             transport: args.transport,
             jupyter,
-            documents: args
-                .document_url
-                .map(|url| (url, args.document_token.filter(|t| !t.is_empty()))),
+            documents,
+            default_notebook: python.document_id.filter(|p| !p.trim().is_empty()),
+            start_default_kernel: python.start_new_code_sandbox,
             document_backend: args.document_backend,
             capabilities: crate::capabilities::Settings {
                 config: file.capabilities,
@@ -698,6 +775,38 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn python_server_flags_map_to_ours() {
+        let config = Config::from_args_and_env(
+            start_args(&[
+                "--code-sandbox-url",
+                "http://127.0.0.1:9001",
+                "--jupyter-url",
+                "http://127.0.0.1:9002",
+                "--document-id",
+                "work/a.ipynb",
+                "--start-new-code-sandbox",
+            ]),
+            |_| None,
+        )
+        .unwrap();
+        match &config.jupyter {
+            JupyterSource::Remote { url, .. } => assert_eq!(url.port(), Some(9001)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(config.documents.as_ref().unwrap().0.port(), Some(9002));
+        assert_eq!(config.default_notebook.as_deref(), Some("work/a.ipynb"));
+        assert!(config.start_default_kernel);
+        let plain = Config::from_args_and_env(
+            start_args(&["--jupyter-url", "http://127.0.0.1:9002"]),
+            |_| None,
+        )
+        .unwrap();
+        assert!(plain.documents.is_none() && !plain.start_default_kernel);
+        let args = start_args(&["--start-new-code-sandbox", "false"]);
+        assert!(!args.python.start_new_code_sandbox);
     }
 
     #[test]

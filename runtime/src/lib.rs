@@ -10,6 +10,7 @@ pub mod hooks;
 pub mod jupyter;
 pub mod mcp;
 pub mod notebooks;
+pub mod startup;
 pub mod state;
 pub mod tools;
 #[cfg(feature = "wasm")]
@@ -116,8 +117,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     };
     let rest = match (&config.jupyter, &embedded) {
         (_, Some(e)) => JupyterRest::new(e.url().clone(), Some(e.token().to_owned())),
-        (JupyterSource::Remote { url, token }, None) => {
-            JupyterRest::new(url.clone(), token.clone())
+        (JupyterSource::Remote { url, auth }, None) => {
+            JupyterRest::with_auth(url.clone(), auth.clone())
         }
         (JupyterSource::Embedded { .. }, None) => unreachable!("embedded Jupyter started above"),
     };
@@ -146,6 +147,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     #[cfg(feature = "wasm")]
     link.connect(&state);
 
+    startup::prepare(&state).await;
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
     let outcome = tokio::select! {

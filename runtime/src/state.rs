@@ -44,7 +44,7 @@ impl ServerState {
     /// The server holding notebooks: `--document-url` if given, else the kernels' server.
     pub fn documents_rest(&self) -> JupyterRest {
         match &self.config.documents {
-            Some((url, token)) => JupyterRest::new(url.clone(), token.clone()),
+            Some((url, auth)) => JupyterRest::with_auth(url.clone(), auth.clone()),
             None => self.jupyter().rest().clone(),
         }
     }

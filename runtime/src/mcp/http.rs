@@ -279,12 +279,16 @@ impl HttpContext {
 
     async fn health(&self) -> Value {
         let jupyter = self.state.jupyter();
-        let kernel_status = match jupyter.current_default_kernel().await {
-            None => "not_initialized".to_owned(),
-            Some(kernel) => match kernel.liveness() {
-                Liveness::Gone(_) => "dead".to_owned(),
-                Liveness::Alive => "alive".to_owned(),
-            },
+        // As the Python server reports it: the current notebook's kernel, else the kernel
+        // execute_code uses; `not_initialized` until there is one.
+        let kernel = match self.state.notebooks.resolve(None) {
+            Ok(notebook) => Some(notebook.kernel()),
+            Err(_) => jupyter.current_default_kernel().await,
+        };
+        let kernel_status = match kernel.map(|k| k.liveness()) {
+            None => "not_initialized",
+            Some(Liveness::Gone(_)) => "dead",
+            Some(Liveness::Alive) => "alive",
         };
         let reachable = tokio::time::timeout(Duration::from_secs(2), jupyter.rest().status())
             .await
