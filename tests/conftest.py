@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import uuid
 import shutil
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 from harness import JupyterServer, free_port, start_jupyter
 from mcp import Client
@@ -220,3 +222,124 @@ class RawStdio:
             reply = json.loads(line)
             if reply.get("id") == request_id:
                 return reply["result"]
+
+
+# ---- wasm guests: built by guests/build, configured through a config file ----
+
+# Compiled guests are cached here across tests and runs (the Python guest takes seconds to compile).
+CACHE = Path(os.environ.get("JUPYTER_MCP_TEST_WASM_CACHE",
+                            Path.home() / ".cache" / "jupyter-mcp-server" / "wasm-test"))
+
+
+def prune_cache(days: int = 3) -> None:
+    """Compiled guests of older sources are never used again (a Python one is ~35 MB)."""
+    cutoff = time.time() - days * 86400
+    for artifact in CACHE.glob("*.cwasm"):
+        if artifact.stat().st_mtime < cutoff:
+            artifact.unlink(missing_ok=True)
+
+
+prune_cache()
+
+
+def guest(name: str) -> Path:
+    directory = os.environ.get("JUPYTER_MCP_GUESTS_DIR")
+    if not directory:
+        pytest.fail("JUPYTER_MCP_GUESTS_DIR must name the built guests (guests/build); run through tests/run")
+    return Path(directory) / f"{name}.wasm"
+
+
+def toml_str(value) -> str:
+    return json.dumps(str(value))
+
+
+def extension_entry(path: Path, config: dict | None = None, grants: list[str] | None = None,
+                    **limits: int) -> str:
+    lines = ["[[extension]]", f"path = {toml_str(path)}"]
+    if grants is not None:
+        lines.append(f"grants = {json.dumps(grants)}")
+    if limits:
+        lines.append("limits = { " + ", ".join(f"{k} = {v}" for k, v in limits.items()) + " }")
+    if config:
+        lines.append("config = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in config.items()) + " }")
+    return "\n".join(lines) + "\n"
+
+
+def write_config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "server.toml"
+    path.write_text(f"cache_dir = {toml_str(CACHE)}\n" + body)
+    return path
+
+
+def serve(jupyter_server, *args: str, env: dict[str, str] | None = None):
+    return start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token",
+                              jupyter_server.token, "--document-backend", "file", *args], env)
+
+
+def log_of(server) -> str:
+    return server.log.read_text(errors="replace")
+
+
+def wait_for_log(server, text: str, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        log = log_of(server)
+        if text in log:
+            return log
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not in the server log:\n{log_of(server)[-4000:]}")
+
+
+# ---- our pip package inside a Jupyter Server of its own (tests/ensure-extension-venv) ----
+
+def extension_venv() -> Path:
+    venv = os.environ.get("JUPYTER_MCP_EXTENSION_VENV")
+    assert venv, "JUPYTER_MCP_EXTENSION_VENV is not set; run the suite through tests/run"
+    return Path(venv)
+
+
+def start_lab(tmp: Path, *traitlets: str, env: dict[str, str] | None = None):
+    venv = extension_venv()
+    environment = dict(env or os.environ)
+    environment["PATH"] = f"{venv / 'bin'}:{environment['PATH']}"
+    environment.pop("JUPYTER_MCP_OTEL_FILE", None)
+    environment.update(env or {})
+    return start_jupyter(tmp, jupyter=str(venv / "bin" / "jupyter"), extra=list(traitlets), env=environment)
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(jupyter, token: str | None, mode: str = "auto"):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"token {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as hc:
+        async with Client(streamable_http_client(jupyter.url + "/mcp", http_client=hc), mode=mode,
+                          read_timeout_seconds=120) as client:
+            yield client
+
+
+# ---- notebooks and their kernels ----
+
+async def notebook_with_kernel(client, jupyter_server, name):
+    path = f"{name}-{uuid.uuid4().hex[:6]}.ipynb"
+    await client.call_tool("use_notebook", {"notebook_name": name, "notebook_path": path, "mode": "create"})
+    await client.call_tool("insert_cell", {"cell_index": 0, "cell_type": "code", "cell_source": "print('ran')"})
+    listed = joined(await client.call_tool("list_notebooks", {}))
+    return next(line for line in listed.split("\n") if line.startswith(name + "\t")).split("\t")[2]
+
+
+async def lose_kernel(jupyter_server, client, kernel_id, how):
+    if how == "deleted":
+        jupyter_server.request("DELETE", f"/api/kernels/{kernel_id}")
+    else:  # the process dies; Jupyter restarts it under the same id
+        await client.call_tool("execute_code", {"code": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "timeout": 30})
+    # Lost once the server has noticed: list_notebooks shows the kernel dead.
+    deadline = time.monotonic() + 30
+    while f"\t{kernel_id}\tdead\t" not in joined(await client.call_tool("list_notebooks", {})):
+        assert time.monotonic() < deadline, f"kernel {kernel_id} still not seen as lost"
+        await anyio.sleep(0.05)
+    if how != "deleted":
+        # Jupyter restarts a killed kernel under the same id, and nothing shows when it is done (its
+        # REST model says 'starting' until a client connects), so this one wait stays a pause.
+        await anyio.sleep(1.0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from test_extension import mcp_client, start_lab
+from conftest import mcp_client, start_lab
 from harness import stop_jupyter
 
 pytestmark = pytest.mark.anyio

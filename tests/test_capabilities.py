@@ -9,7 +9,7 @@ import uuid
 import anyio
 import pytest
 
-from conftest import MODES, client_for, joined, server_binary, server_env, texts
+from conftest import MODES, client_for, joined, lose_kernel, notebook_with_kernel, server_binary, server_env, texts
 
 pytestmark = pytest.mark.anyio
 
@@ -92,22 +92,6 @@ def test_unknown_names_stop_the_server(jupyter_server, where):
     assert "kernel.autorestart" in out.stderr
     assert "kernel.adopt-session, kernel.auto-restart" in out.stderr, "the error names what exists"
     assert ("--capability" if where == "cli" else "JUPYTER_MCP_CAPABILITIES") in out.stderr
-
-
-async def notebook_with_kernel(client, jupyter_server, name):
-    path = f"{name}-{uuid.uuid4().hex[:6]}.ipynb"
-    await client.call_tool("use_notebook", {"notebook_name": name, "notebook_path": path, "mode": "create"})
-    await client.call_tool("insert_cell", {"cell_index": 0, "cell_type": "code", "cell_source": "print('ran')"})
-    listed = joined(await client.call_tool("list_notebooks", {}))
-    return next(line for line in listed.split("\n") if line.startswith(name + "\t")).split("\t")[2]
-
-
-async def lose_kernel(jupyter_server, client, kernel_id, how):
-    if how == "deleted":
-        jupyter_server.request("DELETE", f"/api/kernels/{kernel_id}")
-    else:  # the process dies; Jupyter restarts it under the same id
-        await client.call_tool("execute_code", {"code": "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "timeout": 30})
-    await anyio.sleep(1.0)
 
 
 @pytest.mark.parametrize("how", ["deleted", "killed"])

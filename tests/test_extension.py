@@ -17,26 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import joined, texts
+from conftest import joined, mcp_client, start_lab, texts
 from harness import alive, start_jupyter, stop_jupyter, wait_gone
 from mcp import Client
 
 pytestmark = pytest.mark.anyio
-
-
-def extension_venv() -> Path:
-    venv = os.environ.get("JUPYTER_MCP_EXTENSION_VENV")
-    assert venv, "JUPYTER_MCP_EXTENSION_VENV is not set; run the suite through tests/run"
-    return Path(venv)
-
-
-def start_lab(tmp: Path, *traitlets: str, env: dict[str, str] | None = None):
-    venv = extension_venv()
-    environment = dict(env or os.environ)
-    environment["PATH"] = f"{venv / 'bin'}:{environment['PATH']}"
-    environment.pop("JUPYTER_MCP_OTEL_FILE", None)
-    environment.update(env or {})
-    return start_jupyter(tmp, jupyter=str(venv / "bin" / "jupyter"), extra=list(traitlets), env=environment)
 
 
 @pytest.fixture(scope="module")
@@ -57,18 +42,6 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
             return reply.status, reply.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(errors="replace")
-
-
-@contextlib.asynccontextmanager
-async def mcp_client(jupyter, token: str | None, mode: str = "auto"):
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    headers = {"Authorization": f"token {token}"} if token else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as hc:
-        async with Client(streamable_http_client(jupyter.url + "/mcp", http_client=hc), mode=mode,
-                          read_timeout_seconds=120) as client:
-            yield client
 
 
 async def test_mcp_on_the_jupyter_port_with_jupyter_token(lab):

@@ -14,8 +14,8 @@ import anyio
 import nbformat
 import pytest
 
-from conftest import http_client, joined, start_http_server
-from test_wasm import extension_entry, guest, log_of, serve, write_config
+from conftest import (extension_entry, guest, http_client, joined, log_of, lose_kernel, notebook_with_kernel, serve,
+                      start_http_server, texts, write_config)
 
 pytestmark = pytest.mark.anyio
 
@@ -180,7 +180,8 @@ async def test_grants_and_capabilities_are_the_operators(jupyter_server, tmp_pat
             await ok(client, "declares_edit", op="move", index=start + 1, to=start)
             assert cells_on_disk(jupyter_server, path)[start:] == [("markdown", "b"), ("code", "a = 2")]
             beyond = await client.call_tool("declares_edit", {"op": "move", "index": 99, "to": 0})
-            assert beyond.is_error and "there is no cell at index 99" in joined(beyond), joined(beyond)
+            # The domain's words, as move_cell gives them.
+            assert beyond.is_error and "Source index 99 is out of range" in joined(beyond), joined(beyond)
     finally:
         server.stop()
 
@@ -226,5 +227,65 @@ async def test_snapshot_round_trip_on_the_live_backend(jupyter_server, tmp_path)
                     break
                 assert time.monotonic() < deadline, on_disk
                 await anyio.sleep(0.25)
+    finally:
+        server.stop()
+
+
+# ---- guests get the domain's rules, exactly as tools do ----
+
+@pytest.mark.parametrize("auto_restart", [False, True])
+async def test_guest_execute_code_follows_kernel_readiness_like_execute_cell(jupyter_server, tmp_path, auto_restart):
+    body = ('[capabilities]\n"kernel.auto-restart" = true\n' if auto_restart else "") \
+        + extension_entry(guest("declares"), grants=["execute-code"])
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            kernel_id = await notebook_with_kernel(client, jupyter_server, "nb")
+            await lose_kernel(jupyter_server, client, kernel_id, "deleted")
+            ran = await client.call_tool("declares_run", {"code": "print(6 * 7)"})
+            if not auto_restart:
+                assert ran.is_error, joined(ran)
+                tool = await client.call_tool("execute_cell", {"cell_index": 0})
+                assert tool.is_error
+                refusal = joined(tool).removeprefix("Error executing tool execute_cell: ")
+                assert "The kernel of 'nb' is gone" in refusal and "restart_notebook" in refusal, refusal
+                assert refusal in joined(ran), "the guest gets execute_cell's words"
+                return
+            assert not ran.is_error, joined(ran)
+            outputs = json.loads(joined(ran))
+            note = outputs[0]
+            assert note["output_type"] == "stream" and note["name"] == "stderr", outputs
+            assert note["text"].startswith("[KERNEL REPLACED: the kernel of 'nb'") and "new, empty kernel" in note["text"]
+            assert outputs[1]["text"] == "42\n", outputs
+            # The replacement is the notebook's kernel now, for tools as for guests.
+            listed = joined(await ok(client, "list_notebooks"))
+            new_id = next(line for line in listed.split("\n") if line.startswith("nb\t")).split("\t")[2]
+            assert new_id != kernel_id and new_id in jupyter_server.kernel_ids()
+            assert texts(await ok(client, "execute_cell", cell_index=0, stream=False)) == ["ran\n"]
+    finally:
+        server.stop()
+
+
+async def test_guest_overwrite_of_a_cell_changed_since_it_read_it_is_a_conflict(jupyter_server, tmp_path):
+    body = extension_entry(guest("declares"), grants=["read-cells", "execute-code", "overwrite-cell"])
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            path = f"race-{uuid.uuid4().hex[:8]}.ipynb"
+            await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
+            await ok(client, "insert_cell", cell_index=0, cell_type="code", cell_source="x = 1")
+            # A person saves the notebook between the guest's read and its overwrite (here the
+            # kernel writes the file, as a second editor would).
+            person = (f"import json\np = {str(jupyter_server.root / path)!r}\nnb = json.load(open(p))\n"
+                      "nb['cells'][0]['source'] = 'x = 2  # a person'\njson.dump(nb, open(p, 'w'))")
+            raced = await client.call_tool("declares_race", {"index": 0, "source": "x = 3", "between": person})
+            assert raced.is_error, joined(raced)
+            # The words a tool's edit gets when it meets someone else's change (DocumentError::Conflict).
+            assert ("changed or disappeared while this edit was being saved (someone else edited the "
+                    "notebook); read it again and retry") in joined(raced), joined(raced)
+            assert cells_on_disk(jupyter_server, path)[0] == ("code", "x = 2  # a person"), "the person's edit stays"
+            # With nothing changed between the read and the write, the same overwrite lands.
+            await ok(client, "declares_race", index=0, source="x = 3", between="pass")
+            assert cells_on_disk(jupyter_server, path)[0] == ("code", "x = 3")
     finally:
         server.stop()

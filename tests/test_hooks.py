@@ -6,13 +6,15 @@ import json
 import re
 import signal
 import threading
+import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import pytest
 
-from conftest import RawStdio, client_for, server_env
+from conftest import (RawStdio, client_for, extension_entry, guest, server_env, start_http_server, wait_for_log,
+                      write_config)
 
 pytestmark = pytest.mark.anyio
 
@@ -161,3 +163,27 @@ async def test_otlp_http_export_only_when_asked(jupyter_server):
         assert attributes["code.snippet"] == "print(2)"
     finally:
         receiver.close()
+
+
+def test_api_connect_fires_the_tool_hooks_and_writes_a_span(jupyter_server, tmp_path):
+    """Switching Jupyter Servers over HTTP is the connect_to_jupyter tool's path: the hook handlers
+    see it (here the audit guest) and the OpenTelemetry handler writes its span."""
+    spans_file = tmp_path / "spans.jsonl"
+    config = write_config(tmp_path, extension_entry(guest("audit")))
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
+                                "--otel-file", str(spans_file), "--config", str(config)], log_dir=tmp_path)
+    try:
+        body = json.dumps({"jupyter_url": jupyter_server.url, "jupyter_token": jupyter_server.token}).encode()
+        request = urllib.request.Request(server.base + "/api/connect", data=body, method="PUT", headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {server.token}"})
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            answer = json.loads(reply.read())
+        assert answer["success"] is True and "Successfully connected" in answer["message"], answer
+        log = wait_for_log(server, "audit: tool connect_to_jupyter succeeded")
+        assert "(paired with its before event: True)" in log, log
+    finally:
+        server.stop()
+    spans = [s for s in read_spans(spans_file) if s["name"] == "tool_call:connect_to_jupyter"]
+    assert len(spans) == 1, spans
+    assert spans[0]["attributes"]["tool.name"] == "connect_to_jupyter"
+    assert "Successfully connected" in spans[0]["attributes"]["result.summary"]

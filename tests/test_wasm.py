@@ -13,74 +13,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import http_client, joined, start_http_server
+from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of, serve, start_http_server,
+                      wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
-
-# Compiled guests are cached here across tests and runs (the Python guest takes seconds to compile).
-CACHE = Path(os.environ.get("JUPYTER_MCP_TEST_WASM_CACHE",
-                            Path.home() / ".cache" / "jupyter-mcp-server" / "wasm-test"))
-
-
-
-def prune_cache(days: int = 3) -> None:
-    """Compiled guests of older sources are never used again (a Python one is ~35 MB)."""
-    cutoff = time.time() - days * 86400
-    for artifact in CACHE.glob("*.cwasm"):
-        if artifact.stat().st_mtime < cutoff:
-            artifact.unlink(missing_ok=True)
-
-
-prune_cache()
-
-
-def guest(name: str) -> Path:
-    directory = os.environ.get("JUPYTER_MCP_GUESTS_DIR")
-    if not directory:
-        pytest.fail("JUPYTER_MCP_GUESTS_DIR must name the built guests (guests/build); run through tests/run")
-    return Path(directory) / f"{name}.wasm"
-
-
-def toml_str(value) -> str:
-    return json.dumps(str(value))
-
-
-def extension_entry(path: Path, config: dict | None = None, grants: list[str] | None = None,
-                    **limits: int) -> str:
-    lines = ["[[extension]]", f"path = {toml_str(path)}"]
-    if grants is not None:
-        lines.append(f"grants = {json.dumps(grants)}")
-    if limits:
-        lines.append("limits = { " + ", ".join(f"{k} = {v}" for k, v in limits.items()) + " }")
-    if config:
-        lines.append("config = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in config.items()) + " }")
-    return "\n".join(lines) + "\n"
-
-
-def write_config(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "server.toml"
-    path.write_text(f"cache_dir = {toml_str(CACHE)}\n" + body)
-    return path
-
-
-def serve(jupyter_server, *args: str, env: dict[str, str] | None = None):
-    return start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token",
-                              jupyter_server.token, "--document-backend", "file", *args], env)
-
-
-def log_of(server) -> str:
-    return server.log.read_text(errors="replace")
-
-
-def wait_for_log(server, text: str, timeout: float = 10) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        log = log_of(server)
-        if text in log:
-            return log
-        time.sleep(0.05)
-    raise AssertionError(f"{text!r} not in the server log:\n{log_of(server)[-4000:]}")
-
 
 async def test_examples_load_and_work_with_the_config_file(jupyter_server, tmp_path):
     config = write_config(tmp_path, '[capabilities]\n"kernel.auto-restart" = true\n'

@@ -13,14 +13,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use jupyter_mcp_server::capabilities::{Registry, Settings};
+use jupyter_mcp_server::capabilities::{Capabilities, Settings};
 use jupyter_mcp_server::config::{Cli, Config, ExtensionConfig, GuestLimits, WasmConfig};
-use jupyter_mcp_server::dispatch::call_tool;
+use jupyter_mcp_server::dispatch::{ToolRegistry, call_tool};
+use jupyter_mcp_server::domain::{self, Domain};
 use jupyter_mcp_server::hooks::{HookEvent, Hooks};
 use jupyter_mcp_server::jupyter::Jupyter;
 use jupyter_mcp_server::jupyter::rest::JupyterRest;
-use jupyter_mcp_server::state::ServerState;
-use jupyter_mcp_server::tools::{ToolContext, ToolOutput, ToolRegistry, native};
+use jupyter_mcp_server::tools::{ToolContext, ToolOutput, native};
 use jupyter_mcp_server::wasm::{GuestSettings, WasmHookHandler, WasmHost};
 use jupyter_mcp_server::wasm::{load_all, register_tools};
 use serde_json::json;
@@ -35,7 +35,7 @@ fn settings(name: &str, config: serde_json::Value) -> Arc<GuestSettings> {
     Arc::new(GuestSettings {
         name: name.into(),
         config_json: config.to_string(),
-        grants: Vec::new(),
+        grants: Default::default(),
         limits: GuestLimits::default(),
         link: Default::default(),
     })
@@ -172,20 +172,16 @@ struct EchoArgs {
     said: String,
 }
 
-/// The state a tool call sees; no Jupyter Server is needed for the echo tools.
-fn server_state(
-    tools: ToolRegistry,
-    capabilities: jupyter_mcp_server::capabilities::Registry,
-) -> Arc<ServerState> {
+/// The domain a tool call sees; no Jupyter Server is needed for the echo tools.
+fn domain(capabilities: Capabilities) -> Arc<Domain> {
     use clap::Parser as _;
     let cli = Cli::try_parse_from(["jupyter-mcp-server", "start"]).expect("arguments");
     let config = Config::from_args_and_env(cli.start, |_| None).expect("config");
     let hooks = Arc::new(Hooks::default());
     let rest = JupyterRest::new("http://127.0.0.1:9".parse().unwrap(), None);
-    ServerState::new(
-        config,
+    Domain::new(
+        domain::Settings::of(&config),
         Jupyter::new(rest, hooks.clone()),
-        tools,
         capabilities,
         hooks,
     )
@@ -211,7 +207,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
         cli: vec!["declares.demo".into()],
         ..Default::default()
     };
-    let capabilities = Registry::build(&declarations, &settings).expect("capabilities");
+    let capabilities = Capabilities::build(&declarations, &settings).expect("capabilities");
     let mut tools = ToolRegistry::builtin();
     // The native twin of the declares guest's declares_echo: same text back.
     tools.insert(native(
@@ -224,9 +220,11 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
         },
     ));
     register_tools(&mut tools, &guests, &capabilities);
-    let state = server_state(tools, capabilities);
+    let domain = domain(capabilities);
+    let tools = Arc::new(tools);
     let time_calls = |name: &'static str| {
-        let state = state.clone();
+        let domain = domain.clone();
+        let tools = tools.clone();
         runtime
             .block_on(runtime.spawn(async move {
                 let mut samples = Vec::with_capacity(10_000);
@@ -234,12 +232,12 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
                     let mut arguments = serde_json::Map::new();
                     arguments.insert("said".into(), json!("hi"));
                     let context = ToolContext {
-                        state: state.clone(),
+                        domain: domain.clone(),
                         cancel: CancellationToken::new(),
                         progress: None,
                     };
                     let started = Instant::now();
-                    let result = call_tool(&state, name, Some(arguments), context, None)
+                    let result = call_tool(&tools, name, Some(arguments), context, None)
                         .await
                         .expect("a known tool");
                     let took = started.elapsed();
@@ -264,7 +262,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
         let started = Instant::now();
         let guests = load_all(&wasm, Arc::default());
         let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
-        let capabilities = Registry::build(&declarations, &settings).expect("capabilities");
+        let capabilities = Capabilities::build(&declarations, &settings).expect("capabilities");
         let mut tools = ToolRegistry::builtin();
         register_tools(&mut tools, &guests, &capabilities);
         samples.push(started.elapsed());

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 pub const AUTO_RESTART: &str = "kernel.auto-restart";
 pub const ADOPT_SESSION: &str = "kernel.adopt-session";
+pub const PREWARM: &str = "kernel.prewarm";
 
 /// Name prefixes an extension may not use: they belong to the core.
 const RESERVED_PREFIXES: [&str; 3] = ["kernel", "server", "notebook"];
@@ -90,11 +91,11 @@ pub fn parse_setting(entry: &str) -> Option<(String, bool)> {
 }
 
 #[derive(Debug, Clone)]
-pub struct Registry {
+pub struct Capabilities {
     declared: BTreeMap<String, Capability>,
 }
 
-impl Default for Registry {
+impl Default for Capabilities {
     fn default() -> Self {
         let mut declared = BTreeMap::new();
         for (name, description) in [
@@ -109,6 +110,13 @@ impl Default for Registry {
                 "When use_notebook opens a notebook that already has a Jupyter session (a person \
                  has it open), attach to that session's kernel instead of starting our own.",
             ),
+            (
+                PREWARM,
+                "Keep a started, idle spare kernel per recently used kernelspec, so use_notebook and \
+                 execute_code's default kernel start in a fraction of a second. A spare is fresh \
+                 (never used before it is handed out), is marked as a spare in list_kernels, costs \
+                 the memory of one idle kernel, and is stopped at exit.",
+            ),
         ] {
             declared.insert(
                 name.to_owned(),
@@ -120,7 +128,7 @@ impl Default for Registry {
                 },
             );
         }
-        Registry { declared }
+        Capabilities { declared }
     }
 }
 
@@ -132,14 +140,14 @@ pub struct Settings {
     pub cli: Vec<String>,
 }
 
-impl Registry {
+impl Capabilities {
     /// Builds the registry: core defaults, then each extension's declarations (in load order),
     /// then the operator's settings. Names are checked after extensions declared theirs.
     pub fn build(
         extensions: &[(String, Result<Vec<Declaration>, String>)],
         settings: &Settings,
     ) -> Result<Self, CapabilityError> {
-        let mut registry = Registry::default();
+        let mut registry = Capabilities::default();
         for (extension, declarations) in extensions {
             match declarations {
                 Ok(declarations) => {
@@ -313,7 +321,7 @@ mod tests {
 
     #[test]
     fn defaults_are_off() {
-        let registry = Registry::build(&[], &Settings::default()).unwrap();
+        let registry = Capabilities::build(&[], &Settings::default()).unwrap();
         assert!(!registry.enabled(AUTO_RESTART));
         assert_eq!(registry.get(ADOPT_SESSION).unwrap().source, Source::Default);
         assert_eq!(registry.block()["capabilities"], json!([]));
@@ -323,14 +331,14 @@ mod tests {
     #[test]
     fn precedence_later_wins_and_operators_beat_extensions() {
         let ext = [extension("snap", &[("snap.snapshots", true)])];
-        let r = Registry::build(&ext, &settings(&[(AUTO_RESTART, true)], None, &[])).unwrap();
+        let r = Capabilities::build(&ext, &settings(&[(AUTO_RESTART, true)], None, &[])).unwrap();
         assert_eq!(r.get(AUTO_RESTART).unwrap().source, Source::Config);
         assert!(r.enabled("snap.snapshots"));
         assert_eq!(
             r.get("snap.snapshots").unwrap().source,
             Source::Extension("snap".into())
         );
-        let r = Registry::build(
+        let r = Capabilities::build(
             &ext,
             &settings(
                 &[(AUTO_RESTART, true)],
@@ -351,16 +359,17 @@ mod tests {
 
     #[test]
     fn unknown_names_list_what_exists() {
-        let err = Registry::build(&[], &settings(&[], None, &["kernel.autorestart"])).unwrap_err();
+        let err =
+            Capabilities::build(&[], &settings(&[], None, &["kernel.autorestart"])).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("'kernel.autorestart'") && text.contains("--capability"));
         assert!(text.contains("kernel.adopt-session, kernel.auto-restart"));
-        assert!(Registry::build(&[], &settings(&[], Some("nope.x"), &[])).is_err());
+        assert!(Capabilities::build(&[], &settings(&[], Some("nope.x"), &[])).is_err());
     }
 
     #[test]
     fn extension_declarations_follow_the_rules() {
-        let mut r = Registry::default();
+        let mut r = Capabilities::default();
         let decl = |n: &str| Declaration {
             name: n.into(),
             description: "d".into(),
@@ -377,7 +386,7 @@ mod tests {
             ("bad".to_string(), Err("trap".to_string())),
             extension("good", &[("good.x", false)]),
         ];
-        let built = Registry::build(&exts, &Settings::default()).unwrap();
+        let built = Capabilities::build(&exts, &Settings::default()).unwrap();
         assert!(built.get("good.x").is_some());
     }
 }

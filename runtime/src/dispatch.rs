@@ -1,8 +1,10 @@
-//! The single path every tool call takes: lookup, argument decoding, failure containment, timing.
+//! The single path every tool call takes: lookup, capability gate, the tool-call hooks, failure
+//! containment, timing. The table of tools lives here; tools themselves never see it.
 //!
 //! A failure the agent can act on becomes a tool result with `isError: true`; only an unknown
 //! tool is a protocol error (JSON-RPC -32602), because then there is no tool to answer.
 
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,36 +12,94 @@ use std::time::Instant;
 use futures_util::FutureExt;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, ContentBlock as Content, JsonObject};
-
-use crate::hooks::{CALL_SCOPE, CallScope, HookEvent};
-use crate::state::ServerState;
-use crate::tools::{ToolContext, ToolError};
 use serde_json::Value;
 
-pub async fn call_tool(
-    state: &Arc<ServerState>,
+use crate::capabilities::Capabilities;
+use crate::hooks::{CALL_SCOPE, CallScope, HookEvent};
+use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+
+/// Every tool the server offers, by name (so listing order is stable).
+#[derive(Default, Clone)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolRegistry {
+    /// The built-in tools of this server.
+    pub fn builtin() -> Self {
+        let mut registry = ToolRegistry::default();
+        for tool in crate::tools::builtin() {
+            registry.insert(tool);
+        }
+        registry
+    }
+
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.spec().name.clone(), tool);
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.values()
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+
+    /// The tools a client sees: those whose capability (if any) is on.
+    pub fn visible<'a>(
+        &'a self,
+        capabilities: &'a Capabilities,
+    ) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
+        self.iter()
+            .filter(|t| refusal(t.spec(), capabilities).is_none())
+    }
+}
+
+/// Why a tool may not run now: the capability it needs is off.
+pub fn refusal(spec: &ToolSpec, capabilities: &Capabilities) -> Option<String> {
+    let needed = spec.capability.as_deref()?;
+    (!capabilities.enabled(needed)).then(|| {
+        format!(
+            "it needs the '{needed}' capability, which is off. An operator can turn it on with \
+             --capability {needed}."
+        )
+    })
+}
+
+/// A call to a tool this server does not have.
+#[derive(Debug, thiserror::Error)]
+#[error("Unknown tool '{name}'. This server's tools are: {known}.")]
+pub struct UnknownTool {
+    pub name: String,
+    pub known: String,
+}
+
+/// Runs a tool call as every caller (MCP, the management routes) gets it: refused while its
+/// capability is off, observed by the tool-call hooks, a panic contained.
+pub async fn run(
+    tools: &ToolRegistry,
     name: &str,
     arguments: Option<JsonObject>,
     context: ToolContext,
     traceparent: Option<String>,
-) -> Result<CallToolResult, McpError> {
-    let Some(tool) = state.tools.get(name) else {
-        return Err(McpError::invalid_params(
-            format!(
-                "Unknown tool '{name}'. This server's tools are: {}.",
-                state.tools.names().join(", ")
-            ),
-            Some(serde_json::json!({ "tool": name })),
-        ));
+) -> Result<Result<ToolOutput, ToolError>, UnknownTool> {
+    let Some(tool) = tools.get(name) else {
+        return Err(UnknownTool {
+            name: name.to_owned(),
+            known: tools.names().join(", "),
+        });
     };
-    if let Some(reason) = crate::tools::refusal(tool.spec(), &state.capabilities) {
-        return Ok(CallToolResult::error(vec![Content::text(format!(
-            "Error executing tool {name}: {reason}"
-        ))]));
+    if let Some(reason) = refusal(tool.spec(), &context.domain.capabilities) {
+        return Ok(Err(ToolError::Failed(reason)));
     }
     let started = Instant::now();
     let arguments = arguments.unwrap_or_default();
-    let hooks = state.hooks.clone();
+    let hooks = context.domain.hooks.clone();
     let scope = Arc::new(CallScope {
         traceparent,
         ..Default::default()
@@ -50,26 +110,40 @@ pub async fn call_tool(
                 return run_contained(tool.as_ref(), name, context, arguments).await;
             }
             let arguments_value = Value::Object(arguments.clone());
-            let (pair, refused) = hooks
-                .before(&HookEvent::before_tool_call(name, &arguments_value))
-                .await;
-            let outcome = match refused {
-                Err(refusal) => Err(ToolError::Failed(refusal.to_string())),
-                Ok(()) => run_contained(tool.as_ref(), name, context, arguments).await,
-            };
+            let before = HookEvent::before_tool_call(name, &arguments_value);
+            let work = run_contained(tool.as_ref(), name, context, arguments);
             // after_tool_call fires on every path, refusals and failures included.
-            let (result, error) = match &outcome {
-                Ok(output) => (Some(crate::tools::wire::text_of(&output.content)), None),
-                Err(e) => (None, Some(e.to_string())),
-            };
-            let after = HookEvent::after_tool_call(name, &arguments_value, result, error);
-            match hooks.after(pair, &after).await {
-                Err(refusal) if outcome.is_ok() => Err(ToolError::Failed(refusal.to_string())),
-                _ => outcome,
-            }
+            hooks
+                .around(&before, work, |outcome| {
+                    let (result, error) = match outcome {
+                        Ok(output) => (Some(output.joined_text()), None),
+                        Err(e) => (None, Some(e.to_string())),
+                    };
+                    HookEvent::after_tool_call(name, &arguments_value, result, error)
+                })
+                .await
         })
         .await;
     tracing::debug!(tool = name, elapsed = ?started.elapsed(), ok = outcome.is_ok(), "tool call");
+    Ok(outcome)
+}
+
+/// A tool call from MCP, answered as MCP wants it.
+pub async fn call_tool(
+    tools: &ToolRegistry,
+    name: &str,
+    arguments: Option<JsonObject>,
+    context: ToolContext,
+    traceparent: Option<String>,
+) -> Result<CallToolResult, McpError> {
+    let outcome = run(tools, name, arguments, context, traceparent)
+        .await
+        .map_err(|unknown| {
+            McpError::invalid_params(
+                unknown.to_string(),
+                Some(serde_json::json!({ "tool": name })),
+            )
+        })?;
     Ok(match outcome {
         Ok(output) => {
             let mut result = CallToolResult::success(output.content);
@@ -87,11 +161,11 @@ pub async fn call_tool(
 
 /// Runs a tool so that a panic costs only its own call.
 async fn run_contained(
-    tool: &dyn crate::tools::Tool,
+    tool: &dyn Tool,
     name: &str,
     context: ToolContext,
     arguments: JsonObject,
-) -> Result<crate::tools::ToolOutput, ToolError> {
+) -> Result<ToolOutput, ToolError> {
     AssertUnwindSafe(tool.call(context, arguments))
         .catch_unwind()
         .await
@@ -106,4 +180,61 @@ async fn run_contained(
                 "internal error ({what}); the server is still running, please report this"
             )))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::{ADOPT_SESSION, Settings};
+    use crate::tools::{ToolFuture, native};
+    use schemars::JsonSchema;
+
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct NoArgs {}
+
+    #[test]
+    fn gated_tools_are_hidden_and_refused_while_their_capability_is_off() {
+        let mut registry = ToolRegistry::default();
+        let gated = native("adopt_things", "test", true, |_c, _a: NoArgs| async {
+            Ok(ToolOutput::text("ok"))
+        });
+        registry.insert(native("open_tool", "test", true, |_c, _a: NoArgs| async {
+            Ok(ToolOutput::text("ok"))
+        }));
+        let spec = ToolSpec {
+            capability: Some(ADOPT_SESSION.into()),
+            ..gated.spec().clone()
+        };
+        struct Gated(ToolSpec);
+        impl Tool for Gated {
+            fn spec(&self) -> &ToolSpec {
+                &self.0
+            }
+            fn call(&self, _c: ToolContext, _a: JsonObject) -> ToolFuture<'_> {
+                Box::pin(async { Ok(ToolOutput::text("ran")) })
+            }
+        }
+        registry.insert(Arc::new(Gated(spec.clone())));
+        let off = Capabilities::build(&[], &Settings::default()).unwrap();
+        let names: Vec<_> = registry
+            .visible(&off)
+            .map(|t| t.spec().name.clone())
+            .collect();
+        assert_eq!(names, vec!["open_tool"]);
+        assert!(
+            refusal(&spec, &off)
+                .unwrap()
+                .contains("'kernel.adopt-session'")
+        );
+        let on = Capabilities::build(
+            &[],
+            &Settings {
+                cli: vec![ADOPT_SESSION.into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(registry.visible(&on).count(), 2);
+        assert!(refusal(&spec, &on).is_none());
+    }
 }

@@ -1,17 +1,17 @@
 //! jupyter-mcp-server: an MCP server that lets AI agents read, edit and run Jupyter notebooks.
 //!
-//! Requests flow one way: transport → [`mcp`] → [`dispatch`] → [`tools`] → [`jupyter`].
+//! Requests flow one way: transport → [`mcp`] → [`dispatch`] → [`tools`] → [`domain`] →
+//! [`jupyter`]; wasm guests and the management routes enter at [`domain`] and [`dispatch`].
 //! See ARCHITECTURE.md for the map.
 
 pub mod capabilities;
 pub mod config;
 pub mod dispatch;
+pub mod domain;
 pub mod hooks;
 pub mod jupyter;
 pub mod mcp;
-pub mod notebooks;
 pub mod startup;
-pub mod state;
 pub mod tools;
 #[cfg(feature = "wasm")]
 pub mod wasm;
@@ -22,11 +22,12 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use config::{Config, JupyterSource, Transport};
+use dispatch::ToolRegistry;
+use domain::Domain;
 use jupyter::Jupyter;
 use jupyter::launcher::{EmbeddedJupyter, LaunchError};
 use jupyter::rest::JupyterRest;
-use state::ServerState;
-use tools::ToolRegistry;
+use mcp::ServerState;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -95,7 +96,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         Vec::new()
     };
     // Checked before anything starts: a misspelt capability stops the server.
-    let capabilities = capabilities::Registry::build(&declarations, &config.capabilities)?;
+    let capabilities = capabilities::Capabilities::build(&declarations, &config.capabilities)?;
     let hooks = Arc::new(hooks::Hooks::default());
     if config.otel_file.is_some() || config.otel_endpoint.is_some() {
         let handler = hooks::otel::OtelHandler::new(
@@ -143,18 +144,22 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // After the core tools, so an extension can never shadow one.
     #[cfg(feature = "wasm")]
     wasm::register_tools(&mut tools, &guests, &capabilities);
-    let state = ServerState::new(
-        config,
+    let domain = Domain::new(
+        domain::Settings::of(&config),
         Jupyter::new(rest, hooks.clone()),
-        tools,
         capabilities,
         hooks.clone(),
     );
     // From here on the guests' notebook host functions can reach the notebooks in use.
     #[cfg(feature = "wasm")]
-    link.connect(&state);
+    link.connect(&domain);
+    let state = Arc::new(ServerState {
+        domain: domain.clone(),
+        tools,
+        http: config.http.clone(),
+    });
 
-    startup::prepare(&state).await;
+    startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
     let outcome = tokio::select! {
@@ -167,12 +172,12 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     };
     // Leave collaboration rooms first, so edits still queued reach them; then release the
     // notebooks' kernels as unuse_notebook would (a shared one keeps running).
-    let jupyter = state.jupyter();
-    for notebook in state.notebooks.all() {
+    let jupyter = domain.jupyter();
+    for notebook in domain.notebooks.all() {
         if let Err(e) = notebook.document.close().await {
             tracing::warn!("closing '{}' failed: {e}", notebook.path);
         }
-        if let notebooks::Released::Shared(id) = notebook.release(&jupyter).await {
+        if let domain::notebooks::Released::Shared(id) = notebook.release(&jupyter).await {
             tracing::info!(kernel = %id, "leaving the kernel of '{}' running: it is shared", notebook.path);
         }
     }

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Parser;
 use jupyter_mcp_server::config::{Cli, Command, Config};
-use jupyter_mcp_server::mcp::http::remote_control;
+use jupyter_mcp_server::mcp::control::remote_control;
 use reqwest::Method;
 
 fn main() -> anyhow::Result<()> {

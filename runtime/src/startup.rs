@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::state::ServerState;
+use crate::config::Config;
+use crate::mcp::ServerState;
 use crate::tools::ToolContext;
 
 /// The name the Python server gives the notebook of `--document-id`.
@@ -15,20 +16,23 @@ pub const DEFAULT_NOTEBOOK: &str = "default";
 
 /// Opens the configured notebook or starts the default kernel. A failure is logged, not fatal:
 /// the server still serves, and the tools report the same failure when called.
-pub async fn prepare(state: &Arc<ServerState>) {
-    if let Some(path) = state.config.default_notebook.clone() {
+pub async fn prepare(state: &Arc<ServerState>, config: &Config) {
+    let domain = &state.domain;
+    if let Some(path) = config.default_notebook.clone() {
         // Through dispatch, so hooks see it as the use_notebook call it is; connect mode never
         // creates anything.
         let arguments = json!({
             "notebook_name": DEFAULT_NOTEBOOK, "notebook_path": path, "mode": "connect",
         });
         let context = ToolContext {
-            state: state.clone(),
+            domain: domain.clone(),
             cancel: CancellationToken::new(),
             progress: None,
         };
         let arguments = arguments.as_object().cloned();
-        match crate::dispatch::call_tool(state, "use_notebook", arguments, context, None).await {
+        let called =
+            crate::dispatch::call_tool(&state.tools, "use_notebook", arguments, context, None);
+        match called.await {
             Ok(result) if result.is_error != Some(true) => {
                 tracing::info!("opened '{path}' as notebook '{DEFAULT_NOTEBOOK}' (--document-id)");
             }
@@ -38,8 +42,8 @@ pub async fn prepare(state: &Arc<ServerState>) {
             ),
             Err(e) => tracing::warn!("could not open --document-id '{path}': {}", e.message),
         }
-    } else if state.config.start_default_kernel {
-        match state.jupyter().default_kernel().await {
+    } else if config.start_default_kernel {
+        match domain.jupyter().default_kernel().await {
             Ok(kernel) => tracing::info!(kernel = %kernel.id(), "started the default kernel"),
             Err(e) => tracing::warn!("could not start the default kernel: {e}"),
         }

@@ -246,6 +246,32 @@ impl Hooks {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Runs `work` between a `before_*` and an `after_*` event: the one sequence every observed
+    /// operation follows. A critical refusal of the before event skips `work` (its after event
+    /// still fires, carrying the refusal); a critical refusal of the after event fails a `work`
+    /// that succeeded. (Callers whose events are costly to build check `is_empty` first.)
+    pub async fn around<T, E, F>(
+        &self,
+        before: &HookEvent,
+        work: F,
+        after: impl FnOnce(&Result<T, E>) -> HookEvent,
+    ) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+        E: From<HookError>,
+    {
+        let (pair, refused) = self.before(before).await;
+        let outcome = match refused {
+            Err(refusal) => Err(E::from(refusal)),
+            Ok(()) => work.await,
+        };
+        let event = after(&outcome);
+        match self.after(pair, &event).await {
+            Err(refusal) if outcome.is_ok() => Err(E::from(refusal)),
+            _ => outcome,
+        }
+    }
+
     /// Fires a single event (kernel lifecycle).
     pub async fn fire(&self, event: &HookEvent) -> Result<(), HookError> {
         self.after(Pair::default(), event).await

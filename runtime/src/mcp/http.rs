@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 use tower_service::Service;
 
 use super::McpServer;
+use super::ServerState;
 use crate::config::HttpConfig;
 use crate::jupyter::kernel::Liveness;
-use crate::state::ServerState;
 
 type Body = BoxBody<Bytes, Infallible>;
 
@@ -282,10 +282,10 @@ impl HttpContext {
     }
 
     async fn health(&self) -> Value {
-        let jupyter = self.state.jupyter();
+        let jupyter = self.state.domain.jupyter();
         // As the Python server reports it: the current notebook's kernel, else the kernel
         // execute_code uses; `not_initialized` until there is one.
-        let kernel = match self.state.notebooks.resolve(None) {
+        let kernel = match self.state.domain.notebooks.resolve(None) {
             Ok(notebook) => Some(notebook.kernel()),
             Err(_) => jupyter.current_default_kernel().await,
         };
@@ -333,18 +333,37 @@ impl HttpContext {
                 json!({ "error": "the body needs \"jupyter_url\" (and optionally \"jupyter_token\")" }),
             );
         };
-        let token = parsed
-            .get("jupyter_token")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        match crate::tools::connect::connect(&self.state, url, token).await {
-            Ok(message) => json_response(
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("jupyter_url".into(), url.into());
+        if let Some(token) = parsed.get("jupyter_token").and_then(Value::as_str) {
+            arguments.insert("jupyter_token".into(), token.into());
+        }
+        // The tool's own path: the same capability gate, hooks and span as an MCP call.
+        let context = crate::tools::ToolContext {
+            domain: self.state.domain.clone(),
+            cancel: CancellationToken::new(),
+            progress: None,
+        };
+        let outcome = crate::dispatch::run(
+            &self.state.tools,
+            crate::tools::connect::NAME,
+            Some(arguments),
+            context,
+            None,
+        )
+        .await;
+        match outcome {
+            Ok(Ok(output)) => json_response(
                 StatusCode::OK,
-                json!({ "success": true, "message": message }),
+                json!({ "success": true, "message": output.joined_text() }),
             ),
-            Err(e) => json_response(
+            Ok(Err(e)) => json_response(
                 StatusCode::BAD_GATEWAY,
                 json!({ "success": false, "error": e.to_string() }),
+            ),
+            Err(unknown) => json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({ "success": false, "error": unknown.to_string() }),
             ),
         }
     }
@@ -375,7 +394,7 @@ pub fn check_auth(config: &HttpConfig) -> Result<(), HttpError> {
 
 /// Serves until `stop` is cancelled (by a signal or `DELETE /api/stop`).
 pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(), HttpError> {
-    let config = state.config.http.clone();
+    let config = state.http.clone();
     check_auth(&config)?;
     if config.mcp_token.is_none() {
         tracing::warn!(
@@ -473,39 +492,6 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
     })
     .await;
     Ok(())
-}
-
-/// What the `connect` and `stop` subcommands send to a running server.
-pub async fn remote_control(
-    server_url: &url::Url,
-    mcp_token: Option<&str>,
-    method: Method,
-    path: &str,
-    body: Option<Value>,
-) -> Result<Value, String> {
-    let url = server_url.join(path).map_err(|e| e.to_string())?;
-    let client = reqwest::Client::new();
-    let mut request = client.request(method, url.clone());
-    if let Some(token) = mcp_token {
-        request = request.bearer_auth(token);
-    }
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.map_err(|e| {
-        format!(
-            "cannot reach {url}: {}",
-            crate::jupyter::rest::error_chain(&e)
-        )
-    })?;
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
-    let value: Value = serde_json::from_str(&text).unwrap_or_else(|_| json!({ "body": text }));
-    if status.is_success() {
-        Ok(value)
-    } else {
-        Err(format!("{url} answered HTTP {status}: {value}"))
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The MCP face of the server: an rmcp `ServerHandler` over the tools, and its transports.
 
 pub mod compat;
+pub mod control;
 #[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;
 pub mod http;
@@ -23,7 +24,9 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio::sync::mpsc;
 
-use crate::state::ServerState;
+use crate::config::HttpConfig;
+use crate::dispatch::ToolRegistry;
+use crate::domain::Domain;
 use crate::tools::{ProgressReporter, ToolContext};
 
 pub const SERVER_NAME: &str = "Jupyter MCP Server";
@@ -40,6 +43,13 @@ Jupyter side: execute_code runs code in a kernel (a default one is started on fi
 one with kernel_id from list_kernels); list_files explores the server's files; \
 connect_to_jupyter switches to another Jupyter Server. Long outputs are cut to keep your context \
 small; the result says how to get the rest.";
+
+/// What the transports serve: the domain, the tools, and the HTTP transport's settings.
+pub struct ServerState {
+    pub domain: Arc<Domain>,
+    pub tools: ToolRegistry,
+    pub http: HttpConfig,
+}
 
 /// The handler rmcp calls; cheap to clone (HTTP makes one per request).
 #[derive(Clone)]
@@ -118,7 +128,7 @@ impl ServerHandler for McpServer {
         };
         let mut capabilities = capabilities.build();
         // The capability block, as in server/discover and the capabilities:// resource.
-        let block = match self.state.capabilities.block() {
+        let block = match self.state.domain.capabilities.block() {
             serde_json::Value::Object(block) => block,
             _ => unreachable!("the block is an object"),
         };
@@ -133,17 +143,11 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let capabilities = &self.state.capabilities;
+        // The dispatcher's rule, so what is listed is exactly what may be called.
         let tools = self
             .state
             .tools
-            .iter()
-            .filter(|t| {
-                t.spec()
-                    .capability
-                    .as_deref()
-                    .is_none_or(|c| capabilities.enabled(c))
-            })
+            .visible(&self.state.domain.capabilities)
             .map(|t| t.spec().to_mcp())
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
@@ -155,7 +159,7 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         #[allow(unused_mut)]
-        let mut all = resources::list(&self.state);
+        let mut all = resources::list(&self.state.domain);
         all.insert(0, resources::capabilities_resource());
         #[cfg(feature = "conformance-fixtures")]
         all.extend(fixtures::resources());
@@ -184,9 +188,9 @@ impl ServerHandler for McpServer {
             return Ok(result.into());
         }
         if request.uri == resources::CAPABILITIES_URI {
-            return Ok(resources::read_capabilities(&self.state).into());
+            return Ok(resources::read_capabilities(&self.state.domain).into());
         }
-        resources::read(&self.state, &request.uri)
+        resources::read(&self.state.domain, &request.uri)
             .await
             .map(Into::into)
     }
@@ -240,7 +244,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let uri = request.uri.clone();
-        let mut changes = self.state.notebooks.watch_changes();
+        let mut changes = self.state.domain.notebooks.watch_changes();
         let peer = context.peer.clone();
         let watched = vec![uri.clone()];
         let watcher = tokio::spawn(async move {
@@ -284,7 +288,7 @@ impl ServerHandler for McpServer {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
-        let mut changes = self.state.notebooks.watch_changes();
+        let mut changes = self.state.domain.notebooks.watch_changes();
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
@@ -338,12 +342,12 @@ impl ServerHandler for McpServer {
             reporter
         });
         let tool_context = ToolContext {
-            state: self.state.clone(),
+            domain: self.state.domain.clone(),
             cancel: context.ct.clone(),
             progress,
         };
         let call = crate::dispatch::call_tool(
-            &self.state,
+            &self.state.tools,
             &request.name,
             request.arguments,
             tool_context,
@@ -410,6 +414,7 @@ impl McpServer {
         };
         let in_use = self
             .state
+            .domain
             .notebooks
             .resolve(
                 Some(&argument("notebook_name"))

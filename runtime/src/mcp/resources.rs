@@ -8,8 +8,8 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use serde_json::{Value, json};
 
+use crate::domain::Domain;
 use crate::jupyter::notebook::{Cell, Notebook};
-use crate::state::ServerState;
 
 const SCHEME: &str = "notebook://";
 pub const CAPABILITIES_URI: &str = "capabilities://";
@@ -23,16 +23,16 @@ pub fn capabilities_resource() -> Resource {
     resource
 }
 
-pub fn read_capabilities(state: &ServerState) -> ReadResourceResult {
+pub fn read_capabilities(domain: &Domain) -> ReadResourceResult {
     let text =
-        serde_json::to_string_pretty(&state.capabilities.block()).expect("JSON values serialize");
+        serde_json::to_string_pretty(&domain.capabilities.block()).expect("JSON values serialize");
     ReadResourceResult::new(vec![
         ResourceContents::text(text, CAPABILITIES_URI).with_mime_type("application/json"),
     ])
 }
 
-pub fn list(state: &ServerState) -> Vec<Resource> {
-    state
+pub fn list(domain: &Domain) -> Vec<Resource> {
+    domain
         .notebooks
         .all()
         .into_iter()
@@ -110,14 +110,14 @@ fn not_found(uri: &str, message: String) -> McpError {
     McpError::resource_not_found(message, Some(json!({ "uri": uri })))
 }
 
-pub async fn read(state: &ServerState, uri: &str) -> Result<ReadResourceResult, McpError> {
+pub async fn read(domain: &Domain, uri: &str) -> Result<ReadResourceResult, McpError> {
     let Some(parsed) = parse_uri(uri) else {
         return Err(not_found(
             uri,
             format!("No resource at '{uri}'. Call resources/list to see what this server offers."),
         ));
     };
-    let Some(in_use) = state.notebooks.get(parsed.name) else {
+    let Some(in_use) = domain.notebooks.get(parsed.name) else {
         return Err(not_found(
             uri,
             format!(
@@ -313,7 +313,7 @@ pub fn cite_text(name: &str, notebook: &Notebook, indices: &[usize], prompt: &st
     )];
     for &index in indices {
         let cell = &notebook.cells[index];
-        lines.push(crate::tools::cells::cell_header(index, cell));
+        lines.push(crate::tools::format::cell_header(index, cell));
         lines.push(cell.source.clone());
     }
     lines.push("=====End of Cited Cells=====".into());

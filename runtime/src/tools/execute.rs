@@ -6,6 +6,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::format::format_secs;
 use super::outputs::{self, NO_OUTPUT, Rendered};
 use super::{ProgressReporter, Tool, ToolContext, ToolError, ToolOutput, native};
 use crate::config::OutputLimits;
@@ -53,16 +54,6 @@ pub fn execute_code() -> Arc<dyn Tool> {
     )
 }
 
-/// Formats seconds the way people write them: `30`, `2.5`.
-pub fn format_secs(duration: Duration) -> String {
-    let secs = duration.as_secs_f64();
-    if (secs - secs.round()).abs() < 1e-9 {
-        format!("{}", secs.round() as u64)
-    } else {
-        format!("{secs:.1}")
-    }
-}
-
 /// A progress sink that reports as the Python server does ("Execution in progress: 12s / 120s").
 pub fn progress_sink(reporter: ProgressReporter) -> ProgressSink {
     Arc::new(move |p: Progress| {
@@ -80,37 +71,8 @@ pub fn progress_sink(reporter: ProgressReporter) -> ProgressSink {
 }
 
 async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, ToolError> {
-    let state = &context.state;
-    let jupyter = state.jupyter();
-    let timeout = state.config.execution.resolve(args.timeout);
-
-    let mut replaced = None;
-    let kernel = match &args.kernel_id {
-        Some(id) => jupyter.kernel(id).await.map_err(|e| match e {
-            KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
-                "Kernel '{id}' not found on the Jupyter Server. Call list_kernels to see the \
-                 running kernels, or omit kernel_id to use the default kernel."
-            )),
-            other => ToolError::failed(other),
-        })?,
-        // With a notebook in use, code runs in its kernel, as the Python server does.
-        None if let Ok(notebook) = state.notebooks.resolve(None) => {
-            let (kernel, note) = super::cells::ready_kernel(&context, &notebook).await?;
-            replaced = note;
-            kernel
-        }
-        None => jupyter
-            .default_kernel()
-            .await
-            .map_err(|e| match e.gone_reason() {
-                Some(reason) => ToolError::Failed(format!(
-                    "The default kernel {reason}; every variable, import and definition it held is \
-                 lost. Call execute_code again to start a fresh default kernel."
-                )),
-                None => ToolError::Failed(format!("Could not start the default kernel: {e}")),
-            })?,
-    };
-
+    let domain = &context.domain;
+    let timeout = domain.settings.execution.resolve(args.timeout);
     let mut request = ExecutionRequest::new(args.code, timeout);
     request.cancel = context.cancel.clone();
     if let Some(reporter) = context.progress.clone()
@@ -122,39 +84,62 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
         ));
     }
 
-    let outcome = match kernel.execute(request).await {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            let Some(reason) = e.gone_reason() else {
-                return Err(ToolError::failed(e));
-            };
-            if let Ok(notebook) = state.notebooks.resolve(None)
-                && args.kernel_id.is_none()
-                && notebook.kernel().id() == kernel.id()
-            {
-                return Err(ToolError::Failed(super::cells::kernel_gone_message(
-                    &notebook.name,
-                )));
-            }
-            if args.kernel_id.is_some() {
-                return Err(ToolError::Failed(format!(
-                    "Kernel '{}' {reason}; every variable, import and definition it held is lost. \
+    let jupyter = domain.jupyter();
+    let (outcome, replaced) = match &args.kernel_id {
+        Some(id) => {
+            let kernel = jupyter.kernel(id).await.map_err(|e| match e {
+                KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
+                    "Kernel '{id}' not found on the Jupyter Server. Call list_kernels to see the \
+                     running kernels, or omit kernel_id to use the default kernel."
+                )),
+                other => ToolError::failed(other),
+            })?;
+            let outcome = kernel.execute(request).await.map_err(|e| match e.gone_reason() {
+                Some(reason) => ToolError::Failed(format!(
+                    "Kernel '{id}' {reason}; every variable, import and definition it held is lost. \
                      Call list_kernels to find a running kernel, or omit kernel_id to use the \
-                     default kernel.",
-                    kernel.id()
-                )));
+                     default kernel."
+                )),
+                None => ToolError::failed(e),
+            })?;
+            (outcome, None)
+        }
+        // With a notebook in use, code runs in its kernel, as the Python server does.
+        None if let Ok(notebook) = domain.notebooks.resolve(None) => {
+            let executed = domain.execute_in(&notebook, request).await?;
+            (executed.outcome, executed.replaced)
+        }
+        None => {
+            let kernel = jupyter
+                .default_kernel()
+                .await
+                .map_err(|e| match e.gone_reason() {
+                    Some(reason) => ToolError::Failed(format!(
+                        "The default kernel {reason}; every variable, import and definition it \
+                         held is lost. Call execute_code again to start a fresh default kernel."
+                    )),
+                    None => ToolError::Failed(format!("Could not start the default kernel: {e}")),
+                })?;
+            match kernel.execute(request).await {
+                Ok(outcome) => (outcome, None),
+                Err(e) => {
+                    let Some(reason) = e.gone_reason() else {
+                        return Err(ToolError::failed(e));
+                    };
+                    jupyter.default_kernel_loss_reported(kernel.id()).await;
+                    return Err(ToolError::Failed(format!(
+                        "The default kernel {reason} while this code ran; every variable, import \
+                         and definition it held is lost. Call execute_code again to start a fresh \
+                         default kernel."
+                    )));
+                }
             }
-            jupyter.default_kernel_loss_reported(kernel.id()).await;
-            return Err(ToolError::Failed(format!(
-                "The default kernel {reason} while this code ran; every variable, import and \
-                 definition it held is lost. Call execute_code again to start a fresh default kernel."
-            )));
         }
     };
     let mut rendered = render_execution(
         &outcome,
         timeout,
-        context.state.config.output,
+        domain.settings.output,
         "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run the code \
          in a notebook cell so the whole output is saved there.",
     );

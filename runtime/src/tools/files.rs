@@ -184,7 +184,7 @@ async fn run(context: ToolContext, args: ListFilesArgs) -> Result<ToolOutput, To
             args.max_depth
         )));
     }
-    let jupyter = context.state.jupyter();
+    let jupyter = context.domain.jupyter();
     let path = args.path.trim_matches('/').to_owned();
     let rows = collect(jupyter.rest(), path, 0, args.max_depth).await.map_err(|e| match e {
         RestError::NotFound { .. } => ToolError::Failed(format!(

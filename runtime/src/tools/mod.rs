@@ -6,12 +6,12 @@ pub mod cells;
 pub mod connect;
 pub mod execute;
 pub mod files;
+pub mod format;
 pub mod kernels;
 pub mod notebooks;
 pub mod outputs;
 pub mod wire;
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,8 +23,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::capabilities::Registry;
-use crate::state::ServerState;
+use crate::domain::Domain;
 
 /// What a tool declares about itself.
 #[derive(Debug, Clone)]
@@ -86,22 +85,15 @@ impl ToolOutput {
         self.meta.insert(wire::meta_key(name), value);
         self
     }
-}
 
-/// A failure the agent can act on; its message says what to do next.
-#[derive(Debug, thiserror::Error)]
-pub enum ToolError {
-    #[error("invalid arguments: {0}")]
-    InvalidArguments(String),
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl ToolError {
-    pub fn failed(error: impl std::fmt::Display) -> Self {
-        ToolError::Failed(error.to_string())
+    /// The text pieces of the content, one per line (images left out).
+    pub fn joined_text(&self) -> String {
+        wire::text_of(&self.content)
     }
 }
+
+/// A failure the agent can act on: the domain's, since tools only present domain operations.
+pub use crate::domain::Error as ToolError;
 
 /// Reports progress of a long call to the client, if it asked for progress.
 pub type ProgressReporter = Arc<dyn Fn(f64, Option<f64>, String) + Send + Sync>;
@@ -109,7 +101,7 @@ pub type ProgressReporter = Arc<dyn Fn(f64, Option<f64>, String) + Send + Sync>;
 /// What a tool call gets besides its arguments.
 #[derive(Clone)]
 pub struct ToolContext {
-    pub state: Arc<ServerState>,
+    pub domain: Arc<Domain>,
     pub cancel: CancellationToken,
     pub progress: Option<ProgressReporter>,
 }
@@ -228,66 +220,18 @@ where
     })
 }
 
-/// Every tool the server offers, by name (so listing order is stable).
-#[derive(Default, Clone)]
-pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
-}
-
-impl ToolRegistry {
-    /// The built-in tools of this server.
-    pub fn builtin() -> Self {
-        let mut registry = ToolRegistry::default();
-        for tool in [
-            execute::execute_code(),
-            kernels::list_kernels(),
-            files::list_files(),
-            connect::connect_to_jupyter(),
-        ]
-        .into_iter()
-        .chain(cells::tools())
-        .chain(notebooks::tools())
-        {
-            registry.insert(tool);
-        }
-        registry
-    }
-
-    pub fn insert(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.spec().name.clone(), tool);
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
-    }
-
-    pub fn names(&self) -> Vec<&str> {
-        self.tools.keys().map(String::as_str).collect()
-    }
-
-    /// The tools a client sees: those whose capability (if any) is on.
-    pub fn visible<'a>(
-        &'a self,
-        capabilities: &'a Registry,
-    ) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
-        self.iter()
-            .filter(|t| refusal(t.spec(), capabilities).is_none())
-    }
-}
-
-/// Why a tool may not run now: the capability it needs is off.
-pub fn refusal(spec: &ToolSpec, capabilities: &Registry) -> Option<String> {
-    let needed = spec.capability.as_deref()?;
-    (!capabilities.enabled(needed)).then(|| {
-        format!(
-            "it needs the '{needed}' capability, which is off. An operator can turn it on with \
-             --capability {needed}."
-        )
-    })
+/// The built-in tools of this server.
+pub fn builtin() -> Vec<Arc<dyn Tool>> {
+    [
+        execute::execute_code(),
+        kernels::list_kernels(),
+        files::list_files(),
+        connect::connect_to_jupyter(),
+    ]
+    .into_iter()
+    .chain(cells::tools())
+    .chain(notebooks::tools())
+    .collect()
 }
 
 /// Seconds as the tools take them (floats, as the Python server's schema allows).
@@ -299,60 +243,5 @@ pub fn seconds(value: f64) -> Duration {
         Duration::from_secs_f64(value.min(FOREVER))
     } else {
         Duration::ZERO
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::capabilities::{ADOPT_SESSION, Settings};
-
-    #[derive(serde::Deserialize, JsonSchema)]
-    struct NoArgs {}
-
-    #[test]
-    fn gated_tools_are_hidden_and_refused_while_their_capability_is_off() {
-        let mut registry = ToolRegistry::default();
-        let gated = native("adopt_things", "test", true, |_c, _a: NoArgs| async {
-            Ok(ToolOutput::text("ok"))
-        });
-        registry.insert(native("open_tool", "test", true, |_c, _a: NoArgs| async {
-            Ok(ToolOutput::text("ok"))
-        }));
-        let spec = ToolSpec {
-            capability: Some(ADOPT_SESSION.into()),
-            ..gated.spec().clone()
-        };
-        struct Gated(ToolSpec);
-        impl Tool for Gated {
-            fn spec(&self) -> &ToolSpec {
-                &self.0
-            }
-            fn call(&self, _c: ToolContext, _a: JsonObject) -> ToolFuture<'_> {
-                Box::pin(async { Ok(ToolOutput::text("ran")) })
-            }
-        }
-        registry.insert(Arc::new(Gated(spec.clone())));
-        let off = Registry::build(&[], &Settings::default()).unwrap();
-        let names: Vec<_> = registry
-            .visible(&off)
-            .map(|t| t.spec().name.clone())
-            .collect();
-        assert_eq!(names, vec!["open_tool"]);
-        assert!(
-            refusal(&spec, &off)
-                .unwrap()
-                .contains("'kernel.adopt-session'")
-        );
-        let on = Registry::build(
-            &[],
-            &Settings {
-                cli: vec![ADOPT_SESSION.into()],
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        assert_eq!(registry.visible(&on).count(), 2);
-        assert!(refusal(&spec, &on).is_none());
     }
 }

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::cells::brief_table;
+use super::format::brief_table;
 use super::{Tool, ToolContext, ToolError, ToolOutput, native};
 use crate::config::DocumentBackend;
+use crate::domain::notebooks::{KernelOrigin, NotebookInUse, Released};
 use crate::jupyter::document::file::FileDocument;
 use crate::jupyter::document::live::LiveDocument;
 use crate::jupyter::document::{Document, Edit};
@@ -20,7 +21,6 @@ use crate::jupyter::kernel::{ConnectError, KernelError, Liveness};
 use crate::jupyter::notebook::{CellType, Notebook};
 use crate::jupyter::rest::JupyterRest;
 use crate::jupyter::rest::RestError;
-use crate::notebooks::{KernelOrigin, NotebookInUse, Released};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -100,7 +100,7 @@ async fn use_notebook(
     context: ToolContext,
     args: UseNotebookArgs,
 ) -> Result<ToolOutput, ToolError> {
-    let state = &context.state;
+    let domain = &context.domain;
     let name = args.notebook_name.clone();
     let path = args.notebook_path.trim_start_matches('/').to_owned();
     if name.is_empty() || path.is_empty() {
@@ -108,7 +108,7 @@ async fn use_notebook(
             "notebook_name and notebook_path must not be empty".into(),
         ));
     }
-    if let Some(existing) = state.notebooks.get(&name) {
+    if let Some(existing) = domain.notebooks.get(&name) {
         return match (args.mode, existing.path == path) {
             (UseMode::Create, true) => Ok(ToolOutput::text(format!(
                 "Notebook '{name}'(path: {path}) is already created. DO NOT CREATE AGAIN."
@@ -121,7 +121,7 @@ async fn use_notebook(
                 existing.path
             ))),
             (UseMode::Connect, true) => {
-                let previous = state.notebooks.make_current(&name);
+                let previous = domain.notebooks.make_current(&name);
                 let kernel = existing.kernel();
                 let mut text = format!(
                     "Notebook '{name}' is already connected — no need to call use_notebook again. \
@@ -144,7 +144,7 @@ async fn use_notebook(
         };
     }
 
-    let documents = state.documents_rest();
+    let documents = domain.documents_rest();
     let exists = match documents.get_file_hash(&path).await {
         Ok(_) => true,
         Err(RestError::NotFound { .. }) => false,
@@ -179,14 +179,14 @@ async fn use_notebook(
         UseMode::Connect => {}
     }
     let (document, backend_line) =
-        open_document(state.config.document_backend, documents, &path).await?;
+        open_document(domain.settings.document_backend, documents, &path).await?;
     // Read once up front: a file that is not a notebook is refused before a kernel is started.
     let mut notebook = document.read().await.map_err(ToolError::failed)?;
     if matches!(args.mode, UseMode::Create) {
         notebook = drop_placeholder_cell(document.as_ref(), notebook).await?;
     }
 
-    let jupyter = state.jupyter();
+    let jupyter = domain.jupyter();
     let (kernel, origin, kernel_line) = match &args.kernel_id {
         Some(kernel_id) => {
             let kernel = jupyter.kernel(kernel_id).await.map_err(|e| match e {
@@ -209,7 +209,7 @@ async fn use_notebook(
                 .into_iter()
                 .find(|s| s.path == path);
             let adopt = context
-                .state
+                .domain
                 .capabilities
                 .enabled(crate::capabilities::ADOPT_SESSION);
             let their_kernel = existing
@@ -370,17 +370,17 @@ fn finish_use(
     origin: KernelOrigin,
     kernel_line: String,
 ) -> Result<ToolOutput, ToolError> {
-    let state = &context.state;
+    let domain = &context.domain;
     let in_use = Arc::new(NotebookInUse::new(
         name.clone(),
         path,
         document,
         kernel,
         origin,
-        state.notebooks.change_sender(),
+        domain.notebooks.change_sender(),
     ));
-    let previous = state.notebooks.current_name();
-    state.notebooks.insert(in_use);
+    let previous = domain.notebooks.current_name();
+    domain.notebooks.insert(in_use);
     let mut lines = vec![kernel_line];
     if let Some(previous) = previous {
         lines.push(format!("[INFO] Deactivating notebook '{previous}'."));
@@ -398,14 +398,14 @@ fn finish_use(
 pub struct NoArgs {}
 
 async fn list_notebooks(context: ToolContext, _args: NoArgs) -> Result<ToolOutput, ToolError> {
-    let state = &context.state;
-    let all = state.notebooks.all();
+    let domain = &context.domain;
+    let all = domain.notebooks.all();
     if all.is_empty() {
         return Ok(ToolOutput::text(
             "No managed notebooks. Use the use_notebook tool to manage notebooks first.",
         ));
     }
-    let current = state.notebooks.current_name();
+    let current = domain.notebooks.current_name();
     let mut lines = vec!["Name\tPath\tKernel_ID\tKernel_Status\tActivate\tBackend".to_owned()];
     for notebook in all {
         let kernel = notebook.kernel();
@@ -444,11 +444,11 @@ async fn restart_notebook(
     args: NotebookNameArgs,
 ) -> Result<ToolOutput, ToolError> {
     let in_use = context
-        .state
+        .domain
         .notebooks
         .resolve(Some(&args.notebook_name))
         .map_err(ToolError::failed)?;
-    let jupyter = context.state.jupyter();
+    let jupyter = context.domain.jupyter();
     let kernel = jupyter
         .restart_kernel(&in_use.kernel())
         .await
@@ -469,10 +469,10 @@ async fn unuse_notebook(
     context: ToolContext,
     args: NotebookNameArgs,
 ) -> Result<ToolOutput, ToolError> {
-    let state = &context.state;
-    let Some((in_use, switched)) = state.notebooks.remove(&args.notebook_name) else {
+    let domain = &context.domain;
+    let Some((in_use, switched)) = domain.notebooks.remove(&args.notebook_name) else {
         return Err(ToolError::failed(
-            state
+            domain
                 .notebooks
                 .resolve(Some(&args.notebook_name))
                 .err()
@@ -497,7 +497,7 @@ async fn unuse_notebook(
 
 /// Stops the kernel we started for a notebook unless someone else uses it; says what happened.
 async fn release_kernel(context: &ToolContext, in_use: &NotebookInUse) -> String {
-    match in_use.release(&context.state.jupyter()).await {
+    match in_use.release(&context.domain.jupyter()).await {
         Released::NotOurs(id) => format!(" Kernel '{id}' was not started here and keeps running."),
         Released::Shared(id) => {
             format!(" Kernel '{id}' is shared with someone else and keeps running.")

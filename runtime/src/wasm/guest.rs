@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use wasmtime::component::InstancePre;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::sandbox::{GuestSettings, GuestState, memory_limit_message};
+use super::limits::memory_limit_message;
+use super::sandbox::{GuestSettings, GuestState};
 use super::v0_1_0::{extension_export, hooks_export, types};
 
 /// A call into a guest that did not produce the guest's answer.
@@ -52,7 +53,7 @@ pub struct Live {
 impl Live {
     /// Starts the CPU clock of a call.
     fn begin(&mut self) {
-        self.store.data_mut().clock.start();
+        self.store.data_mut().start_call();
         self.store.set_epoch_deadline(1);
     }
 
@@ -132,7 +133,7 @@ impl Template {
                 UpdateDeadline::Continue(1)
             })
         });
-        store.data_mut().clock.start();
+        store.data_mut().start_call();
         store.set_epoch_deadline(1);
         let instance = self.pre.instantiate(&mut store)?;
         let hooks = match &self.hooks {

@@ -11,8 +11,9 @@ use serde_json::Value;
 use super::Loaded;
 use super::guest::Guest;
 use super::v0_1_0::types;
-use crate::capabilities::Registry;
-use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolRegistry, ToolSpec};
+use crate::capabilities::Capabilities;
+use crate::dispatch::ToolRegistry;
+use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
 pub struct ExtensionTool {
     guest: Arc<Guest>,
@@ -175,7 +176,7 @@ impl Tool for ExtensionTool {
 
 /// Adds the extensions' tools to the registry, in load order. A name already taken (by a core
 /// tool or an earlier extension) is refused and logged; the tool that has it keeps it.
-pub fn register_tools(registry: &mut ToolRegistry, loaded: &[Loaded], capabilities: &Registry) {
+pub fn register_tools(registry: &mut ToolRegistry, loaded: &[Loaded], capabilities: &Capabilities) {
     for tool in loaded.iter().flat_map(|l| l.tools.iter()) {
         let name = &tool.spec.name;
         if let Some(holder) = registry.get(name) {

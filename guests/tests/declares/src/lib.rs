@@ -1,7 +1,8 @@
 //! An extension that declares one capability (off by default) and two tools, to test that
 //! declarations reach the capability registry with the extension's name as their source, that a
 //! tool gated by an off capability is hidden, that a tool named like a core tool is refused, and
-//! that `execute-code` runs through the kernel's execute path (hooks and policies included).
+//! that `execute-code` runs through the kernel's execute path (hooks and policies included), and
+//! that a guest's overwrite of a cell it read is refused when someone changed the cell since.
 
 wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "extension" });
 
@@ -48,6 +49,7 @@ impl Guest for Declares {
             tool("declares_echo", Some("declares.demo")),
             tool("declares_run", None),
             tool("declares_edit", None),
+            tool("declares_race", None),
             tool("list_kernels", None),
         ]
     }
@@ -91,6 +93,30 @@ impl Guest for Declares {
                     }
                     other => return Err(format!("unknown op {other:?}")),
                 };
+                let (text, is_error) = match done {
+                    Ok(()) => ("done".to_owned(), false),
+                    Err(e) => (format!("{e:?}"), true),
+                };
+                Ok(ToolResult {
+                    content: vec![Content::Text(text)],
+                    structured: None,
+                    is_error,
+                })
+            }
+            // Reads the cells, runs `between` (which may change the notebook, as a person would),
+            // then overwrites the cell at `index` it read: the overwrite must not silently undo
+            // a change made since the read.
+            "declares_race" => {
+                use jupyter_mcp::extension::notebook;
+                let args: serde_json::Value =
+                    serde_json::from_str(&arguments).map_err(|e| e.to_string())?;
+                let index = args["index"].as_u64().unwrap_or_default() as u32;
+                let between = args["between"].as_str().unwrap_or_default();
+                let done = notebook::read_cells("")
+                    .and_then(|_| notebook::execute_code("", between, Some(30)))
+                    .and_then(|_| {
+                        notebook::overwrite_cell("", index, args["source"].as_str().unwrap_or(""))
+                    });
                 let (text, is_error) = match done {
                     Ok(()) => ("done".to_owned(), false),
                     Err(e) => (format!("{e:?}"), true),

@@ -99,39 +99,29 @@ impl Kernel {
         if self.hooks.is_empty() {
             return self.execute_queued(request).await;
         }
-        let (pair, refused) = self
-            .hooks
-            .before(&crate::hooks::HookEvent::before_execute(
-                &self.id,
-                &request.code,
-            ))
-            .await;
-        if let Err(refusal) = refused {
-            let after =
-                crate::hooks::HookEvent::after_execute(&self.id, &[], Some(refusal.to_string()));
-            let _ = self.hooks.after(pair, &after).await;
-            return Err(refusal.into());
-        }
         let timeout = request.timeout;
-        let outcome = self.execute_queued(request).await;
-        let after = match &outcome {
-            Ok(o) => {
-                let error = match o.completion {
-                    Completion::Finished => None,
-                    Completion::TimedOut => Some(format!(
-                        "timed out after {:.1}s; the kernel was interrupted",
-                        timeout.as_secs_f64()
-                    )),
-                    Completion::Cancelled => {
-                        Some("cancelled; the kernel was interrupted".to_owned())
-                    }
+        let before = crate::hooks::HookEvent::before_execute(&self.id, &request.code);
+        self.hooks
+            .around(&before, self.execute_queued(request), |outcome| {
+                let (outputs, error) = match outcome {
+                    Ok(o) => (
+                        o.outputs.as_slice(),
+                        match o.completion {
+                            Completion::Finished => None,
+                            Completion::TimedOut => Some(format!(
+                                "timed out after {:.1}s; the kernel was interrupted",
+                                timeout.as_secs_f64()
+                            )),
+                            Completion::Cancelled => {
+                                Some("cancelled; the kernel was interrupted".to_owned())
+                            }
+                        },
+                    ),
+                    Err(e) => (&[][..], Some(e.to_string())),
                 };
-                crate::hooks::HookEvent::after_execute(&self.id, &o.outputs, error)
-            }
-            Err(e) => crate::hooks::HookEvent::after_execute(&self.id, &[], Some(e.to_string())),
-        };
-        self.hooks.after(pair, &after).await?;
-        outcome
+                crate::hooks::HookEvent::after_execute(&self.id, outputs, error)
+            })
+            .await
     }
 
     async fn execute_queued(

@@ -15,3 +15,6 @@ pub use jupyter_mcp::extension::{config, log, notebook, types};
 /// Export names that decide a component's kind.
 pub const HOOKS_EXPORT: &str = "jupyter-mcp:extension/hooks@0.1.0";
 pub const EXTENSION_EXPORT: &str = "jupyter-mcp:extension/extension-api@0.1.0";
+
+mod convert;
+mod host;

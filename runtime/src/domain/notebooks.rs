@@ -119,13 +119,14 @@ impl NotebookInUse {
 }
 
 #[derive(Default)]
-struct Registry {
+/// The names bound by use_notebook, and which one is current.
+struct Bound {
     by_name: BTreeMap<String, Arc<NotebookInUse>>,
     current: Option<String>,
 }
 
 pub struct Notebooks {
-    registry: Mutex<Registry>,
+    bound: Mutex<Bound>,
     /// Names of notebooks a tool just changed, for resource subscriptions.
     changes: broadcast::Sender<String>,
 }
@@ -133,7 +134,7 @@ pub struct Notebooks {
 impl Default for Notebooks {
     fn default() -> Self {
         Notebooks {
-            registry: Mutex::default(),
+            bound: Mutex::default(),
             changes: broadcast::Sender::new(256),
         }
     }
@@ -163,9 +164,9 @@ impl Notebooks {
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<NotebookInUse>> {
-        self.registry
+        self.bound
             .lock()
-            .expect("registry lock")
+            .expect("notebooks lock")
             .by_name
             .get(name)
             .cloned()
@@ -173,44 +174,44 @@ impl Notebooks {
 
     /// The named notebook, or the current one when no name is given.
     pub fn resolve(&self, name: Option<&str>) -> Result<Arc<NotebookInUse>, LookupError> {
-        let registry = self.registry.lock().expect("registry lock");
+        let bound = self.bound.lock().expect("notebooks lock");
         let name = match name.filter(|n| !n.is_empty()) {
             Some(name) => name.to_owned(),
-            None => registry.current.clone().ok_or(LookupError::NoneCurrent)?,
+            None => bound.current.clone().ok_or(LookupError::NoneCurrent)?,
         };
-        registry
+        bound
             .by_name
             .get(&name)
             .cloned()
             .ok_or_else(|| LookupError::Unknown {
-                in_use: describe_names(registry.by_name.keys()),
+                in_use: describe_names(bound.by_name.keys()),
                 name,
             })
     }
 
     pub fn current_name(&self) -> Option<String> {
-        self.registry.lock().expect("registry lock").current.clone()
+        self.bound.lock().expect("notebooks lock").current.clone()
     }
 
     /// Registers a notebook and makes it current.
     pub fn insert(&self, notebook: Arc<NotebookInUse>) {
-        let mut registry = self.registry.lock().expect("registry lock");
-        registry.current = Some(notebook.name.clone());
-        registry.by_name.insert(notebook.name.clone(), notebook);
+        let mut bound = self.bound.lock().expect("notebooks lock");
+        bound.current = Some(notebook.name.clone());
+        bound.by_name.insert(notebook.name.clone(), notebook);
     }
 
     pub fn make_current(&self, name: &str) -> Option<String> {
-        let mut registry = self.registry.lock().expect("registry lock");
-        registry.current.replace(name.to_owned())
+        let mut bound = self.bound.lock().expect("notebooks lock");
+        bound.current.replace(name.to_owned())
     }
 
     /// Removes a notebook; returns it and the name of the new current notebook, if it changed.
     pub fn remove(&self, name: &str) -> Option<(Arc<NotebookInUse>, Option<Option<String>>)> {
-        let mut registry = self.registry.lock().expect("registry lock");
-        let removed = registry.by_name.remove(name)?;
-        let switched = if registry.current.as_deref() == Some(name) {
-            registry.current = registry.by_name.keys().next().cloned();
-            Some(registry.current.clone())
+        let mut bound = self.bound.lock().expect("notebooks lock");
+        let removed = bound.by_name.remove(name)?;
+        let switched = if bound.current.as_deref() == Some(name) {
+            bound.current = bound.by_name.keys().next().cloned();
+            Some(bound.current.clone())
         } else {
             None
         };
@@ -218,9 +219,9 @@ impl Notebooks {
     }
 
     pub fn all(&self) -> Vec<Arc<NotebookInUse>> {
-        self.registry
+        self.bound
             .lock()
-            .expect("registry lock")
+            .expect("notebooks lock")
             .by_name
             .values()
             .cloned()
@@ -229,11 +230,9 @@ impl Notebooks {
 
     /// Forgets every notebook (the Jupyter Server was switched); returns them.
     pub fn clear(&self) -> Vec<Arc<NotebookInUse>> {
-        let mut registry = self.registry.lock().expect("registry lock");
-        registry.current = None;
-        std::mem::take(&mut registry.by_name)
-            .into_values()
-            .collect()
+        let mut bound = self.bound.lock().expect("notebooks lock");
+        bound.current = None;
+        std::mem::take(&mut bound.by_name).into_values().collect()
     }
 }
 

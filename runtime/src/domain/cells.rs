@@ -1,0 +1,298 @@
+//! Cell edits with their conflict semantics. Cells are named by index or id; every edit is
+//! planned against the notebook as it is when the write happens, and a source replacement
+//! carries the source it expects to replace, so a change someone else made meanwhile is refused
+//! as a conflict instead of overwritten.
+
+use super::Error;
+use super::notebooks::NotebookInUse;
+use crate::jupyter::document::Edit;
+use crate::jupyter::notebook::{Cell, CellType, Notebook};
+
+/// Plans edits against the notebook as it is when the write happens (one check for other
+/// writers per call); returns the notebook before and after.
+pub async fn update<'a>(
+    notebook: &NotebookInUse,
+    plan: impl FnOnce(&Notebook) -> Result<Vec<Edit>, Error> + Send + 'a,
+) -> Result<(Notebook, Notebook), Error> {
+    // The plan's error travels as its message, and comes back as a refusal in those words.
+    Ok(notebook
+        .update(Box::new(move |nb| plan(nb).map_err(|e| e.to_string())))
+        .await?)
+}
+
+pub async fn read(notebook: &NotebookInUse) -> Result<Notebook, Error> {
+    Ok(notebook.document.read().await?)
+}
+
+pub fn out_of_range(index: i64, notebook: &Notebook) -> Error {
+    Error::Failed(format!(
+        "Cell index {index} is out of range. Notebook has {} cells.",
+        notebook.cells.len()
+    ))
+}
+
+pub fn unknown_id(id: &str) -> Error {
+    Error::Failed(format!(
+        "No cell '{id}' in this notebook. It was deleted, or it belongs to another notebook. Read \
+         the notebook again for current cell ids."
+    ))
+}
+
+/// Finds the cell named by id (which wins) or index.
+pub fn resolve_cell(
+    notebook: &Notebook,
+    index: Option<i64>,
+    id: Option<&str>,
+) -> Result<usize, Error> {
+    match (id, index) {
+        (Some(id), _) => notebook.index_of(id).ok_or_else(|| unknown_id(id)),
+        (None, Some(index)) => usize::try_from(index)
+            .ok()
+            .filter(|i| *i < notebook.cells.len())
+            .ok_or_else(|| out_of_range(index, notebook)),
+        (None, None) => Err(Error::InvalidArguments(
+            "name the cell to act on, by cell_index or by cell_id".into(),
+        )),
+    }
+}
+
+/// Inserts a cell at `cell_index` (-1 appends); returns its index, id and the notebook after.
+pub async fn insert(
+    in_use: &NotebookInUse,
+    cell_index: i64,
+    cell: Cell,
+) -> Result<(usize, String, Notebook), Error> {
+    let id = cell.id.clone();
+    let (_, saved) = update(in_use, move |current| {
+        let total = current.cells.len() as i64;
+        if cell_index < -1 || cell_index > total {
+            return Err(Error::Failed(format!(
+                "Index {cell_index} is outside valid range [-1, {total}]. Use -1 to append at end."
+            )));
+        }
+        let at = if cell_index == -1 {
+            current.cells.len()
+        } else {
+            cell_index as usize
+        };
+        Ok(vec![Edit::Insert { index: at, cell }])
+    })
+    .await?;
+    let index = saved.index_of(&id).ok_or_else(|| unknown_id(&id))?;
+    Ok((index, id, saved))
+}
+
+/// The edit that sets a cell's source, refused at write time if the cell's source is no longer
+/// `expected` (by default, what it is as the edit is planned); no edit when nothing changes.
+pub fn set_source(cell: &Cell, source: String, expected: Option<&str>) -> Vec<Edit> {
+    if cell.source == source {
+        return Vec::new();
+    }
+    vec![Edit::SetSource {
+        cell_id: cell.id.clone(),
+        source,
+        expected: Some(expected.unwrap_or(&cell.source).to_owned()),
+    }]
+}
+
+/// Which cell to overwrite, and what its source is expected to be.
+pub struct Overwrite {
+    pub index: Option<i64>,
+    pub id: Option<String>,
+    pub source: String,
+    /// The source the caller last saw; someone else's change since then is a conflict.
+    pub expected: Option<String>,
+    /// New source, so old outputs no longer describe it (the WIT's `overwrite-cell`).
+    pub clear_outputs: bool,
+}
+
+/// What an overwrite replaced.
+pub struct Overwritten {
+    pub index: usize,
+    pub cell_id: String,
+    pub old_source: String,
+}
+
+pub async fn overwrite(in_use: &NotebookInUse, request: Overwrite) -> Result<Overwritten, Error> {
+    let Overwrite {
+        index,
+        id,
+        source,
+        expected,
+        clear_outputs,
+    } = request;
+    let (before, _) = update(in_use, |nb| {
+        let cell = &nb.cells[resolve_cell(nb, index, id.as_deref())?];
+        let mut edits = set_source(cell, source.clone(), expected.as_deref());
+        if let Some(expected) = &expected
+            && edits.is_empty()
+            && *expected != cell.source
+        {
+            // Even a write that changes nothing must not pretend the caller saw this version.
+            edits.push(Edit::SetSource {
+                cell_id: cell.id.clone(),
+                source: source.clone(),
+                expected: Some(expected.clone()),
+            });
+        }
+        if clear_outputs && !edits.is_empty() && cell.cell_type == CellType::Code {
+            edits.push(Edit::SetOutputs {
+                cell_id: cell.id.clone(),
+                outputs: Vec::new(),
+                execution_count: None,
+            });
+        }
+        Ok(edits)
+    })
+    .await?;
+    let at = resolve_cell(&before, index, id.as_deref())?;
+    let cell = &before.cells[at];
+    Ok(Overwritten {
+        index: at,
+        cell_id: cell.id.clone(),
+        old_source: cell.source.clone(),
+    })
+}
+
+/// Where a move starts and ends: a cell by id (which wins) or index.
+#[derive(Debug, Clone, Default)]
+pub struct MoveTargets {
+    pub source_index: Option<i64>,
+    pub source_id: Option<String>,
+    pub target_index: Option<i64>,
+    pub target_id: Option<String>,
+}
+
+impl MoveTargets {
+    /// The source and target indices in `notebook`.
+    pub fn resolve(&self, notebook: &Notebook) -> Result<(usize, usize), Error> {
+        let total = notebook.cells.len();
+        if total == 0 {
+            return Err(Error::Failed("Notebook has no cells.".into()));
+        }
+        let find = |what: &str, id: &Option<String>, index: Option<i64>, missing: &str| {
+            match (
+            id, index,
+        ) {
+            (Some(id), _) => notebook.index_of(id).ok_or_else(|| unknown_id(id)),
+            (None, Some(i)) => usize::try_from(i)
+                .ok()
+                .filter(|i| *i < total)
+                .ok_or_else(|| {
+                    Error::Failed(format!(
+                        "{what} index {i} is out of range. Notebook has {total} cells (valid: 0-{}).",
+                        total - 1
+                    ))
+                }),
+            (None, None) => Err(Error::InvalidArguments(missing.to_owned())),
+        }
+        };
+        let source = find(
+            "Source",
+            &self.source_id,
+            self.source_index,
+            "name the cell to move, by source_index or source_cell_id",
+        )?;
+        let target = find(
+            "Target",
+            &self.target_id,
+            self.target_index,
+            "name where to move it, by target_index or target_cell_id",
+        )?;
+        Ok((source, target))
+    }
+}
+
+/// Moves a cell; returns the notebook before and after, and the source and target indices.
+pub async fn move_cell(
+    in_use: &NotebookInUse,
+    targets: &MoveTargets,
+) -> Result<(Notebook, Notebook, usize, usize), Error> {
+    let (before, saved) = update(in_use, |nb| {
+        let (source, target) = targets.resolve(nb)?;
+        if source == target {
+            return Ok(Vec::new());
+        }
+        Ok(vec![Edit::Move {
+            cell_id: nb.cells[source].id.clone(),
+            to: target,
+        }])
+    })
+    .await?;
+    let (source, target) = targets.resolve(&before)?;
+    Ok((before, saved, source, target))
+}
+
+/// Deletes the cells `targets` finds; returns the notebook before and their indices in it.
+pub async fn delete(
+    in_use: &NotebookInUse,
+    targets: impl Fn(&Notebook) -> Result<Vec<usize>, Error> + Send + Sync,
+) -> Result<(Notebook, Vec<usize>), Error> {
+    let (before, _) = update(in_use, |nb| {
+        let cell_ids = targets(nb)?
+            .iter()
+            .map(|&i| nb.cells[i].id.clone())
+            .collect();
+        Ok(vec![Edit::Delete { cell_ids }])
+    })
+    .await?;
+    let indices = targets(&before)?;
+    Ok((before, indices))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jupyter::document::{DocumentError, apply_edits};
+
+    fn notebook(sources: &[(&str, CellType)]) -> Notebook {
+        let mut nb = Notebook::empty();
+        for (s, t) in sources {
+            nb.cells.push(Cell::new(*t, *s));
+        }
+        nb
+    }
+
+    #[test]
+    fn cells_resolve_by_id_first() {
+        let nb = notebook(&[("a", CellType::Code), ("b", CellType::Code)]);
+        let id = nb.cells[1].id.clone();
+        assert_eq!(resolve_cell(&nb, Some(0), Some(&id)).unwrap(), 1);
+        assert_eq!(resolve_cell(&nb, Some(1), None).unwrap(), 1);
+        assert!(
+            resolve_cell(&nb, Some(2), None)
+                .unwrap_err()
+                .to_string()
+                .contains("out of range")
+        );
+        assert!(resolve_cell(&nb, Some(-1), None).is_err());
+        assert!(
+            resolve_cell(&nb, None, Some("nope"))
+                .unwrap_err()
+                .to_string()
+                .contains("No cell 'nope'")
+        );
+        assert!(resolve_cell(&nb, None, None).is_err());
+    }
+
+    #[test]
+    fn a_source_someone_changed_since_it_was_seen_is_a_conflict() {
+        let nb = notebook(&[("seen", CellType::Code)]);
+        let mut theirs = nb.clone();
+        theirs.cells[0].source = "their edit".into();
+        let edits = set_source(&nb.cells[0], "mine".into(), Some("seen"));
+        let refused = apply_edits(&theirs, &edits, "x.ipynb").unwrap_err();
+        assert!(matches!(refused, DocumentError::Conflict { .. }));
+        let error = Error::from(refused).to_string();
+        assert!(error.contains("changed or disappeared"), "{error}");
+        // Without an expectation of its own the edit expects what it is planned against.
+        assert_eq!(
+            set_source(&theirs.cells[0], "mine".into(), None),
+            vec![Edit::SetSource {
+                cell_id: nb.cells[0].id.clone(),
+                source: "mine".into(),
+                expected: Some("their edit".into()),
+            }]
+        );
+    }
+}

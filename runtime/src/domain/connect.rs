@@ -1,0 +1,40 @@
+//! Switching Jupyter Servers: the new one is checked before it is used, the notebooks in use
+//! (which belong to the old one) are forgotten, and the kernels we started there are stopped.
+
+use url::Url;
+
+use super::{Domain, Error};
+use crate::jupyter::Jupyter;
+use crate::jupyter::rest::JupyterRest;
+
+impl Domain {
+    /// Checks a Jupyter Server and makes it the one in use; returns the Python server's text.
+    pub async fn connect(&self, url: &str, token: Option<String>) -> Result<String, Error> {
+        let url = Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| {
+                Error::InvalidArguments(format!(
+                    "'{url}' is not an http:// or https:// URL of a Jupyter Server"
+                ))
+            })?;
+        let token = token
+            .filter(|t| !matches!(t.trim().to_ascii_lowercase().as_str(), "" | "none" | "null"));
+        let rest = JupyterRest::new(url.clone(), token.clone());
+        rest.status().await.map_err(|e| {
+            Error::Failed(format!("Failed to connect to Jupyter server {url}: {e}"))
+        })?;
+        let previous = self.replace_jupyter(Jupyter::new(rest, self.hooks.clone()));
+        // Notebooks in use belong to the previous server.
+        self.notebooks.clear();
+        tokio::spawn(async move { previous.shutdown().await });
+        let auth = if token.is_some() {
+            "Token-based"
+        } else {
+            "None (anonymous)"
+        };
+        Ok(format!(
+            "Successfully connected to Jupyter server: {url}\nAuthentication: {auth}"
+        ))
+    }
+}

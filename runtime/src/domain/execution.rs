@@ -1,0 +1,153 @@
+//! Executions in a notebook's kernel: the kernel made ready first (auto-restart policy), the
+//! execute hooks fired by the kernel layer, and a kernel lost mid-run reported the same way to
+//! every caller. A cell run also writes its outputs into the notebook as they arrive.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::kernels::kernel_gone_message;
+use super::notebooks::NotebookInUse;
+use super::{Domain, Error};
+use crate::jupyter::document::Edit;
+use crate::jupyter::kernel::{ExecutionOutcome, ExecutionRequest};
+use crate::jupyter::notebook::{Cell, CellType};
+
+/// What an execution produced, and the note to show first when a lost kernel was replaced.
+pub struct Executed {
+    pub outcome: ExecutionOutcome,
+    pub replaced: Option<String>,
+}
+
+impl Domain {
+    /// Runs code in the notebook's kernel; nothing is written to the notebook.
+    pub async fn execute_in(
+        &self,
+        in_use: &NotebookInUse,
+        request: ExecutionRequest,
+    ) -> Result<Executed, Error> {
+        let ready = self.ready_kernel(in_use).await?;
+        let outcome = ready
+            .kernel
+            .execute(request)
+            .await
+            .map_err(|e| gone_or_failed(e, in_use))?;
+        Ok(Executed {
+            outcome,
+            replaced: ready.replaced,
+        })
+    }
+
+    /// Runs a code cell, writing its outputs into the notebook while it runs (at most once a
+    /// second on a file, as they come in a collaboration room) and once more at the end.
+    pub async fn run_cell(
+        &self,
+        in_use: &Arc<NotebookInUse>,
+        index: usize,
+        cell: &Cell,
+        mut request: ExecutionRequest,
+    ) -> Result<Executed, Error> {
+        if cell.cell_type != CellType::Code {
+            return Err(Error::Failed(format!(
+                "Cell {index} is a {} cell; only code cells can be executed.",
+                cell.cell_type.as_str()
+            )));
+        }
+        let ready = self.ready_kernel(in_use).await?;
+        let (live_tx, live_rx) = watch::channel::<Option<(Vec<Value>, Option<i64>)>>(None);
+        request.on_output = Some(Arc::new(move |outputs: &[Value], count| {
+            live_tx.send_replace(Some((outputs.to_vec(), count)));
+        }));
+        let streams = in_use.document.streams_outputs();
+        if streams {
+            // Collaborators see the run start: old outputs cleared and the cell marked running.
+            in_use
+                .apply(vec![
+                    Edit::SetOutputs {
+                        cell_id: cell.id.clone(),
+                        outputs: Vec::new(),
+                        execution_count: None,
+                    },
+                    Edit::SetRunning {
+                        cell_id: cell.id.clone(),
+                        running: true,
+                    },
+                ])
+                .await?;
+        }
+        let writer = tokio::spawn(write_while_running(
+            in_use.clone(),
+            cell.id.clone(),
+            live_rx,
+            streams,
+        ));
+
+        let outcome = ready.kernel.execute(request).await;
+        writer.abort();
+        let _ = writer.await;
+        let mut finish = Vec::new();
+        if let Ok(outcome) = &outcome {
+            finish.push(Edit::SetOutputs {
+                cell_id: cell.id.clone(),
+                outputs: outcome.outputs.clone(),
+                execution_count: outcome.execution_count,
+            });
+        }
+        if streams {
+            finish.push(Edit::SetRunning {
+                cell_id: cell.id.clone(),
+                running: false,
+            });
+        }
+        let saved = in_use.apply(finish).await;
+        let outcome = outcome.map_err(|e| gone_or_failed(e, in_use))?;
+        saved?;
+        Ok(Executed {
+            outcome,
+            replaced: ready.replaced,
+        })
+    }
+}
+
+fn gone_or_failed(error: crate::jupyter::kernel::KernelError, in_use: &NotebookInUse) -> Error {
+    if error.gone_reason().is_some() {
+        Error::Failed(kernel_gone_message(&in_use.name))
+    } else {
+        Error::failed(error)
+    }
+}
+
+async fn write_while_running(
+    in_use: Arc<NotebookInUse>,
+    cell_id: String,
+    mut live: watch::Receiver<Option<(Vec<Value>, Option<i64>)>>,
+    streams: bool,
+) {
+    // A room shows each write at once, so outputs go out as they come (a short pause bounds the
+    // work for chatty cells). A file is rewritten at most once a second, and not at all in the
+    // first second: quick cells get a single write at the end.
+    let pause = if streams {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_secs(1)
+    };
+    if !streams {
+        tokio::time::sleep(pause).await;
+    }
+    while live.changed().await.is_ok() {
+        let Some((outputs, execution_count)) = live.borrow_and_update().clone() else {
+            continue;
+        };
+        let edit = Edit::SetOutputs {
+            cell_id: cell_id.clone(),
+            outputs,
+            execution_count,
+        };
+        if let Err(e) = in_use.apply(vec![edit]).await {
+            tracing::debug!("could not save outputs while running: {e}");
+        }
+        tokio::time::sleep(pause).await;
+    }
+}

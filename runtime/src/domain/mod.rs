@@ -1,0 +1,147 @@
+//! The domain: the notebook and kernel operations every face of the server shares. Tools, the
+//! host functions of wasm guests, MCP resources and the HTTP management routes all call these,
+//! so a rule (the auto-restart policy, the gone-kernel message, the conflict check of an edit,
+//! the hooks around an execution) is written once and holds for every caller.
+//!
+//! `Domain` holds the services an operation may need, and nothing of the transports (no HTTP
+//! token, no tool table).
+
+pub mod cells;
+pub mod connect;
+pub mod execution;
+pub mod kernels;
+pub mod notebooks;
+
+use std::sync::{Arc, RwLock};
+
+use url::Url;
+
+use crate::capabilities::{Capabilities, PREWARM};
+use crate::config::{Config, DocumentBackend, ExecutionLimits, OutputLimits};
+use crate::hooks::Hooks;
+use crate::jupyter::Jupyter;
+use crate::jupyter::document::DocumentError;
+use crate::jupyter::rest::JupyterRest;
+use crate::jupyter::spares::SparePolicy;
+use notebooks::{LookupError, NotebookInUse, Notebooks};
+
+/// The settings operations read: a slice of the server's configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// A separate server for notebooks (`--document-url`), with its credentials.
+    pub documents: Option<(Url, crate::jupyter::auth::Auth)>,
+    pub document_backend: DocumentBackend,
+    pub execution: ExecutionLimits,
+    pub output: OutputLimits,
+    /// How many spare kernels `kernel.prewarm` keeps, and for how long.
+    pub prewarm: SparePolicy,
+}
+
+impl Settings {
+    pub fn of(config: &Config) -> Self {
+        Settings {
+            documents: config.documents.clone(),
+            document_backend: config.document_backend,
+            execution: config.execution,
+            output: config.output,
+            prewarm: config.prewarm,
+        }
+    }
+}
+
+/// A failure a caller can act on; its message says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Error {
+    pub fn failed(error: impl std::fmt::Display) -> Self {
+        Error::Failed(error.to_string())
+    }
+}
+
+impl From<DocumentError> for Error {
+    fn from(error: DocumentError) -> Self {
+        match error {
+            // The plan's own words, not wrapped.
+            DocumentError::Refused(reason) => Error::Failed(reason),
+            other => Error::failed(other),
+        }
+    }
+}
+
+impl From<crate::hooks::HookError> for Error {
+    fn from(refusal: crate::hooks::HookError) -> Self {
+        Error::failed(refusal)
+    }
+}
+
+impl From<LookupError> for Error {
+    fn from(error: LookupError) -> Self {
+        Error::failed(error)
+    }
+}
+
+pub struct Domain {
+    pub settings: Settings,
+    /// Replaced as a whole by `connect`; calls in flight keep the one they started with.
+    jupyter: RwLock<Arc<Jupyter>>,
+    pub notebooks: Notebooks,
+    pub capabilities: Capabilities,
+    pub hooks: Arc<Hooks>,
+}
+
+impl Domain {
+    pub fn new(
+        settings: Settings,
+        jupyter: Jupyter,
+        capabilities: Capabilities,
+        hooks: Arc<Hooks>,
+    ) -> Arc<Self> {
+        let domain = Arc::new(Domain {
+            settings,
+            jupyter: RwLock::new(Arc::new(jupyter)),
+            notebooks: Notebooks::default(),
+            capabilities,
+            hooks,
+        });
+        domain.prepare(&domain.jupyter());
+        domain
+    }
+
+    /// What the server keeps ready on a Jupyter Server it uses: spare kernels when
+    /// `kernel.prewarm` is on.
+    fn prepare(&self, jupyter: &Arc<Jupyter>) {
+        if self.capabilities.enabled(PREWARM) {
+            jupyter.keep_spares(self.settings.prewarm);
+        }
+    }
+
+    pub fn jupyter(&self) -> Arc<Jupyter> {
+        self.jupyter.read().expect("jupyter lock").clone()
+    }
+
+    /// The server holding notebooks: `--document-url` if given, else the kernels' server.
+    pub fn documents_rest(&self) -> JupyterRest {
+        match &self.settings.documents {
+            Some((url, auth)) => JupyterRest::with_auth(url.clone(), auth.clone()),
+            None => self.jupyter().rest().clone(),
+        }
+    }
+
+    /// Points the server at another Jupyter Server; returns the previous one to be shut down.
+    pub fn replace_jupyter(&self, jupyter: Jupyter) -> Arc<Jupyter> {
+        let jupyter = Arc::new(jupyter);
+        self.prepare(&jupyter);
+        std::mem::replace(&mut *self.jupyter.write().expect("jupyter lock"), jupyter)
+    }
+
+    /// The named notebook in use, or the current one.
+    pub fn notebook(&self, name: Option<&str>) -> Result<Arc<NotebookInUse>, Error> {
+        Ok(self.notebooks.resolve(name)?)
+    }
+}

@@ -1,0 +1,362 @@
+//! insert_cell, overwrite_cell_source, edit_cell_source, delete_cell, clear_cell_output and
+//! move_cell: the arguments and texts of the tools; the edits are `domain::cells`.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{default_true, notebook_in_use, with_cell_id};
+use crate::domain::cells::{self, MoveTargets, Overwrite, resolve_cell, set_source, update};
+use crate::jupyter::document::Edit;
+use crate::jupyter::notebook::{Cell, CellType, Notebook};
+use crate::tools::format::{brief_table, change_report};
+use crate::tools::{ToolContext, ToolError, ToolOutput};
+
+#[derive(Debug, Deserialize, JsonSchema, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum NewCellType {
+    Code,
+    Markdown,
+    Raw,
+}
+
+impl From<NewCellType> for CellType {
+    fn from(value: NewCellType) -> Self {
+        match value {
+            NewCellType::Code => CellType::Code,
+            NewCellType::Markdown => CellType::Markdown,
+            NewCellType::Raw => CellType::Raw,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InsertCellArgs {
+    /// Target index for insertion (0-based); -1 appends at the end.
+    pub cell_index: i64,
+    /// Type of cell to insert.
+    pub cell_type: NewCellType,
+    /// Source content for the cell.
+    pub cell_source: String,
+    /// Target this notebook instead of the current one.
+    #[serde(default)]
+    pub notebook_name: Option<String>,
+}
+
+pub(super) async fn insert_cell(
+    context: ToolContext,
+    args: InsertCellArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let cell_type: CellType = args.cell_type.into();
+    let (index, id, saved) = cells::insert(
+        &in_use,
+        args.cell_index,
+        Cell::new(cell_type, args.cell_source),
+    )
+    .await?;
+    let total = saved.cells.len();
+    let start = if total - index < 5 {
+        total.saturating_sub(10)
+    } else {
+        index.saturating_sub(5)
+    };
+    let text = format!(
+        "Cell inserted successfully at index {index} ({})!\nNotebook now has {total} cells, showing surrounding cells:\n{}",
+        cell_type.as_str(),
+        brief_table(&saved, start, 10)
+    );
+    Ok(with_cell_id(ToolOutput::text(text), &id))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverwriteArgs {
+    /// Index of the cell to overwrite (0-based). Omit when passing cell_id.
+    #[serde(default)]
+    pub cell_index: Option<i64>,
+    /// Address the cell by its id instead of its index; given both, the id wins.
+    #[serde(default)]
+    pub cell_id: Option<String>,
+    /// New complete cell source.
+    pub cell_source: String,
+    /// Target this notebook instead of the current one.
+    #[serde(default)]
+    pub notebook_name: Option<String>,
+}
+
+pub(super) async fn overwrite_cell_source(
+    context: ToolContext,
+    args: OverwriteArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let done = cells::overwrite(
+        &in_use,
+        Overwrite {
+            index: args.cell_index,
+            id: args.cell_id,
+            source: args.cell_source.clone(),
+            expected: None,
+            clear_outputs: false,
+        },
+    )
+    .await?;
+    let text = change_report(
+        done.index,
+        "overwritten",
+        &done.old_source,
+        &args.cell_source,
+    );
+    Ok(with_cell_id(ToolOutput::text(text), &done.cell_id))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditSourceArgs {
+    /// Index of the cell to edit (0-based). Omit when passing cell_id.
+    #[serde(default)]
+    pub cell_index: Option<i64>,
+    /// Address the cell by its id instead of its index; given both, the id wins.
+    #[serde(default)]
+    pub cell_id: Option<String>,
+    /// Exact string to find in the cell source.
+    pub old_string: String,
+    /// Replacement string.
+    pub new_string: String,
+    /// Replace all occurrences (default: only one, which must be unique).
+    #[serde(default)]
+    pub replace_all: bool,
+    /// Target this notebook instead of the current one.
+    #[serde(default)]
+    pub notebook_name: Option<String>,
+}
+
+/// The new source of an edit_cell_source call, or why it cannot be made.
+fn replaced_source(cell: &Cell, args: &EditSourceArgs) -> Result<String, ToolError> {
+    let count = cell.source.matches(&args.old_string).count();
+    if count == 0 {
+        return Err(ToolError::Failed(
+            "old_string not found in cell source".into(),
+        ));
+    }
+    if count > 1 && !args.replace_all {
+        return Err(ToolError::Failed(format!(
+            "old_string is not unique in cell source ({count} occurrences). Use replace_all=True to replace all occurrences."
+        )));
+    }
+    Ok(if args.replace_all {
+        cell.source.replace(&args.old_string, &args.new_string)
+    } else {
+        cell.source.replacen(&args.old_string, &args.new_string, 1)
+    })
+}
+
+pub(super) async fn edit_cell_source(
+    context: ToolContext,
+    args: EditSourceArgs,
+) -> Result<ToolOutput, ToolError> {
+    if args.old_string.is_empty() {
+        return Err(ToolError::InvalidArguments(
+            "old_string must not be empty".into(),
+        ));
+    }
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let (before, _) = update(&in_use, |nb| {
+        let cell = &nb.cells[resolve_cell(nb, args.cell_index, args.cell_id.as_deref())?];
+        Ok(set_source(cell, replaced_source(cell, &args)?, None))
+    })
+    .await?;
+    let index = resolve_cell(&before, args.cell_index, args.cell_id.as_deref())?;
+    let cell = &before.cells[index];
+    let new_source = replaced_source(cell, &args)?;
+    let text = change_report(index, "edited", &cell.source, &new_source);
+    Ok(with_cell_id(ToolOutput::text(text), &cell.id))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteCellArgs {
+    /// Indices of the cells to delete (0-based).
+    #[serde(default)]
+    pub cell_indices: Option<Vec<i64>>,
+    /// Ids of the cells to delete; when given, cell_indices is ignored.
+    #[serde(default)]
+    pub cell_ids_to_delete: Option<Vec<String>>,
+    /// Whether to include the source of deleted cells.
+    #[serde(default = "default_true")]
+    pub include_source: bool,
+    /// Target this notebook instead of the current one.
+    #[serde(default)]
+    pub notebook_name: Option<String>,
+}
+
+/// The indices of the cells a delete_cell call names, checked against the notebook.
+fn delete_targets(notebook: &Notebook, args: &DeleteCellArgs) -> Result<Vec<usize>, ToolError> {
+    let indices: Vec<usize> = match (&args.cell_ids_to_delete, &args.cell_indices) {
+        (Some(ids), _) if !ids.is_empty() => {
+            let missing: Vec<&String> = ids
+                .iter()
+                .filter(|id| notebook.index_of(id).is_none())
+                .collect();
+            if let Some(first) = missing.first() {
+                let more = if missing.len() > 1 {
+                    format!(" (and {} more)", missing.len() - 1)
+                } else {
+                    String::new()
+                };
+                return Err(ToolError::Failed(format!(
+                    "No cell '{first}' in this notebook{more}. Read the notebook again for current cell ids."
+                )));
+            }
+            ids.iter().filter_map(|id| notebook.index_of(id)).collect()
+        }
+        (_, Some(indices)) if !indices.is_empty() => {
+            let mut seen = std::collections::HashSet::new();
+            if !indices.iter().all(|i| seen.insert(*i)) {
+                return Err(ToolError::Failed(format!(
+                    "cell_indices contains duplicate values: {indices:?}"
+                )));
+            }
+            indices
+                .iter()
+                .map(|&i| resolve_cell(notebook, Some(i), None))
+                .collect::<Result<_, _>>()?
+        }
+        _ => {
+            return Err(ToolError::InvalidArguments(
+                "name the cells to act on, by cell_indices or by cell_ids_to_delete".into(),
+            ));
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    if !indices.iter().all(|i| seen.insert(*i)) {
+        return Err(ToolError::Failed("the same cell is named twice".into()));
+    }
+    Ok(indices)
+}
+
+pub(super) async fn delete_cell(
+    context: ToolContext,
+    args: DeleteCellArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let (notebook, indices) = cells::delete(&in_use, |nb| delete_targets(nb, &args)).await?;
+    let ids: Vec<String> = indices
+        .iter()
+        .map(|&i| notebook.cells[i].id.clone())
+        .collect();
+    let mut parts = Vec::new();
+    for &index in &indices {
+        let cell = &notebook.cells[index];
+        parts.push(format!(
+            "Cell {index} ({}) deleted successfully.",
+            cell.cell_type.as_str()
+        ));
+        if args.include_source {
+            parts.push(format!("deleted cell source:\n{}", cell.source));
+            parts.push("\n---\n".into());
+        }
+    }
+    Ok(ToolOutput::text(parts.join("\n")).with_meta("cell_ids", json!(ids)))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClearOutputArgs {
+    /// Index of the code cell to clear (0-based). Omit when passing cell_id.
+    #[serde(default)]
+    pub cell_index: Option<i64>,
+    /// Address the cell by its id instead of its index; given both, the id wins.
+    #[serde(default)]
+    pub cell_id: Option<String>,
+    /// Target this notebook instead of the current one.
+    #[serde(default)]
+    pub notebook_name: Option<String>,
+}
+
+/// The code cell a clear_cell_output call names.
+fn clear_target(notebook: &Notebook, args: &ClearOutputArgs) -> Result<usize, ToolError> {
+    let index = resolve_cell(notebook, args.cell_index, args.cell_id.as_deref())?;
+    if notebook.cells[index].cell_type != CellType::Code {
+        return Err(ToolError::Failed(format!(
+            "Cell {index} is not a code cell, cannot clear output."
+        )));
+    }
+    Ok(index)
+}
+
+pub(super) async fn clear_cell_output(
+    context: ToolContext,
+    args: ClearOutputArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let (before, _) = update(&in_use, |nb| {
+        let cell = &nb.cells[clear_target(nb, &args)?];
+        if cell.outputs.is_empty() && cell.execution_count.is_none() {
+            return Ok(Vec::new());
+        }
+        Ok(vec![Edit::SetOutputs {
+            cell_id: cell.id.clone(),
+            outputs: Vec::new(),
+            execution_count: None,
+        }])
+    })
+    .await?;
+    let index = clear_target(&before, &args)?;
+    let cell = &before.cells[index];
+    let removed = cell.outputs.len();
+    let text = if removed == 0 {
+        format!("Cell {index} had no output to clear.")
+    } else {
+        format!("Cell {index} output cleared successfully ({removed} output(s) removed).")
+    };
+    Ok(with_cell_id(ToolOutput::text(text), &cell.id))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveCellArgs {
+    /// Index of the cell to move (0-based).
+    #[serde(default)]
+    pub source_index: Option<i64>,
+    /// Address the cell to move by its id rather than its index.
+    #[serde(default)]
+    pub source_cell_id: Option<String>,
+    /// Destination index where the cell will end up (0-based).
+    #[serde(default)]
+    pub target_index: Option<i64>,
+    /// Put the moved cell where this cell is now, addressed by id.
+    #[serde(default)]
+    pub target_cell_id: Option<String>,
+    /// Target this notebook instead of the current one.
+    #[serde(default)]
+    pub notebook_name: Option<String>,
+}
+
+impl MoveCellArgs {
+    fn targets(&self) -> MoveTargets {
+        MoveTargets {
+            source_index: self.source_index,
+            source_id: self.source_cell_id.clone(),
+            target_index: self.target_index,
+            target_id: self.target_cell_id.clone(),
+        }
+    }
+}
+
+pub(super) async fn move_cell(
+    context: ToolContext,
+    args: MoveCellArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let (before, saved, source, target) = cells::move_cell(&in_use, &args.targets()).await?;
+    let cell = &before.cells[source];
+    let text = format!(
+        "Cell moved successfully from index {source} to {target} ({}).\nNotebook has {} cells, showing surrounding cells:\n{}",
+        cell.cell_type.as_str(),
+        saved.cells.len(),
+        brief_table(&saved, target.saturating_sub(3), 7)
+    );
+    Ok(with_cell_id(ToolOutput::text(text), &cell.id))
+}

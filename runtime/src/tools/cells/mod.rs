@@ -1,0 +1,107 @@
+//! Cell tools: read, insert, edit, move, delete, clear and execute cells of a notebook in use.
+//!
+//! Results follow the Python server's texts (`tools::format`). Cells can be named by index or
+//! by id (an index is a position that shifts when anyone inserts above it; an id does not);
+//! every result carries the id it acted on in its `_meta` (`io.jupyter-mcp/cell_id`). The edits and runs
+//! themselves are the domain's (`domain::cells`, `domain::execution`).
+
+mod edit;
+mod read;
+mod run;
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use crate::domain::notebooks::NotebookInUse;
+
+pub fn tools() -> Vec<Arc<dyn Tool>> {
+    vec![
+        native(
+            "read_notebook",
+            "Read a notebook in use: a brief table (index, type, execution count, first line) or \
+             the detailed source of each cell, paged with start_index and limit. No outputs; use \
+             read_cell for those.",
+            true,
+            read::read_notebook,
+        ),
+        native(
+            "read_cell",
+            "Read one cell (by cell_index or cell_id): its header, source and, for code cells, \
+             its outputs (images as image content).",
+            true,
+            read::read_cell,
+        ),
+        native(
+            "insert_cell",
+            "Insert a code, markdown or raw cell at cell_index (-1 appends) and show the cells \
+             around it.",
+            false,
+            edit::insert_cell,
+        ),
+        native(
+            "insert_execute_code_cell",
+            "Insert a code cell into the current notebook at cell_index (-1 appends) and run it; \
+             the outputs are saved into the cell and returned.",
+            false,
+            run::insert_execute_code_cell,
+        ),
+        native(
+            "overwrite_cell_source",
+            "Replace a cell's whole source (by cell_index or cell_id); returns a diff.",
+            false,
+            edit::overwrite_cell_source,
+        ),
+        native(
+            "edit_cell_source",
+            "Replace an exact string in a cell's source (literal, not a pattern). An old_string \
+             that occurs more than once is refused unless replace_all is true. Returns a diff.",
+            false,
+            edit::edit_cell_source,
+        ),
+        native(
+            "execute_cell",
+            "Run a code cell (by cell_index or cell_id) in the notebook's kernel. Outputs and the \
+             execution count are written into the notebook as they arrive and returned. On timeout \
+             the kernel is interrupted and the outputs so far are returned.",
+            false,
+            run::execute_cell,
+        ),
+        native(
+            "delete_cell",
+            "Delete cells by cell_indices or by cell_ids_to_delete, all at once; reports each \
+             deleted cell with its source.",
+            false,
+            edit::delete_cell,
+        ),
+        native(
+            "clear_cell_output",
+            "Remove the outputs (and execution count) of a code cell.",
+            false,
+            edit::clear_cell_output,
+        ),
+        native(
+            "move_cell",
+            "Move a cell (source_index or source_cell_id) so it ends up at target_index, or where \
+             the cell target_cell_id is now; shows the cells around it.",
+            false,
+            edit::move_cell,
+        ),
+    ]
+}
+
+fn notebook_in_use(
+    context: &ToolContext,
+    name: Option<&str>,
+) -> Result<Arc<NotebookInUse>, ToolError> {
+    context.domain.notebook(name)
+}
+
+fn with_cell_id(output: ToolOutput, cell_id: &str) -> ToolOutput {
+    output.with_meta("cell_id", json!(cell_id))
+}
+
+fn default_true() -> bool {
+    true
+}

@@ -1,0 +1,119 @@
+//! read_notebook and read_cell.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{default_true, notebook_in_use, with_cell_id};
+use crate::domain::cells::{read, resolve_cell};
+use crate::jupyter::notebook::CellType;
+use crate::tools::format::{brief_table, cell_header, detailed, full_output_hint};
+use crate::tools::outputs::{self, Rendered};
+use crate::tools::{ToolContext, ToolError, ToolOutput};
+
+#[derive(Debug, Deserialize, JsonSchema, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum ResponseFormat {
+    Brief,
+    Detailed,
+}
+
+fn default_brief() -> ResponseFormat {
+    ResponseFormat::Brief
+}
+
+fn default_limit() -> usize {
+    20
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadNotebookArgs {
+    /// Notebook identifier to read (its use_notebook name).
+    pub notebook_name: String,
+    /// 'brief': first line and line count of each cell; 'detailed': full cell source.
+    #[serde(default = "default_brief")]
+    pub response_format: ResponseFormat,
+    /// Starting index for pagination (0-based).
+    #[serde(default)]
+    pub start_index: usize,
+    /// Maximum number of cells to return (0 means no limit).
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+}
+
+pub(super) async fn read_notebook(
+    context: ToolContext,
+    args: ReadNotebookArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, Some(&args.notebook_name))?;
+    let notebook = read(&in_use).await?;
+    let total = notebook.cells.len();
+    if args.start_index >= total {
+        return Ok(ToolOutput::text(format!(
+            "Start index {} is out of range. Notebook has {total} cells.",
+            args.start_index
+        )));
+    }
+    let body = match args.response_format {
+        ResponseFormat::Brief => brief_table(&notebook, args.start_index, args.limit),
+        ResponseFormat::Detailed => detailed(&notebook, args.start_index, args.limit),
+    };
+    let end = if args.limit == 0 {
+        total
+    } else {
+        (args.start_index + args.limit).min(total)
+    };
+    let ids: Vec<&str> = notebook.cells[args.start_index..end]
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    Ok(ToolOutput::text(format!(
+        "Notebook {} has {total} cells.\n\n{body}",
+        args.notebook_name
+    ))
+    .with_meta("start_index", json!(args.start_index))
+    .with_meta("cell_ids", json!(ids)))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadCellArgs {
+    /// Index of the cell to read (0-based). Omit when passing cell_id.
+    #[serde(default)]
+    pub cell_index: Option<i64>,
+    /// Address the cell by its id instead of its index; given both, the id wins.
+    #[serde(default)]
+    pub cell_id: Option<String>,
+    /// Include outputs in the response (only for code cells).
+    #[serde(default = "default_true")]
+    pub include_outputs: bool,
+    /// Target this notebook instead of the current one.
+    #[serde(default)]
+    pub notebook_name: Option<String>,
+}
+
+pub(super) async fn read_cell(
+    context: ToolContext,
+    args: ReadCellArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let notebook = read(&in_use).await?;
+    let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
+    let cell = &notebook.cells[index];
+    let mut pieces = vec![
+        Rendered::Text(cell_header(index, cell)),
+        Rendered::Text(cell.source.clone()),
+    ];
+    if args.include_outputs && cell.cell_type == CellType::Code {
+        pieces.extend(outputs::render_outputs(
+            &cell.outputs,
+            context.domain.settings.output,
+            &full_output_hint(&in_use.name, &cell.id),
+        ));
+    }
+    Ok(with_cell_id(
+        ToolOutput::content(outputs::to_content(pieces)),
+        &cell.id,
+    ))
+}

@@ -1,0 +1,163 @@
+//! execute_cell and insert_execute_code_cell: a cell run through the domain, presented with the
+//! Python server's texts.
+
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{default_true, notebook_in_use, with_cell_id};
+use crate::domain::cells::{insert, read, resolve_cell, unknown_id};
+use crate::domain::notebooks::NotebookInUse;
+use crate::jupyter::kernel::{Completion, ExecutionRequest};
+use crate::jupyter::notebook::{Cell, CellType};
+use crate::tools::execute::{progress_sink, render_execution};
+use crate::tools::format::{format_secs, full_output_hint};
+use crate::tools::outputs::{self, Rendered};
+use crate::tools::{ToolContext, ToolError, ToolOutput, seconds};
+
+fn default_progress_interval() -> f64 {
+    5.0
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteCellArgs {
+    /// Index of the cell to execute (0-based). Omit when passing cell_id.
+    #[serde(default)]
+    pub cell_index: Option<i64>,
+    /// Address the cell by its id instead of its index; given both, the id wins.
+    #[serde(default)]
+    pub cell_id: Option<String>,
+    /// Maximum seconds to wait for execution (0 = the server's --execution-timeout).
+    #[serde(default)]
+    pub timeout: f64,
+    /// Add a timeline (completion time, timeout) after the outputs.
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// Seconds between MCP progress notifications while the cell runs (0 = none).
+    #[serde(default = "default_progress_interval")]
+    pub progress_interval: f64,
+    /// Target this notebook instead of the current one.
+    #[serde(default)]
+    pub notebook_name: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InsertExecuteArgs {
+    /// Index at which to insert the code cell (0-based); -1 appends at the end.
+    pub cell_index: i64,
+    /// Code source for the cell.
+    pub cell_source: String,
+    /// Maximum seconds to wait for execution (0 = the server's --execution-timeout).
+    #[serde(default)]
+    pub timeout: f64,
+    /// Add a timeline (completion time, timeout) after the outputs.
+    #[serde(default = "default_true")]
+    pub stream: bool,
+    /// Seconds between MCP progress notifications while the cell runs (0 = none).
+    #[serde(default = "default_progress_interval")]
+    pub progress_interval: f64,
+}
+
+pub(super) async fn execute_cell(
+    context: ToolContext,
+    args: ExecuteCellArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let notebook = read(&in_use).await?;
+    let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
+    let cell = notebook.cells[index].clone();
+    run_cell(
+        &context,
+        &in_use,
+        index,
+        &cell,
+        args.timeout,
+        args.stream,
+        args.progress_interval,
+    )
+    .await
+}
+
+pub(super) async fn insert_execute_code_cell(
+    context: ToolContext,
+    args: InsertExecuteArgs,
+) -> Result<ToolOutput, ToolError> {
+    let in_use = notebook_in_use(&context, None)?;
+    let (index, id, saved) = insert(
+        &in_use,
+        args.cell_index,
+        Cell::new(CellType::Code, args.cell_source),
+    )
+    .await?;
+    let cell = saved
+        .cells
+        .iter()
+        .find(|c| c.id == id)
+        .cloned()
+        .ok_or_else(|| unknown_id(&id))?;
+    run_cell(
+        &context,
+        &in_use,
+        index,
+        &cell,
+        args.timeout,
+        args.stream,
+        args.progress_interval,
+    )
+    .await
+}
+
+/// Runs a code cell through the domain and shows the result as the Python server does.
+async fn run_cell(
+    context: &ToolContext,
+    in_use: &Arc<NotebookInUse>,
+    index: usize,
+    cell: &Cell,
+    timeout: f64,
+    stream: bool,
+    progress_interval: f64,
+) -> Result<ToolOutput, ToolError> {
+    let domain = &context.domain;
+    let timeout = domain.settings.execution.resolve(timeout);
+    let mut request = ExecutionRequest::new(cell.source.clone(), timeout);
+    request.cancel = context.cancel.clone();
+    if let Some(reporter) = context.progress.clone()
+        && progress_interval > 0.0
+    {
+        request.progress = Some((seconds(progress_interval), progress_sink(reporter)));
+    }
+    let executed = domain.run_cell(in_use, index, cell, request).await?;
+    let outcome = executed.outcome;
+    let mut rendered = render_execution(
+        &outcome,
+        timeout,
+        domain.settings.output,
+        &full_output_hint(&in_use.name, &cell.id),
+    );
+    if let Some(note) = executed.replaced {
+        rendered.insert(
+            crate::tools::execute::notes_at(&outcome),
+            Rendered::Text(note),
+        );
+    }
+    if stream {
+        match outcome.completion {
+            Completion::Finished => rendered.push(Rendered::Text(format!(
+                "[COMPLETED in {:.1}s]",
+                outcome.elapsed.as_secs_f64()
+            ))),
+            Completion::TimedOut => rendered.push(Rendered::Text(format!(
+                "[TIMEOUT at {}s: the kernel was interrupted]",
+                format_secs(timeout)
+            ))),
+            Completion::Cancelled => {}
+        }
+    }
+    Ok(with_cell_id(
+        ToolOutput::content(outputs::to_content(rendered)),
+        &cell.id,
+    ))
+}
