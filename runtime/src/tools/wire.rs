@@ -323,7 +323,7 @@ mod tests {
 
     #[test]
     fn every_core_tool_has_a_python_shape() {
-        for tool in crate::dispatch::ToolRegistry::builtin().iter() {
+        for tool in crate::tools::builtin().iter() {
             let name = &tool.spec().name;
             assert_ne!(shape_of(name), Shape::Own, "{name}");
         }
