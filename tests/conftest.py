@@ -192,6 +192,11 @@ def joined(result) -> str:
     return "\n".join(texts(result))
 
 
+def cell_id_of(result) -> str:
+    """The id of the cell a tool acted on, from the result's namespaced `_meta`."""
+    return result.meta["io.jupyter-mcp/cell_id"]
+
+
 class RawStdio:
     """Our binary on stdio driven by hand, for what the official client cannot do (signals)."""
 

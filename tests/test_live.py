@@ -17,7 +17,7 @@ import websockets
 from pycrdt import Awareness, Doc, read_message
 from jupyter_nbmodel_client import NbModelClient, get_jupyter_notebook_websocket_url
 
-from conftest import client_for, joined, texts
+from conftest import cell_id_of, client_for, joined, texts
 from harness import TcpProxy, restart_jupyter, start_jupyter, stop_jupyter
 
 pytestmark = pytest.mark.anyio
@@ -107,7 +107,7 @@ async def test_agent_and_peer_share_a_live_notebook(jupyter_server):
             # Outputs stream to the peer while the cell runs.
             code = "import time\nfor i in range(4):\n    print('tick', i, flush=True)\n    time.sleep(0.5)"
             inserted = await call(client, "insert_cell", cell_index=-1, cell_type="code", cell_source=code)
-            cell_id = inserted.structured_content["cell_id"]
+            cell_id = cell_id_of(inserted)
             run = asyncio.create_task(client.call_tool("execute_cell", {"cell_id": cell_id}))
 
             def peer_outputs():
@@ -189,7 +189,7 @@ async def test_create_and_edit_live_with_every_tool(jupyter_server):
         created = joined(await call(client, "use_notebook", notebook_name="t", notebook_path=path, mode="create"))
         assert "(live backend)" in created
         first = await call(client, "insert_cell", cell_index=0, cell_type="code", cell_source="x = 1")
-        first_id = first.structured_content["cell_id"]
+        first_id = cell_id_of(first)
         await call(client, "insert_cell", cell_index=-1, cell_type="markdown", cell_source="note")
         await call(client, "overwrite_cell_source", cell_id=first_id, cell_source="x = 21")
         await call(client, "edit_cell_source", cell_id=first_id, old_string="21", new_string="21 * 2")

@@ -10,7 +10,7 @@ import anyio
 import nbformat
 import pytest
 
-from conftest import MODES, client_for, joined, texts
+from conftest import MODES, cell_id_of, client_for, joined, texts
 from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +46,7 @@ async def test_whole_workflow(jupyter_server, transport):
         inserted = await call(client, "insert_cell", cell_index=-1, cell_type="markdown", cell_source="# Title")
         assert joined(inserted).startswith("Cell inserted successfully at index 0 (markdown)!")
         code = await call(client, "insert_cell", cell_index=-1, cell_type="code", cell_source="x = 21\nprint(x * 2)")
-        code_id = code.structured_content["cell_id"]
+        code_id = cell_id_of(code)
         await call(client, "insert_cell", cell_index=1, cell_type="raw", cell_source="raw text")
 
         brief = joined(await call(client, "read_notebook", notebook_name="nb"))
@@ -71,7 +71,7 @@ async def test_whole_workflow(jupyter_server, transport):
         read = await call(client, "read_cell", cell_index=0)
         assert texts(read)[0].startswith("=====Cell 0 | type: code | execution count: ")
         assert texts(read)[1] == "x = 50\nprint(x * 2)" and texts(read)[2] == "42\n"
-        assert read.structured_content == {"cell_id": code_id}
+        assert cell_id_of(read) == code_id and read.structured_content is None
 
         image = await call(
             client, "insert_execute_code_cell", cell_index=-1,
@@ -191,15 +191,15 @@ async def test_bad_input_is_named(jupyter_server):
         unknown_id = await client.call_tool("execute_cell", {"cell_id": "zzz"})
         assert unknown_id.is_error and "No cell 'zzz'" in joined(unknown_id)
         unknown_name = await client.call_tool("read_notebook", {"notebook_name": "other"})
-        assert unknown_name.is_error and "'other' is not in use" in joined(unknown_name) and "'x'" in joined(unknown_name)
+        assert unknown_name.is_error and "Notebook 'other' is not connected" in joined(unknown_name) and "connected notebooks: ['x']" in joined(unknown_name)
         not_unique = await call(client, "insert_cell", cell_index=-1, cell_type="code", cell_source="a + a")
         ambiguous = await client.call_tool(
-            "edit_cell_source", {"cell_id": not_unique.structured_content["cell_id"], "old_string": "a", "new_string": "b"})
+            "edit_cell_source", {"cell_id": cell_id_of(not_unique), "old_string": "a", "new_string": "b"})
         assert ambiguous.is_error and "not unique" in joined(ambiguous) and "replace_all" in joined(ambiguous)
         dupes = await client.call_tool("delete_cell", {"cell_indices": [0, 0]})
         assert dupes.is_error and "duplicate" in joined(dupes)
         markdown = await call(client, "insert_cell", cell_index=-1, cell_type="markdown", cell_source="m")
-        not_code = await client.call_tool("execute_cell", {"cell_id": markdown.structured_content["cell_id"]})
+        not_code = await client.call_tool("execute_cell", {"cell_id": cell_id_of(markdown)})
         assert not_code.is_error and "only code cells" in joined(not_code)
         not_json = jupyter_server.root / "broken.ipynb"
         not_json.write_text("{ not json")
@@ -242,7 +242,7 @@ async def test_resources_prompt_and_subscriptions(jupyter_server, transport, mod
         await call(client, "use_notebook", notebook_name="r", notebook_path=path, mode="create")
         await call(client, "insert_cell", cell_index=-1, cell_type="markdown", cell_source="# Heading")
         ran = await call(client, "insert_execute_code_cell", cell_index=-1, cell_source="print(6 * 7)")
-        cell_id = ran.structured_content["cell_id"]
+        cell_id = cell_id_of(ran)
 
         listed = [str(r.uri) for r in (await client.list_resources(cache_mode="bypass")).resources]
         assert "notebook://r" in listed

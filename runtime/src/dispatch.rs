@@ -148,6 +148,9 @@ pub async fn call_tool(
         Ok(output) => {
             let mut result = CallToolResult::success(output.content);
             result.structured_content = output.structured;
+            if !output.meta.is_empty() {
+                result.meta = Some(rmcp::model::MetaObject(output.meta));
+            }
             result
         }
         Err(error) => CallToolResult::error(vec![Content::text(format!(

@@ -11,6 +11,7 @@ pub mod domain;
 pub mod hooks;
 pub mod jupyter;
 pub mod mcp;
+pub mod startup;
 pub mod tools;
 #[cfg(feature = "wasm")]
 pub mod wasm;
@@ -124,8 +125,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     };
     let rest = match (&config.jupyter, &embedded) {
         (_, Some(e)) => JupyterRest::new(e.url().clone(), Some(e.token().to_owned())),
-        (JupyterSource::Remote { url, token }, None) => {
-            JupyterRest::new(url.clone(), token.clone())
+        (JupyterSource::Remote { url, auth }, None) => {
+            JupyterRest::with_auth(url.clone(), auth.clone())
         }
         (JupyterSource::Embedded { .. }, None) => unreachable!("embedded Jupyter started above"),
     };
@@ -158,6 +159,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         http: config.http.clone(),
     });
 
+    startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
     let outcome = tokio::select! {

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use url::Url;
 
+use crate::jupyter::auth::Secret;
+
 /// Command line of the `jupyter-mcp-server` binary.
 #[derive(Debug, Parser)]
 #[command(
@@ -158,6 +160,49 @@ pub struct StartArgs {
         value_delimiter = ','
     )]
     pub allowed_hosts: Vec<String>,
+
+    #[command(flatten)]
+    pub python: PythonServerArgs,
+}
+
+/// Flags of the Python server, so configs written for it keep working.
+#[derive(Debug, Clone, Args)]
+pub struct PythonServerArgs {
+    /// Password of the --jupyter-url server, for a Jupyter Server with password login (prefer
+    /// the environment variable: a command line is visible to other local users).
+    #[arg(long, env = "JUPYTER_PASSWORD", hide_env_values = true, value_parser = parse_secret)]
+    pub jupyter_password: Option<Secret>,
+
+    /// Password of the --document-url server.
+    #[arg(long, env = "DOCUMENT_PASSWORD", hide_env_values = true, value_parser = parse_secret)]
+    pub document_password: Option<Secret>,
+
+    /// A notebook (path on the Jupyter Server) to open as 'default' at start, as use_notebook
+    /// would in connect mode; nothing is created.
+    #[arg(long, env = "DOCUMENT_ID", value_name = "PATH")]
+    pub document_id: Option<String>,
+
+    /// Start the default kernel at start instead of on first use (default: false).
+    #[arg(long, env = "START_NEW_CODE_SANDBOX", num_args = 0..=1, default_missing_value = "true",
+          default_value = "false", value_parser = parse_bool)]
+    pub start_new_code_sandbox: bool,
+
+    /// The server running kernels (the Python server's name): same as --jupyter-url, which then
+    /// holds the notebooks if both are given.
+    #[arg(long, env = "CODE_SANDBOX_URL", value_parser = parse_http_url)]
+    pub code_sandbox_url: Option<Url>,
+
+    /// Token of the --code-sandbox-url server.
+    #[arg(long, env = "CODE_SANDBOX_TOKEN", hide_env_values = true)]
+    pub code_sandbox_token: Option<String>,
+
+    /// Password of the --code-sandbox-url server.
+    #[arg(long, env = "CODE_SANDBOX_PASSWORD", hide_env_values = true, value_parser = parse_secret)]
+    pub code_sandbox_password: Option<Secret>,
+}
+
+fn parse_secret(value: &str) -> Result<Secret, String> {
+    Ok(Secret::new(value.to_owned()))
 }
 
 #[derive(Debug, Clone, Args)]

@@ -12,8 +12,11 @@ use std::time::Duration;
 
 use url::Url;
 
+use crate::jupyter::auth::Auth;
+
 pub use cli::{
-    Cli, Command, ConnectArgs, DocumentBackend, StartArgs, StopArgs, Transport, parse_bool,
+    Cli, Command, ConnectArgs, DocumentBackend, PythonServerArgs, StartArgs, StopArgs, Transport,
+    parse_bool,
 };
 use file::FileConfig;
 
@@ -21,7 +24,7 @@ use file::FileConfig;
 #[derive(Debug, Clone)]
 pub enum JupyterSource {
     /// A server someone else runs.
-    Remote { url: Url, token: Option<String> },
+    Remote { url: Url, auth: Auth },
     /// A server we start ourselves, rooted at this directory, logging at this level.
     Embedded {
         root_dir: PathBuf,
@@ -34,8 +37,12 @@ pub enum JupyterSource {
 pub struct Config {
     pub transport: Transport,
     pub jupyter: JupyterSource,
-    /// A separate server for notebooks (`--document-url`), with its token.
-    pub documents: Option<(Url, Option<String>)>,
+    /// A separate server for notebooks (`--document-url`), with its credentials.
+    pub documents: Option<(Url, Auth)>,
+    /// The notebook opened as 'default' at start (`--document-id`).
+    pub default_notebook: Option<String>,
+    /// Start the default kernel at start (`--start-new-code-sandbox`).
+    pub start_default_kernel: bool,
     pub document_backend: DocumentBackend,
     /// Capability settings from the environment and the command line (checked at start).
     pub capabilities: crate::capabilities::Settings,
@@ -174,10 +181,63 @@ impl Config {
                 max: args.max_execution_timeout,
             });
         }
-        let jupyter = match args.jupyter_url {
-            Some(url) => JupyterSource::Remote {
+        let python = args.python;
+        // A value that is not in the environment came from the command line, which other local
+        // users can read in /proc.
+        for (flag, variable, given) in [
+            (
+                "--jupyter-password",
+                "JUPYTER_PASSWORD",
+                python.jupyter_password.is_some(),
+            ),
+            (
+                "--document-password",
+                "DOCUMENT_PASSWORD",
+                python.document_password.is_some(),
+            ),
+            (
+                "--code-sandbox-password",
+                "CODE_SANDBOX_PASSWORD",
+                python.code_sandbox_password.is_some(),
+            ),
+        ] {
+            if given && env(variable).is_none() {
+                tracing::warn!(
+                    "{flag} on the command line is visible to other local users; set {variable} instead"
+                );
+            }
+        }
+        // As in the Python server: the code sandbox runs kernels; --jupyter-url then holds the
+        // notebooks, unless --document-url names another server.
+        let documents = match (
+            &args.document_url,
+            &python.code_sandbox_url,
+            &args.jupyter_url,
+        ) {
+            (Some(url), _, _) => Some((
+                url.clone(),
+                Auth::from_parts(args.document_token, python.document_password),
+            )),
+            (None, Some(sandbox), Some(jupyter)) if sandbox != jupyter => Some((
+                jupyter.clone(),
+                Auth::from_parts(args.jupyter_token.clone(), python.jupyter_password.clone()),
+            )),
+            _ => None,
+        };
+        let kernels = match python.code_sandbox_url {
+            Some(url) => Some((
                 url,
-                token: args.jupyter_token.filter(|t| !t.is_empty()),
+                python.code_sandbox_token.or(args.jupyter_token),
+                python.code_sandbox_password.or(python.jupyter_password),
+            )),
+            None => args
+                .jupyter_url
+                .map(|url| (url, args.jupyter_token, python.jupyter_password)),
+        };
+        let jupyter = match kernels {
+            Some((url, token, password)) => JupyterSource::Remote {
+                url,
+                auth: Auth::from_parts(token, password),
             },
             None => JupyterSource::Embedded {
                 root_dir: match args.root_dir {
@@ -209,9 +269,9 @@ impl Config {
         Ok(Config {
             transport: args.transport,
             jupyter,
-            documents: args
-                .document_url
-                .map(|url| (url, args.document_token.filter(|t| !t.is_empty()))),
+            documents,
+            default_notebook: python.document_id.filter(|p| !p.trim().is_empty()),
+            start_default_kernel: python.start_new_code_sandbox,
             document_backend: args.document_backend,
             capabilities: crate::capabilities::Settings {
                 config: file.capabilities,
@@ -400,6 +460,38 @@ mod tests {
             "{err}"
         );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn python_server_flags_map_to_ours() {
+        let config = Config::from_args_and_env(
+            start_args(&[
+                "--code-sandbox-url",
+                "http://127.0.0.1:9001",
+                "--jupyter-url",
+                "http://127.0.0.1:9002",
+                "--document-id",
+                "work/a.ipynb",
+                "--start-new-code-sandbox",
+            ]),
+            |_| None,
+        )
+        .unwrap();
+        match &config.jupyter {
+            JupyterSource::Remote { url, .. } => assert_eq!(url.port(), Some(9001)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(config.documents.as_ref().unwrap().0.port(), Some(9002));
+        assert_eq!(config.default_notebook.as_deref(), Some("work/a.ipynb"));
+        assert!(config.start_default_kernel);
+        let plain = Config::from_args_and_env(
+            start_args(&["--jupyter-url", "http://127.0.0.1:9002"]),
+            |_| None,
+        )
+        .unwrap();
+        assert!(plain.documents.is_none() && !plain.start_default_kernel);
+        let args = start_args(&["--start-new-code-sandbox", "false"]);
+        assert!(!args.python.start_new_code_sandbox);
     }
 
     #[test]

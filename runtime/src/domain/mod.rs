@@ -28,8 +28,8 @@ use notebooks::{LookupError, NotebookInUse, Notebooks};
 /// The settings operations read: a slice of the server's configuration.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// A separate server for notebooks (`--document-url`), with its token.
-    pub documents: Option<(Url, Option<String>)>,
+    /// A separate server for notebooks (`--document-url`), with its credentials.
+    pub documents: Option<(Url, crate::jupyter::auth::Auth)>,
     pub document_backend: DocumentBackend,
     pub execution: ExecutionLimits,
     pub output: OutputLimits,
@@ -128,7 +128,7 @@ impl Domain {
     /// The server holding notebooks: `--document-url` if given, else the kernels' server.
     pub fn documents_rest(&self) -> JupyterRest {
         match &self.settings.documents {
-            Some((url, token)) => JupyterRest::new(url.clone(), token.clone()),
+            Some((url, auth)) => JupyterRest::with_auth(url.clone(), auth.clone()),
             None => self.jupyter().rest().clone(),
         }
     }

@@ -142,8 +142,10 @@ impl Default for Notebooks {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LookupError {
+    // "is not connected" and "All currently connected notebooks" are the Python server's words,
+    // which its clients match on.
     #[error(
-        "Notebook '{name}' is not in use. Notebooks in use: {in_use}. Call use_notebook to open it, or list_notebooks to see what is open."
+        "Notebook '{name}' is not connected: no notebook in use has that name, so it was not found. All currently connected notebooks: [{in_use}]. Call use_notebook to open it, or list_notebooks to see what is open."
     )]
     Unknown { name: String, in_use: String },
     #[error("No notebook is in use. Call use_notebook to open or create one first.")]
@@ -236,9 +238,5 @@ impl Notebooks {
 
 fn describe_names<'a>(names: impl Iterator<Item = &'a String>) -> String {
     let names: Vec<String> = names.map(|n| format!("'{n}'")).collect();
-    if names.is_empty() {
-        "none".to_owned()
-    } else {
-        names.join(", ")
-    }
+    names.join(", ")
 }

@@ -2,6 +2,7 @@
 //!
 //! This layer knows nothing about MCP; tools call it and turn its errors into results.
 
+pub mod auth;
 pub mod document;
 pub mod kernel;
 pub mod launcher;

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use url::Url;
 
-use crate::jupyter::rest::error_chain;
+use crate::jupyter::rest::{JupyterRest, RestError, error_chain};
 
 /// The largest websocket message or frame we take from Jupyter.
 pub const MAX_FRAME_BYTES: usize = 128 << 20;
@@ -54,10 +54,36 @@ impl std::fmt::Display for DialError {
     }
 }
 
-/// Opens a websocket with Jupyter's token, TCP_NODELAY and quick ACKs (see [`QuickAck`]).
+/// Opens a websocket to `rest`'s server with its credentials. Refused (401/403) under a
+/// password login, whose session may have expired, it logs in again and tries once more.
+pub async fn dial_server(
+    rest: &JupyterRest,
+    url: &Url,
+    subprotocol: Option<&'static str>,
+) -> Result<(JupyterSocket, Response), DialError> {
+    let login_failed = |e: RestError| DialError::Other(e.to_string());
+    let credentials = rest.credentials().await.map_err(login_failed)?;
+    match dial(url, &credentials.headers, subprotocol).await {
+        Err(DialError::Status(status))
+            if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) =>
+        {
+            match rest
+                .renew_credentials(&credentials)
+                .await
+                .map_err(login_failed)?
+            {
+                Some(renewed) => dial(url, &renewed.headers, subprotocol).await,
+                None => Err(DialError::Status(status)),
+            }
+        }
+        other => other,
+    }
+}
+
+/// Opens a websocket with the given auth headers, TCP_NODELAY and quick ACKs (see [`QuickAck`]).
 pub async fn dial(
     url: &Url,
-    authorization: Option<&str>,
+    auth_headers: &[(&'static str, String)],
     subprotocol: Option<&'static str>,
 ) -> Result<(JupyterSocket, Response), DialError> {
     let mut request = url
@@ -70,9 +96,9 @@ pub async fn dial(
             HeaderValue::from_static(protocol),
         );
     }
-    if let Some(auth) = authorization {
-        let value = HeaderValue::from_str(auth).map_err(|e| DialError::Other(e.to_string()))?;
-        request.headers_mut().insert(header::AUTHORIZATION, value);
+    for (name, value) in auth_headers {
+        let value = HeaderValue::from_str(value).map_err(|e| DialError::Other(e.to_string()))?;
+        request.headers_mut().insert(*name, value);
     }
     let host = url
         .host_str()

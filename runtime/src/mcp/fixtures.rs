@@ -40,10 +40,7 @@ fn from_json<T: serde::de::DeserializeOwned>(value: Value) -> T {
 }
 
 fn content(items: Vec<ContentBlock>) -> ToolOutput {
-    ToolOutput {
-        content: items,
-        structured: None,
-    }
+    ToolOutput::content(items)
 }
 
 fn embedded(uri: &str, mime: &str, text: &str) -> ContentBlock {
@@ -178,6 +175,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             input_schema: Arc::new(schema),
             read_only: true,
             capability: None,
+            output_schema: None,
         })),
         text("test_missing_capability", "unreachable: intercepted"),
         text("test_tool_with_logging", "unreachable: intercepted"),

@@ -221,11 +221,18 @@ impl HttpContext {
                     Ok(body) => body,
                     Err(refusal) => return *refusal,
                 };
+                let body = repair_initialize_body(&parts.headers, body);
                 let mut mcp = self.mcp.clone();
-                match mcp.call(Request::from_parts(parts, Full::new(body))).await {
+                let mut response = match mcp.call(Request::from_parts(parts, Full::new(body))).await
+                {
                     Ok(response) => response,
                     Err(never) => match never {},
+                };
+                // rmcp ends a session with 202; the Python client expects 200 or 204 (and warns).
+                if method == Method::DELETE && response.status() == StatusCode::ACCEPTED {
+                    *response.status_mut() = StatusCode::NO_CONTENT;
                 }
+                response
             }
             "/api/healthz" if method == Method::GET => {
                 // Health is readable without a token, but only through an allowed Host/Origin.
@@ -264,12 +271,16 @@ impl HttpContext {
 
     async fn health(&self) -> Value {
         let jupyter = self.state.domain.jupyter();
-        let kernel_status = match jupyter.current_default_kernel().await {
-            None => "not_initialized".to_owned(),
-            Some(kernel) => match kernel.liveness() {
-                Liveness::Gone(_) => "dead".to_owned(),
-                Liveness::Alive => "alive".to_owned(),
-            },
+        // As the Python server reports it: the current notebook's kernel, else the kernel
+        // execute_code uses; `not_initialized` until there is one.
+        let kernel = match self.state.domain.notebooks.resolve(None) {
+            Ok(notebook) => Some(notebook.kernel()),
+            Err(_) => jupyter.current_default_kernel().await,
+        };
+        let kernel_status = match kernel.map(|k| k.liveness()) {
+            None => "not_initialized",
+            Some(Liveness::Gone(_)) => "dead",
+            Some(Liveness::Alive) => "alive",
         };
         let reachable = tokio::time::timeout(Duration::from_secs(2), jupyter.rest().status())
             .await
@@ -367,6 +378,20 @@ async fn read_body(body: Incoming) -> Result<Bytes, Box<Response<Body>>> {
         ),
     };
     Err(Box::new(refusal))
+}
+
+/// The body with a malformed `initialize` given defaults (see `compat`); anything else as it came.
+fn repair_initialize_body(headers: &HeaderMap, body: Bytes) -> Bytes {
+    let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+        return body;
+    };
+    let version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    match super::compat::repair_initialize(&message, version) {
+        Some(repaired) => Bytes::from(repaired.to_string()),
+        None => body,
+    }
 }
 
 /// Refuses HTTP settings that would serve without authentication unless told to; checked before

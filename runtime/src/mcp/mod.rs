@@ -1,5 +1,6 @@
 //! The MCP face of the server: an rmcp `ServerHandler` over the tools, and its transports.
 
+pub mod compat;
 pub mod control;
 #[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;

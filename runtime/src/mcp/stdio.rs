@@ -66,12 +66,20 @@ where
             }
             // A full parse, not a skim: skimming accepts numbers a parse refuses (1e999), and
             // rmcp drops such a line without a word (found by fuzzing).
-            if let Err(e) = serde_json::from_slice::<serde_json::Value>(trimmed) {
-                tracing::debug!("answering an unparsable line with a parse error: {e}");
-                let _ = errors_tx.send(parse_error(&e.to_string())).await;
-                continue;
-            }
-            if to_rmcp.write_all(trimmed).await.is_err() || to_rmcp.write_all(b"\n").await.is_err()
+            let repaired = match serde_json::from_slice::<serde_json::Value>(trimmed) {
+                Ok(message) => super::compat::repair_initialize(&message, None),
+                Err(e) => {
+                    tracing::debug!("answering an unparsable line with a parse error: {e}");
+                    let _ = errors_tx.send(parse_error(&e.to_string())).await;
+                    continue;
+                }
+            };
+            let forwarded: std::borrow::Cow<[u8]> = match &repaired {
+                Some(message) => message.to_string().into_bytes().into(),
+                None => trimmed.into(),
+            };
+            if to_rmcp.write_all(&forwarded).await.is_err()
+                || to_rmcp.write_all(b"\n").await.is_err()
             {
                 break;
             }

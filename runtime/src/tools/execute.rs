@@ -144,15 +144,17 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
          in a notebook cell so the whole output is saved there.",
     );
     if let Some(note) = replaced {
-        rendered.insert(0, Rendered::Text(note));
+        rendered.insert(notes_at(&outcome), Rendered::Text(note));
     }
-    Ok(ToolOutput {
-        content: outputs::to_content(rendered),
-        structured: None,
-    })
+    Ok(ToolOutput::content(outputs::to_content(rendered)))
 }
 
-/// Outputs plus a closing note when the execution did not finish by itself.
+/// Where a note about the kernel goes: first, after a timeout notice if there is one.
+pub fn notes_at(outcome: &ExecutionOutcome) -> usize {
+    usize::from(outcome.completion == Completion::TimedOut)
+}
+
+/// Outputs plus a note when the execution did not finish by itself.
 pub fn render_execution(
     outcome: &ExecutionOutcome,
     timeout: Duration,
@@ -165,11 +167,16 @@ pub fn render_execution(
             rendered.push(Rendered::Text(NO_OUTPUT.into()))
         }
         Completion::Finished => {}
-        Completion::TimedOut => rendered.push(Rendered::Text(format!(
-            "[TIMEOUT ERROR: Execution exceeded {} seconds and the kernel was interrupted; the \
-             outputs above are what it produced before that. The kernel keeps its state.]",
-            format_secs(timeout)
-        ))),
+        // First, as the Python server answers it (there, as the only item): agents read the
+        // first item.
+        Completion::TimedOut => rendered.insert(
+            0,
+            Rendered::Text(format!(
+                "[TIMEOUT ERROR: Execution exceeded {} seconds and the kernel was interrupted; \
+                 the outputs below are what it produced before that. The kernel keeps its state.]",
+                format_secs(timeout)
+            )),
+        ),
         Completion::Cancelled => rendered.push(Rendered::Text(
             "[CANCELLED: the request was cancelled and the kernel was interrupted.]".into(),
         )),

@@ -10,6 +10,7 @@ pub mod format;
 pub mod kernels;
 pub mod notebooks;
 pub mod outputs;
+pub mod wire;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,6 +34,8 @@ pub struct ToolSpec {
     pub read_only: bool,
     /// The capability that must be on for the tool to be listed and callable.
     pub capability: Option<String>,
+    /// The schema its `structuredContent` follows, when it has one.
+    pub output_schema: Option<Arc<JsonObject>>,
 }
 
 impl ToolSpec {
@@ -42,12 +45,16 @@ impl ToolSpec {
         } else {
             ToolAnnotations::new().destructive(true)
         };
-        rmcp::model::Tool::new(
+        let tool = rmcp::model::Tool::new(
             self.name.clone(),
             self.description.clone(),
             self.input_schema.clone(),
         )
-        .with_annotations(annotations)
+        .with_annotations(annotations);
+        match &self.output_schema {
+            Some(schema) => tool.with_raw_output_schema(schema.clone()),
+            None => tool,
+        }
     }
 }
 
@@ -56,23 +63,32 @@ impl ToolSpec {
 pub struct ToolOutput {
     pub content: Vec<Content>,
     pub structured: Option<Value>,
+    /// Facts for programs (e.g. the cell ids acted on), sent as the result's `_meta` under
+    /// namespaced keys (`wire::meta_key`).
+    pub meta: JsonObject,
 }
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> Self {
+        Self::content(vec![Content::text(text.into())])
+    }
+
+    pub fn content(content: Vec<Content>) -> Self {
         ToolOutput {
-            content: vec![Content::text(text.into())],
-            structured: None,
+            content,
+            ..Default::default()
         }
+    }
+
+    /// Adds a fact under this server's `_meta` namespace.
+    pub fn with_meta(mut self, name: &str, value: Value) -> Self {
+        self.meta.insert(wire::meta_key(name), value);
+        self
     }
 
     /// The text pieces of the content, one per line (images left out).
     pub fn joined_text(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect::<Vec<_>>()
-            .join("\n")
+        wire::text_of(&self.content)
     }
 }
 
@@ -108,6 +124,10 @@ pub trait Tool: Send + Sync {
 /// A tool written in Rust: arguments decoded into `A`, whose JSON Schema is the input schema.
 struct NativeTool<A, F> {
     spec: ToolSpec,
+    /// The result shape the Python server's clients expect of this tool.
+    shape: wire::Shape,
+    /// Argument names of the schema; others are ignored with a note (core tools only).
+    lenient: Option<Vec<wire::Declared>>,
     run: F,
     _args: std::marker::PhantomData<fn() -> A>,
 }
@@ -123,14 +143,32 @@ where
     }
 
     fn check_arguments(&self, arguments: JsonObject) -> Result<(), ToolError> {
+        let (arguments, _) = self.split_unknown(arguments);
         decode_arguments::<A>(arguments).map(drop)
     }
 
     fn call(&self, context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
-        let decoded = decode_arguments::<A>(arguments);
-        match decoded {
-            Ok(args) => Box::pin((self.run)(context, args)),
-            Err(e) => Box::pin(std::future::ready(Err(e))),
+        let (arguments, ignored) = self.split_unknown(arguments);
+        let shape = self.shape;
+        match decode_arguments::<A>(arguments) {
+            Ok(args) => {
+                let running = (self.run)(context, args);
+                Box::pin(async move { wire::finish(running.await, shape, ignored.as_ref()) })
+            }
+            Err(e) => Box::pin(std::future::ready(wire::finish(
+                Err(e),
+                shape,
+                ignored.as_ref(),
+            ))),
+        }
+    }
+}
+
+impl<A, F> NativeTool<A, F> {
+    fn split_unknown(&self, arguments: JsonObject) -> (JsonObject, Option<wire::Ignored>) {
+        match &self.lenient {
+            Some(declared) => wire::split_unknown(declared, arguments),
+            None => (arguments, None),
         }
     }
 }
@@ -159,6 +197,13 @@ where
     // The struct's own doc comment would repeat the tool description; the title is noise.
     schema.remove("title");
     schema.remove("description");
+    let shape = wire::shape_of(name);
+    // The Python server's tools ignore arguments they do not know; ours say so in the result.
+    let lenient = (shape != wire::Shape::Own).then(|| {
+        wire::accept_unknown_arguments(&mut schema);
+        wire::declared_arguments(&schema)
+    });
+    let output_schema = (shape == wire::Shape::Text).then(|| wire::text_output_schema(name));
     Arc::new(NativeTool {
         spec: ToolSpec {
             name: name.to_owned(),
@@ -166,7 +211,10 @@ where
             input_schema: Arc::new(schema),
             read_only,
             capability: None,
+            output_schema,
         },
+        shape,
+        lenient,
         run,
         _args: std::marker::PhantomData,
     })

@@ -124,7 +124,8 @@ async fn use_notebook(
                 let previous = domain.notebooks.make_current(&name);
                 let kernel = existing.kernel();
                 let mut text = format!(
-                    "Notebook '{name}' is already in use on kernel '{}'.",
+                    "Notebook '{name}' is already connected — no need to call use_notebook again. \
+                     It is in use on kernel '{}'.",
                     kernel.id()
                 );
                 if let Some(previous) = previous.filter(|p| *p != name) {

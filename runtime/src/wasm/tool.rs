@@ -62,6 +62,7 @@ impl ExtensionTool {
                 input_schema: Arc::new(schema),
                 read_only: spec.annotations.read_only_hint.unwrap_or(false),
                 capability: spec.capability,
+                output_schema: None,
             },
         })
     }
@@ -132,8 +133,8 @@ impl ExtensionTool {
             },
         };
         Ok(ToolOutput {
-            content,
             structured,
+            ..ToolOutput::content(content)
         })
     }
 }

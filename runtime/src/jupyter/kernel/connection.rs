@@ -456,8 +456,7 @@ impl Socket {
             .kernel_channels_url(kernel_id, session_id)
             .map_err(|e| DialError::Other(e.to_string()))?;
         let subprotocol = offer_v1.then_some(V1_SUBPROTOCOL);
-        let (ws, response) =
-            websocket::dial(&url, rest.authorization().as_deref(), subprotocol).await?;
+        let (ws, response) = websocket::dial_server(rest, &url, subprotocol).await?;
         let v1 = response
             .headers()
             .get(header::SEC_WEBSOCKET_PROTOCOL)

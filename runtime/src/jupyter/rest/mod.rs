@@ -11,6 +11,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use url::Url;
 
+use super::auth::{Auth, Credentials, LoginError};
+
 mod models;
 
 pub use models::{
@@ -65,6 +67,8 @@ pub enum RestError {
     ControlCharacter { segment: String },
     #[error("the Jupyter Server sent an answer about {subject} that could not be read: {reason}")]
     Decode { subject: Subject, reason: String },
+    #[error(transparent)]
+    Login(#[from] LoginError),
 }
 
 /// Maps a failed response to the error it really means.
@@ -119,7 +123,7 @@ pub struct JupyterRest {
     http: reqwest::Client,
     /// Always ends with '/', so relative joins keep a base path such as `/user/x/`.
     base: Url,
-    token: Option<String>,
+    auth: Auth,
 }
 
 impl std::fmt::Debug for JupyterRest {
@@ -131,7 +135,12 @@ impl std::fmt::Debug for JupyterRest {
 }
 
 impl JupyterRest {
-    pub fn new(mut base: Url, token: Option<String>) -> Self {
+    pub fn new(base: Url, token: Option<String>) -> Self {
+        Self::with_auth(base, Auth::from_parts(token, None))
+    }
+
+    /// A client authenticating with a token, a password login or nothing.
+    pub fn with_auth(mut base: Url, auth: Auth) -> Self {
         if !base.path().ends_with('/') {
             let path = format!("{}/", base.path());
             base.set_path(&path);
@@ -142,7 +151,7 @@ impl JupyterRest {
             .tcp_nodelay(true)
             .build()
             .expect("the TLS backend is compiled in");
-        JupyterRest { http, base, token }
+        JupyterRest { http, base, auth }
     }
 
     pub fn base_url(&self) -> &Url {
@@ -155,12 +164,28 @@ impl JupyterRest {
     }
 
     pub fn token(&self) -> Option<&str> {
-        self.token.as_deref()
+        self.auth.token()
     }
 
-    /// Value of the `Authorization` header, if the server has a token.
-    pub fn authorization(&self) -> Option<String> {
-        self.token.as_ref().map(|t| format!("token {t}"))
+    /// The headers that authenticate a request now (logging in first for a password).
+    pub async fn credentials(&self) -> Result<Credentials, RestError> {
+        match &self.auth {
+            Auth::None => Ok(Credentials::default()),
+            Auth::Token(token) => Ok(Credentials::with_token(token)),
+            Auth::Password(login) => Ok(login.credentials(&self.base).await?),
+        }
+    }
+
+    /// Fresh credentials after a request with `stale` ones was refused: a new login for a
+    /// password, `None` when renewing cannot help (a token, or no credentials).
+    pub async fn renew_credentials(
+        &self,
+        stale: &Credentials,
+    ) -> Result<Option<Credentials>, RestError> {
+        match &self.auth {
+            Auth::Password(login) => Ok(Some(login.renew(&self.base, stale).await?)),
+            _ => Ok(None),
+        }
     }
 
     /// `api/...` joined to the base, with each path segment percent-encoded. A segment with a
@@ -208,23 +233,23 @@ impl JupyterRest {
         body: Option<Value>,
         subject: Subject,
     ) -> Result<String, RestError> {
-        let mut request = self.http.request(method.clone(), url.clone());
-        if let Some(auth) = self.authorization() {
-            request = request.header(reqwest::header::AUTHORIZATION, auth);
+        let credentials = self.credentials().await?;
+        let mut answer = self
+            .send_once(&method, &url, body.as_ref(), &credentials)
+            .await?;
+        // An expired login reads as a refused one: log in again and try once more.
+        if matches!(answer.0, StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED)
+            && matches!(
+                classify_failure(&method, answer.0, &answer.1, subject.clone(), ""),
+                RestError::TokenRejected { .. }
+            )
+            && let Some(renewed) = self.renew_credentials(&credentials).await?
+        {
+            answer = self
+                .send_once(&method, &url, body.as_ref(), &renewed)
+                .await?;
         }
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        // reqwest's errors quote the whole URL, query (a token) included: drop it.
-        let response = request.send().await.map_err(|e| RestError::Unreachable {
-            url: self.shown_url(),
-            reason: error_chain(&e.without_url()),
-        })?;
-        let status = response.status();
-        let text = response.text().await.map_err(|e| RestError::Unreachable {
-            url: self.shown_url(),
-            reason: error_chain(&e.without_url()),
-        })?;
+        let (status, text) = answer;
         if status.is_success() {
             Ok(text)
         } else {
@@ -236,6 +261,31 @@ impl JupyterRest {
                 &self.shown_url(),
             ))
         }
+    }
+
+    async fn send_once(
+        &self,
+        method: &Method,
+        url: &Url,
+        body: Option<&Value>,
+        credentials: &Credentials,
+    ) -> Result<(StatusCode, String), RestError> {
+        let mut request = self.http.request(method.clone(), url.clone());
+        for (name, value) in &credentials.headers {
+            request = request.header(*name, value);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        // reqwest's errors quote the whole URL, query (a token) included: drop it.
+        let unreachable = |e: reqwest::Error| RestError::Unreachable {
+            url: self.shown_url(),
+            reason: error_chain(&e.without_url()),
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        let text = response.text().await.map_err(unreachable)?;
+        Ok((status, text))
     }
 
     async fn json<T: DeserializeOwned>(

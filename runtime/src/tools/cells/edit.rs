@@ -258,9 +258,7 @@ pub(super) async fn delete_cell(
             parts.push("\n---\n".into());
         }
     }
-    let mut output = ToolOutput::text(parts.join("\n"));
-    output.structured = Some(json!({ "cell_ids": ids }));
-    Ok(output)
+    Ok(ToolOutput::text(parts.join("\n")).with_meta("cell_ids", json!(ids)))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -2,7 +2,7 @@
 //!
 //! Results follow the Python server's texts (`tools::format`). Cells can be named by index or
 //! by id (an index is a position that shifts when anyone inserts above it; an id does not);
-//! every result carries the id it acted on in its structured content. The edits and runs
+//! every result carries the id it acted on in its `_meta` (`io.jupyter-mcp/cell_id`). The edits and runs
 //! themselves are the domain's (`domain::cells`, `domain::execution`).
 
 mod edit;
@@ -98,9 +98,8 @@ fn notebook_in_use(
     context.domain.notebook(name)
 }
 
-fn with_cell_id(mut output: ToolOutput, cell_id: &str) -> ToolOutput {
-    output.structured = Some(json!({ "cell_id": cell_id }));
-    output
+fn with_cell_id(output: ToolOutput, cell_id: &str) -> ToolOutput {
+    output.with_meta("cell_id", json!(cell_id))
 }
 
 fn default_true() -> bool {

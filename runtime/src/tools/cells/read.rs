@@ -68,12 +68,12 @@ pub(super) async fn read_notebook(
         .iter()
         .map(|c| c.id.as_str())
         .collect();
-    let mut output = ToolOutput::text(format!(
+    Ok(ToolOutput::text(format!(
         "Notebook {} has {total} cells.\n\n{body}",
         args.notebook_name
-    ));
-    output.structured = Some(json!({ "start_index": args.start_index, "cell_ids": ids }));
-    Ok(output)
+    ))
+    .with_meta("start_index", json!(args.start_index))
+    .with_meta("cell_ids", json!(ids)))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -113,10 +113,7 @@ pub(super) async fn read_cell(
         ));
     }
     Ok(with_cell_id(
-        ToolOutput {
-            content: outputs::to_content(pieces),
-            structured: None,
-        },
+        ToolOutput::content(outputs::to_content(pieces)),
         &cell.id,
     ))
 }

@@ -138,7 +138,10 @@ async fn run_cell(
         &full_output_hint(&in_use.name, &cell.id),
     );
     if let Some(note) = executed.replaced {
-        rendered.insert(0, Rendered::Text(note));
+        rendered.insert(
+            crate::tools::execute::notes_at(&outcome),
+            Rendered::Text(note),
+        );
     }
     if stream {
         match outcome.completion {
@@ -154,10 +157,7 @@ async fn run_cell(
         }
     }
     Ok(with_cell_id(
-        ToolOutput {
-            content: outputs::to_content(rendered),
-            structured: None,
-        },
+        ToolOutput::content(outputs::to_content(rendered)),
         &cell.id,
     ))
 }

@@ -388,7 +388,7 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
                 other => other.into(),
             })?;
         let url = rest.collaboration_room_url(&session)?;
-        let (socket, _) = websocket::dial(&url, rest.authorization().as_deref(), None)
+        let (socket, _) = websocket::dial_server(rest, &url, None)
             .await
             .map_err(|e| {
                 DocumentError::Room(format!(

@@ -1,0 +1,115 @@
+//! Requests the Python server answers that rmcp would refuse, made acceptable before rmcp sees
+//! them, so clients written against it work here unchanged.
+//!
+//! An `initialize` whose params are empty or malformed (`"params": {}`) is not recognised as an
+//! initialize by rmcp: on HTTP it became `400 Session ID is required`, on stdio the handshake
+//! failed. We read it as an initialize with defaults for what is missing.
+
+use serde_json::{Value, json};
+
+/// The version assumed for a client that names none: what the transport spec assumes for a
+/// request without `MCP-Protocol-Version`.
+pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-03-26";
+
+/// The last revision with an `initialize` handshake; later ones removed the method.
+const LAST_HANDSHAKE_VERSION: &str = "2025-11-25";
+
+/// The initialize request with defaults filled in where its params are missing or malformed;
+/// `None` when the message is something else or needs nothing. `header_version` is the
+/// `MCP-Protocol-Version` the request came with, if any (used before the default, so the two
+/// agree).
+pub fn repair_initialize(message: &Value, header_version: Option<&str>) -> Option<Value> {
+    let object = message.as_object()?;
+    if object.get("method").and_then(Value::as_str) != Some("initialize")
+        || !object.contains_key("id")
+    {
+        return None;
+    }
+    // A modern request (2026-07-28 and later) names its revision; there `initialize` no longer
+    // exists, and rmcp answers that, as the specification asks.
+    let modern_meta = object
+        .get("params")
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some();
+    if modern_meta || header_version.is_some_and(|v| v > LAST_HANDSHAKE_VERSION) {
+        return None;
+    }
+    let mut params = match object.get("params") {
+        Some(Value::Object(params)) => params.clone(),
+        _ => serde_json::Map::new(),
+    };
+    let mut changed = !matches!(object.get("params"), Some(Value::Object(_)));
+    if !params.get("protocolVersion").is_some_and(Value::is_string) {
+        let version = header_version.unwrap_or(DEFAULT_PROTOCOL_VERSION);
+        params.insert("protocolVersion".into(), json!(version));
+        changed = true;
+    }
+    if !params.get("capabilities").is_some_and(Value::is_object) {
+        params.insert("capabilities".into(), json!({}));
+        changed = true;
+    }
+    let info_ok = params.get("clientInfo").is_some_and(|info| {
+        info.get("name").is_some_and(Value::is_string)
+            && info.get("version").is_some_and(Value::is_string)
+    });
+    if !info_ok {
+        params.insert(
+            "clientInfo".into(),
+            json!({ "name": "unnamed-client", "version": "0" }),
+        );
+        changed = true;
+    }
+    if !changed {
+        return None;
+    }
+    tracing::debug!("an initialize request lacked params; answering it with defaults");
+    let mut repaired = object.clone();
+    repaired.insert("params".into(), Value::Object(params));
+    Some(Value::Object(repaired))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_initialize_params_get_defaults() {
+        let fixed = repair_initialize(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+            None,
+        )
+        .unwrap();
+        assert_eq!(fixed["params"]["protocolVersion"], DEFAULT_PROTOCOL_VERSION);
+        assert_eq!(fixed["params"]["capabilities"], json!({}));
+        assert_eq!(fixed["params"]["clientInfo"]["name"], "unnamed-client");
+        let missing = repair_initialize(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"}),
+            Some("2025-11-25"),
+        )
+        .unwrap();
+        assert_eq!(missing["params"]["protocolVersion"], "2025-11-25");
+    }
+
+    #[test]
+    fn good_initialize_and_other_messages_pass_unchanged() {
+        let good = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "c", "version": "1"}}});
+        assert!(repair_initialize(&good, None).is_none());
+        assert!(
+            repair_initialize(
+                &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+                None
+            )
+            .is_none()
+        );
+        assert!(repair_initialize(&json!([1, 2]), None).is_none());
+        // A modern request's initialize is the removed method, not a malformed handshake.
+        let modern = json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+        assert!(repair_initialize(&modern, None).is_none());
+        let bare = json!({"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {}});
+        assert!(repair_initialize(&bare, Some("2026-07-28")).is_none());
+    }
+}

@@ -1,0 +1,331 @@
+//! What a client written for the Python server expects of a core tool's call and result, kept in
+//! one place so the tools themselves only say what happened.
+//!
+//! - A tool answering text also returns it as `structuredContent: {"result": text}` and declares
+//!   an output schema to match; the tools that answer a list of text and images declare neither.
+//! - Facts a tool adds for programs (the ids of the cells it acted on) go in `_meta` under this
+//!   server's namespace, never in place of the result.
+//! - Arguments a tool does not know are ignored, as the Python server ignores them, but the
+//!   caller is told which and what it may have meant, so a typo never passes unseen.
+
+use std::sync::Arc;
+
+use rmcp::model::{ContentBlock as Content, JsonObject};
+use serde_json::{Value, json};
+
+use super::{ToolError, ToolOutput};
+
+/// The namespace of this server's `_meta` keys (the Python server's): `_meta` is shared with the
+/// protocol and every extension, so a bare `cell_id` would collide sooner or later.
+pub const META_NAMESPACE: &str = "io.jupyter-mcp";
+
+/// A `_meta` key of ours: `io.jupyter-mcp/<name>`.
+pub fn meta_key(name: &str) -> String {
+    format!("{META_NAMESPACE}/{name}")
+}
+
+/// How a tool's result is shaped on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One text, also given as `structuredContent.result`.
+    Text,
+    /// Text and images for the model; no structured content.
+    ContentList,
+    /// Not a tool of the Python server (the conformance fixtures): left as the tool made it.
+    Own,
+}
+
+/// The shape each of the Python server's tools answers in. Its tools that return a list of
+/// content are registered with `structured_output=False`; the others return one string.
+pub fn shape_of(tool: &str) -> Shape {
+    match tool {
+        "execute_cell" | "execute_code" | "insert_execute_code_cell" | "read_cell" => {
+            Shape::ContentList
+        }
+        "clear_cell_output"
+        | "connect_to_jupyter"
+        | "delete_cell"
+        | "edit_cell_source"
+        | "insert_cell"
+        | "list_files"
+        | "list_kernels"
+        | "list_notebooks"
+        | "move_cell"
+        | "overwrite_cell_source"
+        | "read_notebook"
+        | "restart_notebook"
+        | "unuse_notebook"
+        | "use_notebook" => Shape::Text,
+        _ => Shape::Own,
+    }
+}
+
+/// The output schema of a text tool, as the Python SDK derives it for a `str` return.
+pub fn text_output_schema(tool: &str) -> Arc<JsonObject> {
+    let schema = json!({
+        "type": "object",
+        "title": format!("{tool}Output"),
+        "properties": { "result": { "type": "string", "title": "Result" } },
+        "required": ["result"],
+    });
+    match schema {
+        Value::Object(object) => Arc::new(object),
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+/// Declares that arguments beyond the listed ones are accepted (and ignored with a note).
+pub fn accept_unknown_arguments(schema: &mut JsonObject) {
+    schema.remove("additionalProperties");
+}
+
+/// An argument a tool declares: its name and the JSON types it takes (empty: not known).
+#[derive(Debug, Clone)]
+pub struct Declared {
+    pub name: String,
+    types: Vec<String>,
+}
+
+impl Declared {
+    /// Whether a value could be meant for this argument (unknown types take anything).
+    fn takes(&self, value: &Value) -> bool {
+        let kind = match value {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        };
+        self.types.is_empty()
+            || self
+                .types
+                .iter()
+                .any(|t| t == kind || (t == "number" && kind == "integer"))
+    }
+}
+
+/// The arguments a schema declares.
+pub fn declared_arguments(schema: &JsonObject) -> Vec<Declared> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    properties
+        .iter()
+        .map(|(name, property)| {
+            let mut types = Vec::new();
+            collect_types(property, &mut types);
+            Declared {
+                name: name.clone(),
+                types,
+            }
+        })
+        .collect()
+}
+
+fn collect_types(schema: &Value, types: &mut Vec<String>) {
+    match schema.get("type") {
+        Some(Value::String(t)) => types.push(t.clone()),
+        Some(Value::Array(list)) => {
+            types.extend(list.iter().filter_map(Value::as_str).map(String::from))
+        }
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf"] {
+        for branch in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            collect_types(branch, types);
+        }
+    }
+}
+
+/// Arguments a call passed that the tool does not declare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ignored {
+    pub names: Vec<String>,
+    /// For the caller: each ignored name with the closest real one.
+    pub note: String,
+}
+
+/// Splits off the arguments the tool does not declare; returns the rest and what was ignored
+/// (`None` when every argument is known).
+pub fn split_unknown(
+    declared: &[Declared],
+    mut arguments: JsonObject,
+) -> (JsonObject, Option<Ignored>) {
+    let unknown: Vec<String> = arguments
+        .keys()
+        .filter(|k| !declared.iter().any(|d| &d.name == *k))
+        .cloned()
+        .collect();
+    if unknown.is_empty() {
+        return (arguments, None);
+    }
+    let parts: Vec<String> = unknown
+        .iter()
+        .map(|name| {
+            let value = arguments.remove(name).unwrap_or_default();
+            match closest(name, &value, declared) {
+                Some(real) => format!("ignored '{name}'; did you mean '{real}'?"),
+                None => format!("ignored '{name}'; this tool takes no arguments"),
+            }
+        })
+        .collect();
+    let note = format!("Note: {}", parts.join(" "));
+    (
+        arguments,
+        Some(Ignored {
+            names: unknown,
+            note,
+        }),
+    )
+}
+
+/// The declared argument nearest to `name`: one that takes a value like the one given first,
+/// then one whose name contains it (or is contained in it), then the smallest edit distance.
+fn closest<'a>(name: &str, value: &Value, declared: &'a [Declared]) -> Option<&'a str> {
+    let name = name.to_ascii_lowercase();
+    declared
+        .iter()
+        .min_by_key(|real| {
+            let lower = real.name.to_ascii_lowercase();
+            let related = name.contains(&lower) || lower.contains(&name);
+            (!real.takes(value), !related, edit_distance(&name, &lower))
+        })
+        .map(|d| d.name.as_str())
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous[j] + usize::from(ca != *cb);
+            current[j + 1] = substitute.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+/// The text pieces of a result, one per line (images left out).
+pub fn text_of(content: &[Content]) -> String {
+    content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Gives a tool's outcome the shape its clients expect, with the note on ignored arguments.
+pub fn finish(
+    outcome: Result<ToolOutput, ToolError>,
+    shape: Shape,
+    ignored: Option<&Ignored>,
+) -> Result<ToolOutput, ToolError> {
+    let mut output = match outcome {
+        Ok(output) => output,
+        Err(error) => return Err(with_note(error, ignored)),
+    };
+    if let Some(ignored) = ignored {
+        output.content.push(Content::text(ignored.note.clone()));
+        output
+            .meta
+            .insert(meta_key("ignored_arguments"), json!(ignored.names));
+    }
+    if shape == Shape::Text {
+        // Keys a tool adds stand beside the result; the result is always the text.
+        let mut structured = match output.structured.take() {
+            Some(Value::Object(object)) => object,
+            _ => JsonObject::new(),
+        };
+        structured.insert("result".into(), Value::String(text_of(&output.content)));
+        output.structured = Some(Value::Object(structured));
+    }
+    Ok(output)
+}
+
+fn with_note(error: ToolError, ignored: Option<&Ignored>) -> ToolError {
+    let Some(Ignored { note, .. }) = ignored else {
+        return error;
+    };
+    match error {
+        ToolError::InvalidArguments(message) => {
+            ToolError::InvalidArguments(format!("{message}. {note}"))
+        }
+        ToolError::Failed(message) => ToolError::Failed(format!("{message}\n{note}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_arguments_are_named_with_the_closest_real_one() {
+        let schema = json!({"properties": {
+            "cell_index": {"type": ["integer", "null"]}, "cell_id": {"type": ["string", "null"]},
+            "timeout": {"type": "number"}, "stream": {"type": "boolean"},
+            "progress_interval": {"type": "number"}}});
+        let declared = declared_arguments(schema.as_object().unwrap());
+        let mut arguments = JsonObject::new();
+        arguments.insert("cell_index".into(), json!(0));
+        arguments.insert("timeout_seconds".into(), json!(5));
+        arguments.insert("cel_id".into(), json!("x"));
+        arguments.insert("cell_idx".into(), json!(3));
+        let (kept, note) = split_unknown(&declared, arguments);
+        assert_eq!(kept.keys().collect::<Vec<_>>(), ["cell_index"]);
+        let ignored = note.unwrap();
+        assert_eq!(ignored.names, ["cel_id", "cell_idx", "timeout_seconds"]);
+        assert!(
+            ignored
+                .note
+                .contains("ignored 'cell_idx'; did you mean 'cell_index'?"),
+            "the value's type decides between cell_id and cell_index: {}",
+            ignored.note
+        );
+        let note = ignored.note;
+        assert!(
+            note.contains("ignored 'timeout_seconds'; did you mean 'timeout'?"),
+            "{note}"
+        );
+        assert!(
+            note.contains("ignored 'cel_id'; did you mean 'cell_id'?"),
+            "{note}"
+        );
+        let (_, none) = split_unknown(&declared, JsonObject::new());
+        assert!(none.is_none());
+        let mut stray = JsonObject::new();
+        stray.insert("x".into(), json!(1));
+        let (_, note) = split_unknown(&[], stray);
+        assert!(note.unwrap().note.contains("takes no arguments"));
+    }
+
+    #[test]
+    fn text_results_carry_the_text_as_result() {
+        let mut output = ToolOutput::text("done");
+        output.structured = Some(json!({ "extra": 1 }));
+        let shaped = finish(Ok(output), Shape::Text, None).unwrap();
+        assert_eq!(
+            shaped.structured,
+            Some(json!({ "extra": 1, "result": "done" }))
+        );
+        let listed = finish(Ok(ToolOutput::text("x")), Shape::ContentList, None).unwrap();
+        assert_eq!(listed.structured, None);
+    }
+
+    #[test]
+    fn every_core_tool_has_a_python_shape() {
+        for tool in crate::tools::builtin().iter() {
+            let name = &tool.spec().name;
+            assert_ne!(shape_of(name), Shape::Own, "{name}");
+        }
+    }
+}
