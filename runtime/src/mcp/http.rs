@@ -400,8 +400,10 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
     origins.extend(config.allowed_origins.iter().cloned());
     rmcp_config = rmcp_config.with_allowed_origins(origins);
     let factory_state = state.clone();
+    // Tasks outlive the request (and, stateless, the handler) that created them.
+    let tasks = rmcp::task_manager::TaskManager::new();
     let mcp = StreamableHttpService::new(
-        move || Ok(McpServer::new(factory_state.clone())),
+        move || Ok(McpServer::with_tasks(factory_state.clone(), tasks.clone())),
         Arc::new(LocalSessionManager::default()),
         rmcp_config,
     );

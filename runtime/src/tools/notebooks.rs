@@ -337,6 +337,7 @@ fn finish_use(
     kernel_line: String,
 ) -> Result<ToolOutput, ToolError> {
     let state = &context.state;
+    tracing::info!("notebook '{name}' ({path}) is in use");
     let in_use = Arc::new(NotebookInUse::new(
         name.clone(),
         path,
