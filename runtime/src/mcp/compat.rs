@@ -11,6 +11,9 @@ use serde_json::{Value, json};
 /// request without `MCP-Protocol-Version`.
 pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-03-26";
 
+/// The last revision with an `initialize` handshake; later ones removed the method.
+const LAST_HANDSHAKE_VERSION: &str = "2025-11-25";
+
 /// The initialize request with defaults filled in where its params are missing or malformed;
 /// `None` when the message is something else or needs nothing. `header_version` is the
 /// `MCP-Protocol-Version` the request came with, if any (used before the default, so the two
@@ -20,6 +23,16 @@ pub fn repair_initialize(message: &Value, header_version: Option<&str>) -> Optio
     if object.get("method").and_then(Value::as_str) != Some("initialize")
         || !object.contains_key("id")
     {
+        return None;
+    }
+    // A modern request (2026-07-28 and later) names its revision; there `initialize` no longer
+    // exists, and rmcp answers that, as the specification asks.
+    let modern_meta = object
+        .get("params")
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some();
+    if modern_meta || header_version.is_some_and(|v| v > LAST_HANDSHAKE_VERSION) {
         return None;
     }
     let mut params = match object.get("params") {
@@ -92,5 +105,11 @@ mod tests {
             .is_none()
         );
         assert!(repair_initialize(&json!([1, 2]), None).is_none());
+        // A modern request's initialize is the removed method, not a malformed handshake.
+        let modern = json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+        assert!(repair_initialize(&modern, None).is_none());
+        let bare = json!({"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {}});
+        assert!(repair_initialize(&bare, Some("2026-07-28")).is_none());
     }
 }
