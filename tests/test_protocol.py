@@ -42,7 +42,7 @@ def modern(server, method: str, params: dict, *, capabilities: dict | None = Non
     body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                "Authorization": f"Bearer {server.token}", "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
-    name = params.get("name") or params.get("taskId")
+    name = params.get("name") or params.get("taskId") or params.get("uri")
     if name:
         headers["Mcp-Name"] = name
     request = urllib.request.Request(server.mcp_url, data=json.dumps(body).encode(), headers=headers)

@@ -1,5 +1,6 @@
 //! The MCP face of the server: an rmcp `ServerHandler` over the tools, and its transports.
 
+pub mod apps;
 pub mod compat;
 #[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;
@@ -154,11 +155,39 @@ impl ServerHandler for McpServer {
             .with_instructions(INSTRUCTIONS)
     }
 
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if apps::supported_by(Some(&request.capabilities)) {
+            declare_apps(&mut result.capabilities);
+        }
+        Ok(result)
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        let mut info = self.get_info();
+        if apps::supported_by(context.meta.client_capabilities().as_ref()) {
+            declare_apps(&mut info.capabilities);
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let rich = apps::supported_by(context.client_capabilities().as_ref());
         let capabilities = &self.state.capabilities;
         let tools = self
             .state
@@ -170,7 +199,13 @@ impl ServerHandler for McpServer {
                     .as_deref()
                     .is_none_or(|c| capabilities.enabled(c))
             })
-            .map(|t| t.spec().to_mcp())
+            .map(|t| {
+                let mut tool = t.spec().to_mcp();
+                if rich && apps::shows_outputs(&t.spec().name) {
+                    apps::link_tool(&mut tool);
+                }
+                tool
+            })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -178,11 +213,13 @@ impl ServerHandler for McpServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        #[allow(unused_mut)]
         let mut all = resources::list(&self.state);
         all.insert(0, resources::capabilities_resource());
+        if apps::supported_by(context.client_capabilities().as_ref()) {
+            all.insert(1, apps::viewer_resource());
+        }
         #[cfg(feature = "conformance-fixtures")]
         all.extend(fixtures::resources());
         Ok(ListResourcesResult::with_all_items(all))
@@ -211,6 +248,9 @@ impl ServerHandler for McpServer {
         }
         if request.uri == resources::CAPABILITIES_URI {
             return Ok(resources::read_capabilities(&self.state).into());
+        }
+        if request.uri == apps::VIEWER_URI {
+            return Ok(apps::read_viewer().into());
         }
         resources::read(&self.state, &request.uri)
             .await
@@ -407,6 +447,8 @@ struct PreparedCall {
     peer: rmcp::Peer<RoleServer>,
     progress: mpsc::UnboundedReceiver<ProgressNotificationParam>,
     log_level: Option<LoggingLevel>,
+    /// The client renders MCP Apps: output tools keep their MIME bundles for the viewer.
+    rich_outputs: bool,
 }
 
 impl McpServer {
@@ -441,6 +483,7 @@ impl McpServer {
             peer: context.peer.clone(),
             progress,
             log_level: logging::effective_level(context.meta.log_level(), session_level),
+            rich_outputs: apps::supported_by(context.client_capabilities().as_ref()),
         }
     }
 
@@ -531,8 +574,20 @@ impl PreparedCall {
         while let Ok(param) = self.progress.try_recv() {
             send_progress(&peer, param, &mut last_progress).await;
         }
-        result
+        let mut result = result?;
+        if apps::shows_outputs(&self.request.name) {
+            apps::shape_result(&mut result, self.rich_outputs);
+        }
+        Ok(result)
     }
+}
+
+/// Declares the MCP Apps extension (for a client that declared it).
+fn declare_apps(capabilities: &mut ServerCapabilities) {
+    capabilities
+        .extensions
+        .get_or_insert_with(Default::default)
+        .insert(apps::EXTENSION.to_owned(), apps::declaration());
 }
 
 #[allow(deprecated)]

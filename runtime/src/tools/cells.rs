@@ -367,17 +367,18 @@ async fn read_cell(context: ToolContext, args: ReadCellArgs) -> Result<ToolOutpu
         Rendered::Text(cell_header(index, cell)),
         Rendered::Text(cell.source.clone()),
     ];
-    if args.include_outputs && cell.cell_type == CellType::Code {
-        pieces.extend(outputs::render_outputs(
-            &cell.outputs,
-            context.state.config.output,
-            &full_output_hint(&in_use.name, &cell.id),
-        ));
-    }
-    Ok(with_cell_id(
-        ToolOutput::content(outputs::to_content(pieces)),
-        &cell.id,
-    ))
+    let hint = full_output_hint(&in_use.name, &cell.id);
+    let limits = context.state.config.output;
+    let shown: &[Value] = if args.include_outputs && cell.cell_type == CellType::Code {
+        &cell.outputs
+    } else {
+        &[]
+    };
+    pieces.extend(outputs::render_outputs(shown, limits, &hint));
+    let mut output = ToolOutput::content(outputs::to_content(pieces));
+    // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
+    output.structured = Some(outputs::bundles(shown, limits, &hint));
+    Ok(with_cell_id(output, &cell.id))
 }
 
 fn full_output_hint(name: &str, cell_id: &str) -> String {
@@ -1053,10 +1054,14 @@ async fn run_cell(
             Completion::Cancelled => {}
         }
     }
-    Ok(with_cell_id(
-        ToolOutput::content(outputs::to_content(rendered)),
-        &cell.id,
-    ))
+    let mut output = ToolOutput::content(outputs::to_content(rendered));
+    // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
+    output.structured = Some(outputs::bundles(
+        &outcome.outputs,
+        context.state.config.output,
+        &full_output_hint(&in_use.name, &cell.id),
+    ));
+    Ok(with_cell_id(output, &cell.id))
 }
 
 async fn write_while_running(
