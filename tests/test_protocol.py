@@ -167,12 +167,13 @@ def test_cancelling_an_execution_task_interrupts_the_kernel(http_server, jupyter
         assert "result" in answer(modern(http_server, "tools/call", run("marker = 'kept'")))
         created = answer(modern(http_server, "tools/call",
                                 run("import time\nprint('started', flush=True)\nwhile True: time.sleep(0.05)",
-                                    timeout=300), capabilities=WITH_TASKS))["result"]
+                                    timeout=300, progress_interval=0.5), capabilities=WITH_TASKS))["result"]
         assert created["resultType"] == "task"
-        # Cancel once the loop is really running in the kernel.
-        deadline = time.monotonic() + 60
-        while kernel_busy(jupyter_server, kernel_id) is False and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # Progress shows as the task's status message (the call carried no progress token).
+        running = poll(http_server, created["taskId"],
+                       lambda t: "Execution in progress" in (t.get("statusMessage") or ""))
+        assert running["status"] == "working" and "1 outputs" in running["statusMessage"], running
+        assert kernel_busy(jupyter_server, kernel_id)
         ack = answer(modern(http_server, "tasks/cancel", {"taskId": created["taskId"]}, capabilities=WITH_TASKS))
         assert ack["result"] == {"resultType": "complete"} or ack["result"].get("resultType") == "complete", ack
         task = poll(http_server, created["taskId"], lambda t: t["status"] not in ("working", "input_required"))

@@ -429,7 +429,7 @@ impl ServerHandler for McpServer {
                 Ok(CallToolResponse::Task(self.start_task(request, context)))
             }
             _ => {
-                let call = self.prepare_call(request, &context, context.ct.clone());
+                let call = self.prepare_call(request, &context, context.ct.clone(), false);
                 call.run().await.map(CallToolResponse::from)
             }
         }
@@ -449,6 +449,10 @@ struct PreparedCall {
     log_level: Option<LoggingLevel>,
     /// The client renders MCP Apps: output tools keep their MIME bundles for the viewer.
     rich_outputs: bool,
+    /// The client asked for progress notifications (a progress token).
+    progress_to_peer: bool,
+    /// The task running the call, whose status message follows the progress.
+    task: Option<rmcp::task_manager::TaskContext>,
 }
 
 impl McpServer {
@@ -457,11 +461,18 @@ impl McpServer {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         cancel: CancellationToken,
+        as_task: bool,
     ) -> PreparedCall {
         // Progress goes out from the request's own task (rmcp routes notifications by task-local
-        // request context), so the tool queues it and `PreparedCall::run` sends it.
+        // request context), so the tool queues it and `PreparedCall::run` sends it. A task also
+        // shows it as its status message, so a client polling tasks/get sees it without a token.
         let (progress_tx, progress) = mpsc::unbounded_channel::<ProgressNotificationParam>();
-        let reporter: Option<ProgressReporter> = context.meta.get_progress_token().map(|token| {
+        let token = context.meta.get_progress_token();
+        let progress_to_peer = token.is_some();
+        let reporter: Option<ProgressReporter> = (progress_to_peer || as_task).then(|| {
+            let token = token.unwrap_or(rmcp::model::ProgressToken(
+                rmcp::model::NumberOrString::Number(0),
+            ));
             let reporter: ProgressReporter = Arc::new(move |progress, total, message| {
                 let mut param = ProgressNotificationParam::new(token.clone(), progress);
                 param.total = total;
@@ -484,6 +495,8 @@ impl McpServer {
             progress,
             log_level: logging::effective_level(context.meta.log_level(), session_level),
             rich_outputs: apps::supported_by(context.client_capabilities().as_ref()),
+            progress_to_peer,
+            task: None,
         }
     }
 
@@ -498,13 +511,14 @@ impl McpServer {
         let cancel = CancellationToken::new();
         #[cfg(feature = "conformance-fixtures")]
         let fixture_failure = fixtures::task_protocol_error(&request.name);
-        let call = self.prepare_call(request, &context, cancel.clone());
+        let mut call = self.prepare_call(request, &context, cancel.clone(), true);
         let ttl_ms =
             u64::try_from(tasks::ttl(&self.state.config.execution).as_millis()).unwrap_or(u64::MAX);
         let options = TaskOptions::new()
             .with_ttl_ms(ttl_ms)
             .with_poll_interval_ms(500);
         let task = self.tasks.spawn(options, move |task| {
+            call.task = Some(task.clone());
             Box::pin(async move {
                 #[cfg(feature = "conformance-fixtures")]
                 if let Some(error) = fixture_failure {
@@ -562,7 +576,7 @@ impl PreparedCall {
             tokio::select! {
                 result = &mut call => break result,
                 Some(param) = self.progress.recv() => {
-                    send_progress(&peer, param, &mut last_progress).await;
+                    deliver(&peer, self.task.as_ref(), self.progress_to_peer, param, &mut last_progress).await;
                 }
                 Some(line) = log_rx.recv() => send_log(&peer, line).await,
             }
@@ -572,7 +586,14 @@ impl PreparedCall {
             send_log(&peer, line).await;
         }
         while let Ok(param) = self.progress.try_recv() {
-            send_progress(&peer, param, &mut last_progress).await;
+            deliver(
+                &peer,
+                self.task.as_ref(),
+                self.progress_to_peer,
+                param,
+                &mut last_progress,
+            )
+            .await;
         }
         let mut result = result?;
         if apps::shows_outputs(&self.request.name) {
@@ -588,6 +609,22 @@ fn declare_apps(capabilities: &mut ServerCapabilities) {
         .extensions
         .get_or_insert_with(Default::default)
         .insert(apps::EXTENSION.to_owned(), apps::declaration());
+}
+
+/// Progress goes to the client (when it asked) and into the task's status message.
+async fn deliver(
+    peer: &rmcp::Peer<RoleServer>,
+    task: Option<&rmcp::task_manager::TaskContext>,
+    to_peer: bool,
+    param: ProgressNotificationParam,
+    last: &mut f64,
+) {
+    if let (Some(task), Some(message)) = (task, &param.message) {
+        task.set_status_message(message.clone());
+    }
+    if to_peer {
+        send_progress(peer, param, last).await;
+    }
 }
 
 #[allow(deprecated)]
