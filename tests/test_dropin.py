@@ -344,3 +344,18 @@ async def test_bare_initialize_on_stdio(jupyter_server):
     finally:
         process.stdin.close()
         process.wait(timeout=30)
+
+
+def test_password_on_the_command_line_is_warned_about_and_not_shown():
+    import subprocess
+
+    from conftest import server_binary, server_env
+
+    secret = "argv-" + secrets.token_hex(6)
+    env = server_env()
+    env.pop("JUPYTER_PASSWORD", None)
+    done = subprocess.run([server_binary(), "--jupyter-url", "http://127.0.0.1:9", "--jupyter-password", secret],
+                          stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60)
+    log = done.stderr.decode()
+    assert "--jupyter-password on the command line is visible to other local users; set JUPYTER_PASSWORD" in log
+    assert secret not in log

@@ -403,6 +403,31 @@ impl Config {
             });
         }
         let python = args.python;
+        // A value that is not in the environment came from the command line, which other local
+        // users can read in /proc.
+        for (flag, variable, given) in [
+            (
+                "--jupyter-password",
+                "JUPYTER_PASSWORD",
+                python.jupyter_password.is_some(),
+            ),
+            (
+                "--document-password",
+                "DOCUMENT_PASSWORD",
+                python.document_password.is_some(),
+            ),
+            (
+                "--code-sandbox-password",
+                "CODE_SANDBOX_PASSWORD",
+                python.code_sandbox_password.is_some(),
+            ),
+        ] {
+            if given && env(variable).is_none() {
+                tracing::warn!(
+                    "{flag} on the command line is visible to other local users; set {variable} instead"
+                );
+            }
+        }
         // As in the Python server: the code sandbox runs kernels; --jupyter-url then holds the
         // notebooks, unless --document-url names another server.
         let documents = match (
