@@ -18,6 +18,8 @@ from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of
 
 pytestmark = pytest.mark.anyio
 
+
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
 async def test_examples_load_and_work_with_the_config_file(jupyter_server, tmp_path):
     config = write_config(tmp_path, '[capabilities]\n"kernel.auto-restart" = true\n'
                           + extension_entry(guest("policy"), {"deny": ["import subprocess", "os.system"]})
@@ -29,12 +31,22 @@ async def test_examples_load_and_work_with_the_config_file(jupyter_server, tmp_p
         log = log_of(server)
         assert "loaded wasm guest" in log and "policy.wasm (critical hook handler)" in log, log
         assert "audit.wasm (optional hook handler)" in log, log
-        async with http_client(server, "legacy") as client:
+        lines = []
+
+        async def collect(params):
+            lines.append(params)
+
+        async with http_client(server, "legacy", logging_callback=collect) as client:
             allowed = await client.call_tool("execute_code", {"code": "print(6 * 7)"})
             assert not allowed.is_error and "42" in joined(allowed)
 
+            await client.set_logging_level("info")
             refused = await client.call_tool("execute_code", {"code": "import subprocess\nsubprocess.run(['id'])"})
             assert refused.is_error
+            # The guest's own log line about this call reached this client.
+            guest_lines = [p for p in lines if 'refused code containing \\"import subprocess\\"' in str(p.data)
+                           or 'refused code containing "import subprocess"' in str(p.data)]
+            assert guest_lines and guest_lines[0].level == "info", lines
             message = joined(refused)
             assert "refused by hook handler 'policy'" in message, message
             assert "does not allow code containing \"import subprocess\"" in message, message

@@ -7,14 +7,24 @@ use jupyter_mcp_server::mcp::control::remote_control;
 use reqwest::Method;
 
 fn main() -> anyhow::Result<()> {
-    // Logs go to stderr: on the stdio transport stdout belongs to MCP alone.
-    tracing_subscriber::fmt()
+    // Logs go to stderr (on the stdio transport stdout belongs to MCP alone), filtered by
+    // RUST_LOG; this crate's lines raised while serving a client's request also go to that
+    // client, at the level it asked for (a filter of their own).
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter(
+        .with_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "jupyter_mcp_server=info,warn".into()),
-        )
+        );
+    let client = jupyter_mcp_server::mcp::logging::ClientLogLayer
+        .with_filter(jupyter_mcp_server::mcp::logging::ClientLogLayer::filter());
+    tracing_subscriber::registry()
+        .with(stderr)
+        .with(client)
         .init();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -8,12 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ErrorData as McpError;
-use rmcp::RoleServer;
 use rmcp::model::{
     CallToolResponse, ClientCapabilities, CompleteResult, ContentBlock, GetPromptResult,
     JsonObject, Prompt, ReadResourceResult, Resource, ResourceContents, ResourceTemplate,
 };
-use rmcp::service::RequestContext;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -28,6 +26,16 @@ const WAV: &str =
 
 #[derive(Deserialize, JsonSchema)]
 struct NoArgs {}
+
+#[derive(Deserialize, JsonSchema)]
+struct SlowArgs {
+    /// Seconds to sleep before answering.
+    #[serde(default)]
+    seconds: f64,
+    /// Echoed in the answer.
+    #[serde(default)]
+    label: String,
+}
 
 #[derive(Deserialize, JsonSchema)]
 struct GreetArgs {
@@ -88,9 +96,14 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             "test_simple_text",
             "This is a simple text response for testing.",
         ),
-        text(
+        native(
             "test_logging_tool",
-            "Logged nothing: no log level was asked for.",
+            "Conformance fixture: logs one line through the server's logging.",
+            true,
+            |_c: ToolContext, _a: NoArgs| async {
+                tracing::info!("test_logging_tool ran");
+                Ok(ToolOutput::text("Logged one line at info."))
+            },
         ),
         text("test_streaming_elicitation", "No elicitation needed."),
         native(
@@ -162,6 +175,35 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             },
         ),
         native(
+            "slow_compute",
+            "Conformance fixture: sleeps `seconds` (cancellable), then answers.",
+            true,
+            |c: ToolContext, a: SlowArgs| async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(crate::tools::seconds(a.seconds)) => {}
+                    _ = c.cancel.cancelled() => {
+                        return Err(ToolError::Failed("cancelled".into()));
+                    }
+                }
+                Ok(ToolOutput::text(format!(
+                    "Computed '{}' after {}s",
+                    a.label, a.seconds
+                )))
+            },
+        ),
+        native(
+            "failing_job",
+            "Conformance fixture: fails as a tool after a second.",
+            true,
+            |_c: ToolContext, _a: NoArgs| async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                Err::<ToolOutput, _>(ToolError::Failed(
+                    "the job failed, as it always does".into(),
+                ))
+            },
+        ),
+        text("protocol_error_job", "unreachable: fails before running"),
+        native(
             "greet",
             "Conformance fixture.",
             true,
@@ -178,40 +220,50 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             output_schema: None,
         })),
         text("test_missing_capability", "unreachable: intercepted"),
-        text("test_tool_with_logging", "unreachable: intercepted"),
+        native(
+            "test_tool_with_logging",
+            "Conformance fixture: three log lines through the server's logging, 50 ms apart.",
+            true,
+            |_c: ToolContext, _a: NoArgs| async {
+                for line in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ] {
+                    tracing::info!("{line}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(ToolOutput::text("Logging test completed"))
+            },
+        ),
     ]
 }
 
 /// Fixture tools whose answer is a protocol-level behaviour rather than a tool result.
-#[allow(deprecated)]
-pub async fn intercept_call(
-    name: &str,
-    context: &RequestContext<RoleServer>,
-) -> Option<Result<CallToolResponse, McpError>> {
+pub fn intercept_call(name: &str) -> Option<Result<CallToolResponse, McpError>> {
     match name {
         "test_missing_capability" => {
             let sampling: ClientCapabilities = from_json(json!({"sampling": {}}));
             Some(Err(McpError::missing_required_client_capability(sampling)))
         }
-        "test_tool_with_logging" => {
-            for text in [
-                "Tool execution started",
-                "Tool processing data",
-                "Tool execution completed",
-            ] {
-                let _ = context
-                    .peer
-                    .notify_logging_message(from_json(json!({"level": "info", "data": text})))
-                    .await;
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            let result = from_json::<rmcp::model::CallToolResult>(
-                json!({"content": [{"type": "text", "text": "Logging test completed"}]}),
-            );
-            Some(Ok(result.into()))
-        }
         _ => None,
     }
+}
+
+/// Task support of the fixture tools the tasks scenarios name.
+pub fn task_support(tool: &str) -> crate::mcp::tasks::TaskSupport {
+    use crate::mcp::tasks::TaskSupport;
+    match tool {
+        "slow_compute" | "protocol_error_job" => TaskSupport::Optional,
+        "failing_job" => TaskSupport::Required,
+        _ => TaskSupport::Forbidden,
+    }
+}
+
+/// The protocol-level failure of `protocol_error_job`, which a task reports as `failed`.
+pub fn task_protocol_error(tool: &str) -> Option<McpError> {
+    (tool == "protocol_error_job")
+        .then(|| McpError::internal_error("protocol_error_job always fails", None))
 }
 
 pub fn resources() -> Vec<Resource> {

@@ -443,8 +443,10 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
     // One body limit on every route, the one SECURITY.md states (rmcp's own default is 4 MiB).
     rmcp_config.max_request_body_bytes = super::MAX_REQUEST_BYTES;
     let factory_state = state.clone();
+    // Tasks outlive the request (and, stateless, the handler) that created them.
+    let tasks = rmcp::task_manager::TaskManager::new();
     let mcp = StreamableHttpService::new(
-        move || Ok(McpServer::new(factory_state.clone())),
+        move || Ok(McpServer::with_tasks(factory_state.clone(), tasks.clone())),
         Arc::new(LocalSessionManager::default()),
         rmcp_config,
     );

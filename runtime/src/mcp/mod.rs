@@ -1,12 +1,15 @@
 //! The MCP face of the server: an rmcp `ServerHandler` over the tools, and its transports.
 
+pub mod apps;
 pub mod compat;
 pub mod control;
 #[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;
 pub mod http;
+pub mod logging;
 pub mod resources;
 pub mod stdio;
+pub mod tasks;
 
 use std::sync::Arc;
 
@@ -14,15 +17,22 @@ use std::sync::Arc;
 use rmcp::model::JsonObject;
 #[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
+    CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
     Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
+use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use self::logging::{CLIENT_LOG, ClientLog};
+use self::tasks::TaskSupport;
 
 use crate::config::HttpConfig;
 use crate::dispatch::ToolRegistry;
@@ -51,20 +61,33 @@ pub struct ServerState {
     pub http: HttpConfig,
 }
 
-/// The handler rmcp calls; cheap to clone (HTTP makes one per request).
+/// The handler rmcp calls; cheap to clone (HTTP makes one per session, or per request when
+/// stateless).
 #[derive(Clone)]
+#[allow(deprecated)] // LoggingLevel: deprecated in 2026-07-28, still served to 2025-11-25 clients.
 pub struct McpServer {
     state: Arc<ServerState>,
     /// Legacy `resources/subscribe` watchers of this session, by URI.
     subscriptions:
         Arc<std::sync::Mutex<std::collections::HashMap<String, tokio::task::AbortHandle>>>,
+    /// The level this session asked for with `logging/setLevel`; none: no log notifications.
+    log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
+    /// Tool calls running as tasks; shared by every session and request of the server.
+    tasks: TaskManager,
 }
 
 impl McpServer {
     pub fn new(state: Arc<ServerState>) -> Self {
+        Self::with_tasks(state, TaskManager::new())
+    }
+
+    /// A handler sharing its tasks with others (HTTP: one manager for every session).
+    pub fn with_tasks(state: Arc<ServerState>, tasks: TaskManager) -> Self {
         McpServer {
             state,
             subscriptions: Arc::default(),
+            log_level: Arc::default(),
+            tasks,
         }
     }
 }
@@ -119,7 +142,8 @@ impl ServerHandler for McpServer {
             .enable_prompts()
             .enable_resources()
             .enable_resources_subscribe()
-            .enable_tools();
+            .enable_tools()
+            .enable_tasks();
         #[cfg(feature = "conformance-fixtures")]
         let capabilities = {
             let mut c = capabilities;
@@ -132,23 +156,60 @@ impl ServerHandler for McpServer {
             serde_json::Value::Object(block) => block,
             _ => unreachable!("the block is an object"),
         };
-        capabilities.extensions = Some([(CAPABILITIES_EXTENSION.to_owned(), block)].into());
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(CAPABILITIES_EXTENSION.to_owned(), block);
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
 
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if apps::supported_by(Some(&request.capabilities)) {
+            declare_apps(&mut result.capabilities);
+        }
+        Ok(result)
+    }
+
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::DiscoverResult, McpError> {
+        let mut info = self.get_info();
+        if apps::supported_by(context.meta.client_capabilities().as_ref()) {
+            declare_apps(&mut info.capabilities);
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            info,
+        ))
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let rich = apps::supported_by(context.client_capabilities().as_ref());
         // The dispatcher's rule, so what is listed is exactly what may be called.
         let tools = self
             .state
             .tools
             .visible(&self.state.domain.capabilities)
-            .map(|t| t.spec().to_mcp())
+            .map(|t| {
+                let mut tool = t.spec().to_mcp();
+                if rich && apps::shows_outputs(&t.spec().name) {
+                    apps::link_tool(&mut tool);
+                }
+                tool
+            })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -156,11 +217,14 @@ impl ServerHandler for McpServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         #[allow(unused_mut)]
         let mut all = resources::list(&self.state.domain);
         all.insert(0, resources::capabilities_resource());
+        if apps::supported_by(context.client_capabilities().as_ref()) {
+            all.insert(1, apps::viewer_resource());
+        }
         #[cfg(feature = "conformance-fixtures")]
         all.extend(fixtures::resources());
         Ok(ListResourcesResult::with_all_items(all))
@@ -189,6 +253,9 @@ impl ServerHandler for McpServer {
         }
         if request.uri == resources::CAPABILITIES_URI {
             return Ok(resources::read_capabilities(&self.state.domain).into());
+        }
+        if request.uri == apps::VIEWER_URI {
+            return Ok(apps::read_viewer().into());
         }
         resources::read(&self.state.domain, &request.uri)
             .await
@@ -234,8 +301,35 @@ impl ServerHandler for McpServer {
         request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        tracing::debug!("client asked for log level {:?}", request.level);
+        *self.log_level.lock().expect("log level lock") = Some(request.level);
         Ok(())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // No task of ours asks for input; answers are acknowledged and ignored, as the
+        // extension says of answers nobody waits for.
+        self.tasks
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel_task(&request.task_id)
     }
 
     async fn subscribe(
@@ -326,13 +420,64 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         #[cfg(feature = "conformance-fixtures")]
-        if let Some(answer) = fixtures::intercept_call(&request.name, &context).await {
+        if let Some(answer) = fixtures::intercept_call(&request.name) {
             return answer;
         }
-        // Progress goes out from this task (rmcp routes notifications by task-local request
-        // context), so the tool queues it and this loop sends it while the tool runs.
-        let (progress_tx, mut progress_rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
-        let progress: Option<ProgressReporter> = context.meta.get_progress_token().map(|token| {
+        let tasks_declared = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        match (tasks::task_support(&request.name), tasks_declared) {
+            (TaskSupport::Required, false) => Err(McpError::missing_required_client_capability(
+                ClientCapabilities::builder().enable_tasks().build(),
+            )),
+            (TaskSupport::Optional | TaskSupport::Required, true) => {
+                Ok(CallToolResponse::Task(self.start_task(request, context)))
+            }
+            _ => {
+                let call = self.prepare_call(request, &context, context.ct.clone(), false);
+                call.run().await.map(CallToolResponse::from)
+            }
+        }
+    }
+}
+
+/// A tool call ready to run, with what it sends its client on the way: progress (when asked
+/// for) and log lines (at the level asked for).
+#[allow(deprecated)]
+struct PreparedCall {
+    state: Arc<ServerState>,
+    request: CallToolRequestParams,
+    tool_context: ToolContext,
+    traceparent: Option<String>,
+    peer: rmcp::Peer<RoleServer>,
+    progress: mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    log_level: Option<LoggingLevel>,
+    /// The client renders MCP Apps: output tools keep their MIME bundles for the viewer.
+    rich_outputs: bool,
+    /// The client asked for progress notifications (a progress token).
+    progress_to_peer: bool,
+    /// The task running the call, whose status message follows the progress.
+    task: Option<rmcp::task_manager::TaskContext>,
+}
+
+impl McpServer {
+    fn prepare_call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        cancel: CancellationToken,
+        as_task: bool,
+    ) -> PreparedCall {
+        // Progress goes out from the request's own task (rmcp routes notifications by task-local
+        // request context), so the tool queues it and `PreparedCall::run` sends it. A task also
+        // shows it as its status message, so a client polling tasks/get sees it without a token.
+        let (progress_tx, progress) = mpsc::unbounded_channel::<ProgressNotificationParam>();
+        let token = context.meta.get_progress_token();
+        let progress_to_peer = token.is_some();
+        let reporter: Option<ProgressReporter> = (progress_to_peer || as_task).then(|| {
+            let token = token.unwrap_or(rmcp::model::ProgressToken(
+                rmcp::model::NumberOrString::Number(0),
+            ));
             let reporter: ProgressReporter = Arc::new(move |progress, total, message| {
                 let mut param = ProgressNotificationParam::new(token.clone(), progress);
                 param.total = total;
@@ -341,35 +486,156 @@ impl ServerHandler for McpServer {
             });
             reporter
         });
-        let tool_context = ToolContext {
-            domain: self.state.domain.clone(),
-            cancel: context.ct.clone(),
+        let session_level = *self.log_level.lock().expect("log level lock");
+        PreparedCall {
+            state: self.state.clone(),
+            traceparent: context.meta.get_traceparent().map(str::to_owned),
+            tool_context: ToolContext {
+                domain: self.state.domain.clone(),
+                cancel,
+                progress: reporter,
+            },
+            request,
+            peer: context.peer.clone(),
             progress,
-        };
+            log_level: logging::effective_level(context.meta.log_level(), session_level),
+            rich_outputs: apps::supported_by(context.client_capabilities().as_ref()),
+            progress_to_peer,
+            task: None,
+        }
+    }
+
+    /// Runs a call as a task: returns its handle at once; the call goes on in the background.
+    /// `tasks/cancel` cancels it as a cancelled request would (an execution interrupts its
+    /// kernel) and the task ends `cancelled`.
+    fn start_task(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> CreateTaskResult {
+        let cancel = CancellationToken::new();
+        #[cfg(feature = "conformance-fixtures")]
+        let fixture_failure = fixtures::task_protocol_error(&request.name);
+        let mut call = self.prepare_call(request, &context, cancel.clone(), true);
+        let ttl_ms = u64::try_from(tasks::ttl(&self.state.domain.settings.execution).as_millis())
+            .unwrap_or(u64::MAX);
+        let options = TaskOptions::new()
+            .with_ttl_ms(ttl_ms)
+            .with_poll_interval_ms(500);
+        let task = self.tasks.spawn(options, move |task| {
+            call.task = Some(task.clone());
+            Box::pin(async move {
+                #[cfg(feature = "conformance-fixtures")]
+                if let Some(error) = fixture_failure {
+                    return Err(TaskExit::Error(error));
+                }
+                let run = call.run();
+                tokio::pin!(run);
+                let result = tokio::select! {
+                    result = &mut run => result,
+                    _ = task.cancelled() => {
+                        cancel.cancel();
+                        // Let the call wind down (an execution interrupts its kernel).
+                        let _ = run.await;
+                        return Err(TaskExit::Cancelled);
+                    }
+                };
+                result.map_err(TaskExit::Error)
+            })
+        });
+        CreateTaskResult::new(task)
+    }
+}
+
+impl PreparedCall {
+    /// Runs the call through dispatch, sending its progress and log lines as they come.
+    #[allow(deprecated)]
+    async fn run(mut self) -> Result<CallToolResult, McpError> {
+        let (log_tx, mut log_rx) = mpsc::unbounded_channel::<LoggingMessageNotificationParam>();
         let call = crate::dispatch::call_tool(
             &self.state.tools,
-            &request.name,
-            request.arguments,
-            tool_context,
-            context.meta.get_traceparent().map(str::to_owned),
+            &self.request.name,
+            self.request.arguments.take(),
+            self.tool_context,
+            self.traceparent,
         );
+        let call = async move {
+            match self.log_level {
+                Some(level) => {
+                    let sink = ClientLog {
+                        level,
+                        queue: log_tx,
+                    };
+                    CLIENT_LOG.scope(sink, call).await
+                }
+                None => {
+                    drop(log_tx);
+                    call.await
+                }
+            }
+        };
         tokio::pin!(call);
-        let peer = context.peer.clone();
+        let peer = self.peer;
         let mut last_progress = f64::NEG_INFINITY;
         let result = loop {
             tokio::select! {
                 result = &mut call => break result,
-                Some(param) = progress_rx.recv() => {
-                    send_progress(&peer, param, &mut last_progress).await;
+                Some(param) = self.progress.recv() => {
+                    deliver(&peer, self.task.as_ref(), self.progress_to_peer, param, &mut last_progress).await;
                 }
+                Some(line) = log_rx.recv() => send_log(&peer, line).await,
             }
         };
-        // Progress reported just before the end still goes out ahead of the result.
-        while let Ok(param) = progress_rx.try_recv() {
-            send_progress(&peer, param, &mut last_progress).await;
+        // What was reported just before the end still goes out ahead of the result.
+        while let Ok(line) = log_rx.try_recv() {
+            send_log(&peer, line).await;
         }
-        result.map(CallToolResponse::from)
+        while let Ok(param) = self.progress.try_recv() {
+            deliver(
+                &peer,
+                self.task.as_ref(),
+                self.progress_to_peer,
+                param,
+                &mut last_progress,
+            )
+            .await;
+        }
+        let mut result = result?;
+        if apps::shows_outputs(&self.request.name) {
+            apps::shape_result(&mut result, self.rich_outputs);
+        }
+        Ok(result)
     }
+}
+
+/// Declares the MCP Apps extension (for a client that declared it).
+fn declare_apps(capabilities: &mut ServerCapabilities) {
+    capabilities
+        .extensions
+        .get_or_insert_with(Default::default)
+        .insert(apps::EXTENSION.to_owned(), apps::declaration());
+}
+
+/// Progress goes to the client (when it asked) and into the task's status message.
+async fn deliver(
+    peer: &rmcp::Peer<RoleServer>,
+    task: Option<&rmcp::task_manager::TaskContext>,
+    to_peer: bool,
+    param: ProgressNotificationParam,
+    last: &mut f64,
+) {
+    if let (Some(task), Some(message)) = (task, &param.message) {
+        task.set_status_message(message.clone());
+    }
+    if to_peer {
+        send_progress(peer, param, last).await;
+    }
+}
+
+#[allow(deprecated)]
+async fn send_log(peer: &rmcp::Peer<RoleServer>, line: LoggingMessageNotificationParam) {
+    // Not logged on failure: that line would be a log line about sending log lines.
+    let _ = peer.notify_logging_message(line).await;
 }
 
 /// Sends a progress notification; a report that would not increase progress is dropped.

@@ -136,17 +136,17 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
             }
         }
     };
-    let mut rendered = render_execution(
-        &outcome,
-        timeout,
-        domain.settings.output,
-        "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run the code \
-         in a notebook cell so the whole output is saved there.",
-    );
+    let hint = "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run the \
+                code in a notebook cell so the whole output is saved there.";
+    let limits = domain.settings.output;
+    let mut rendered = render_execution(&outcome, timeout, limits, hint);
     if let Some(note) = replaced {
         rendered.insert(notes_at(&outcome), Rendered::Text(note));
     }
-    Ok(ToolOutput::content(outputs::to_content(rendered)))
+    let mut output = ToolOutput::content(outputs::to_content(rendered));
+    // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
+    output.structured = Some(outputs::bundles(&outcome.outputs, limits, hint));
+    Ok(output)
 }
 
 /// Where a note about the kernel goes: first, after a timeout notice if there is one.

@@ -371,6 +371,7 @@ fn finish_use(
     kernel_line: String,
 ) -> Result<ToolOutput, ToolError> {
     let domain = &context.domain;
+    tracing::info!("notebook '{name}' ({path}) is in use");
     let in_use = Arc::new(NotebookInUse::new(
         name.clone(),
         path,

@@ -230,6 +230,35 @@ pub fn to_content(rendered: Vec<Rendered>) -> Vec<Content> {
         .collect()
 }
 
+/// How many times the text budget the MIME bundles of a result may take: they carry images and
+/// chart specs for a viewer to draw, which the model never reads (3.2 MB at the default 50 000).
+const RICH_BUDGET_FACTOR: usize = 64;
+
+/// The outputs as nbformat MIME bundles, for clients that render them (the MCP Apps viewer):
+/// `{"outputs": [...]}`, whole outputs in order while they fit the budget, then
+/// `"omitted": "<what was left out and where to find it>"`.
+pub fn bundles(outputs: &[Value], limits: OutputLimits, full_output_hint: &str) -> Value {
+    let budget = limits.max_chars.saturating_mul(RICH_BUDGET_FACTOR);
+    let mut kept = Vec::new();
+    let mut used = 0usize;
+    for (index, output) in outputs.iter().enumerate() {
+        let size = output.to_string().len();
+        if limits.max_chars > 0 && used + size > budget {
+            let left = outputs.len() - index;
+            return serde_json::json!({
+                "outputs": kept,
+                "omitted": format!(
+                    "{left} more output(s) left out: over the {budget}-character budget of rich \
+                     outputs. {full_output_hint}"
+                ),
+            });
+        }
+        used += size;
+        kept.push(output.clone());
+    }
+    serde_json::json!({ "outputs": kept })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,5 +368,30 @@ mod tests {
             allow_images: true,
         };
         assert_eq!(render_outputs(&outputs, unlimited, "").len(), 3);
+    }
+
+    #[test]
+    fn bundles_keep_whole_outputs_within_the_rich_budget() {
+        let small = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "hi"});
+        let big = serde_json::json!({"output_type": "display_data", "metadata": {},
+            "data": {"image/png": "A".repeat(400)}});
+        let limits = OutputLimits {
+            max_chars: 5,
+            allow_images: true,
+        };
+        let shaped = bundles(&[small.clone(), big.clone()], limits, "See the notebook.");
+        assert_eq!(shaped["outputs"], serde_json::json!([small]));
+        assert!(
+            shaped["omitted"]
+                .as_str()
+                .unwrap()
+                .starts_with("1 more output(s) left out")
+        );
+        let unbounded = OutputLimits {
+            max_chars: 0,
+            allow_images: true,
+        };
+        let all = bundles(&[small.clone(), big.clone()], unbounded, "");
+        assert_eq!(all, serde_json::json!({"outputs": [small, big]}));
     }
 }

@@ -105,15 +105,16 @@ pub(super) async fn read_cell(
         Rendered::Text(cell_header(index, cell)),
         Rendered::Text(cell.source.clone()),
     ];
-    if args.include_outputs && cell.cell_type == CellType::Code {
-        pieces.extend(outputs::render_outputs(
-            &cell.outputs,
-            context.domain.settings.output,
-            &full_output_hint(&in_use.name, &cell.id),
-        ));
-    }
-    Ok(with_cell_id(
-        ToolOutput::content(outputs::to_content(pieces)),
-        &cell.id,
-    ))
+    let hint = full_output_hint(&in_use.name, &cell.id);
+    let limits = context.domain.settings.output;
+    let shown: &[serde_json::Value] = if args.include_outputs && cell.cell_type == CellType::Code {
+        &cell.outputs
+    } else {
+        &[]
+    };
+    pieces.extend(outputs::render_outputs(shown, limits, &hint));
+    let mut output = ToolOutput::content(outputs::to_content(pieces));
+    // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
+    output.structured = Some(outputs::bundles(shown, limits, &hint));
+    Ok(with_cell_id(output, &cell.id))
 }

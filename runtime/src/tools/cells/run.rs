@@ -156,8 +156,12 @@ async fn run_cell(
             Completion::Cancelled => {}
         }
     }
-    Ok(with_cell_id(
-        ToolOutput::content(outputs::to_content(rendered)),
-        &cell.id,
-    ))
+    let mut output = ToolOutput::content(outputs::to_content(rendered));
+    // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
+    output.structured = Some(outputs::bundles(
+        &outcome.outputs,
+        domain.settings.output,
+        &full_output_hint(&in_use.name, &cell.id),
+    ));
+    Ok(with_cell_id(output, &cell.id))
 }

@@ -1,0 +1,64 @@
+//! The tasks extension (`io.modelcontextprotocol/tasks`, 2026-07-28): a client that declared it
+//! gets a task handle for a long tool call instead of waiting on the request, then polls
+//! `tasks/get` for its state and inlined result, and may `tasks/cancel` it.
+//!
+//! rmcp's `TaskManager` keeps the tasks (state, TTL, eviction, the -32602 for an unknown id) and
+//! gates the `tasks/*` methods on the client's declaration; this module says which tools run as
+//! tasks and for how long a task is kept. Cancelling a task cancels its call the same way a
+//! cancelled request does, so an execution interrupts its kernel.
+
+use std::time::Duration;
+
+use crate::config::ExecutionLimits;
+
+/// Whether a tool's calls become tasks for a client that declared the extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Always answered in the request.
+    Forbidden,
+    /// A task when the client declared the extension, an ordinary result otherwise.
+    Optional,
+    /// Only as a task; a client that did not declare the extension is refused (-32021).
+    Required,
+}
+
+/// The task support of a core tool: the ones that run code, whose calls can take minutes.
+pub fn task_support(tool: &str) -> TaskSupport {
+    match tool {
+        "execute_cell" | "execute_code" | "insert_execute_code_cell" => TaskSupport::Optional,
+        #[cfg(feature = "conformance-fixtures")]
+        other => super::fixtures::task_support(other),
+        #[cfg(not(feature = "conformance-fixtures"))]
+        _ => TaskSupport::Forbidden,
+    }
+}
+
+/// How long a task is kept, from its creation: long enough for the longest execution the
+/// operator allows, queued behind another one, plus ten minutes to fetch the result. rmcp fails a
+/// task still running at its TTL and drops a finished one a TTL after it ended.
+pub fn ttl(limits: &ExecutionLimits) -> Duration {
+    limits
+        .max_timeout
+        .saturating_mul(2)
+        .saturating_add(Duration::from_secs(600))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_execution_tools_run_as_tasks() {
+        for tool in ["execute_cell", "execute_code", "insert_execute_code_cell"] {
+            assert_eq!(task_support(tool), TaskSupport::Optional, "{tool}");
+        }
+        for tool in ["read_cell", "list_files", "use_notebook"] {
+            assert_eq!(task_support(tool), TaskSupport::Forbidden, "{tool}");
+        }
+        let limits = ExecutionLimits {
+            default_timeout: Duration::from_secs(30),
+            max_timeout: Duration::from_secs(3600),
+        };
+        assert_eq!(ttl(&limits), Duration::from_secs(7800));
+    }
+}
