@@ -113,6 +113,11 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_ROOT_DIR")]
     pub root_dir: Option<PathBuf>,
 
+    /// What the embedded Jupyter Server logs to our stderr (DEBUG, INFO, WARN, ERROR, CRITICAL).
+    /// WARN keeps its routine chatter out of the way; INFO shows every request it serves.
+    #[arg(long, env = "JUPYTER_MCP_JUPYTER_LOG_LEVEL", default_value = "WARN", value_parser = ["DEBUG", "INFO", "WARN", "ERROR", "CRITICAL"], ignore_case = true)]
+    pub jupyter_log_level: String,
+
     /// Seconds an execution may run when a call asks for the default (timeout 0).
     #[arg(long, env = "JUPYTER_MCP_EXECUTION_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     pub execution_timeout: u64,
@@ -190,8 +195,11 @@ pub struct StopArgs {
 pub enum JupyterSource {
     /// A server someone else runs.
     Remote { url: Url, token: Option<String> },
-    /// A server we start ourselves, rooted at this directory.
-    Embedded { root_dir: PathBuf },
+    /// A server we start ourselves, rooted at this directory, logging at this level.
+    Embedded {
+        root_dir: PathBuf,
+        log_level: String,
+    },
 }
 
 /// The resolved settings of a running server.
@@ -355,6 +363,7 @@ impl Config {
                     Some(dir) => dir,
                     None => std::env::current_dir().map_err(ConfigError::CurrentDir)?,
                 },
+                log_level: args.jupyter_log_level.to_ascii_uppercase(),
             },
         };
         let file = match &args.config {

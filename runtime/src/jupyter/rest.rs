@@ -322,6 +322,14 @@ impl JupyterRest {
         .await
     }
 
+    /// `POST /api/shutdown`: asks the server to stop, letting its extensions close first.
+    pub async fn shutdown_server(&self) -> Result<(), RestError> {
+        let url = self.endpoint(&["api", "shutdown"]);
+        self.send(Method::POST, url, None, Subject::Server)
+            .await
+            .map(drop)
+    }
+
     pub async fn list_kernels(&self) -> Result<Vec<KernelModel>, RestError> {
         self.json(
             Method::GET,
