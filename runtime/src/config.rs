@@ -130,6 +130,29 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_MAX_OUTPUT_CHARS", default_value_t = 50_000)]
     pub max_output_chars: usize,
 
+    /// Largest file, in bytes, that read_file reads or write_file writes.
+    #[arg(long, env = "JUPYTER_MCP_MAX_FILE_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_file_bytes: u64,
+
+    /// Expose only these tools (names, or the toolset `notebooks` for every core tool);
+    /// extension tools count. An unknown name stops the server.
+    #[arg(
+        long = "tools",
+        env = "JUPYTER_MCP_TOOLS",
+        value_delimiter = ',',
+        value_name = "NAME,..."
+    )]
+    pub tools: Vec<String>,
+
+    /// Hide these tools (names or toolsets), after --tools.
+    #[arg(
+        long = "exclude-tools",
+        env = "JUPYTER_MCP_EXCLUDE_TOOLS",
+        value_delimiter = ',',
+        value_name = "NAME,..."
+    )]
+    pub exclude_tools: Vec<String>,
+
     /// Address the Streamable HTTP transport binds to.
     #[arg(long, env = "JUPYTER_MCP_HOST", default_value = "127.0.0.1")]
     pub host: String,
@@ -221,6 +244,18 @@ pub struct Config {
     pub http: HttpConfig,
     /// The WebAssembly guests to load and where their compiled forms are cached.
     pub wasm: WasmConfig,
+    /// Largest file read_file reads or write_file writes.
+    pub max_file_bytes: u64,
+    /// Which tools are exposed (`--tools`, `--exclude-tools`).
+    pub toolset: ToolSelection,
+}
+
+/// The operator's choice of tools; names are checked against the real tools at start.
+#[derive(Debug, Clone, Default)]
+pub struct ToolSelection {
+    /// Only these (empty: all).
+    pub only: Vec<String>,
+    pub exclude: Vec<String>,
 }
 
 /// Guests from `[[extension]]` entries, then `JUPYTER_MCP_EXTENSIONS`, then `--extension`.
@@ -318,6 +353,15 @@ pub struct HttpConfig {
     pub insecure_noauth: bool,
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
+}
+
+/// Names of a comma-separated list, trimmed, empty entries dropped.
+fn clean_names(names: Vec<String>) -> Vec<String> {
+    names
+        .into_iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect()
 }
 
 /// A setting that cannot be used as given.
@@ -418,6 +462,11 @@ impl Config {
             wasm: WasmConfig {
                 cache_dir: file.cache_dir,
                 extensions,
+            },
+            max_file_bytes: args.max_file_bytes,
+            toolset: ToolSelection {
+                only: clean_names(args.tools),
+                exclude: clean_names(args.exclude_tools),
             },
         })
     }

@@ -125,7 +125,16 @@ impl Jupyter {
 
     /// Starts a kernel of the default spec that we own (shut down when we stop) and connects.
     pub async fn start_kernel(&self, label: &str) -> Result<Arc<Kernel>, KernelError> {
-        let model = self.rest.start_kernel(None).await?;
+        self.start_fresh_kernel(None, label).await
+    }
+
+    /// Starts a kernel of `spec` (the server's default when `None`) that we own, and connects.
+    pub async fn start_fresh_kernel(
+        &self,
+        spec: Option<&str>,
+        label: &str,
+    ) -> Result<Arc<Kernel>, KernelError> {
+        let model = self.rest.start_kernel(spec).await?;
         self.started
             .lock()
             .expect("started lock")
