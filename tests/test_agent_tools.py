@@ -4,8 +4,10 @@ kernelspecs, plain files and toolsets, through the official client against a rea
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
+import subprocess
 import sys
 import time
 import urllib.error
@@ -200,13 +202,16 @@ async def test_inspect_refuses_a_busy_kernel_and_names_what_runs(jupyter_server)
 @pytest.fixture
 def second_kernelspec(jupyter_server):
     """A second Python kernelspec, 'py2', in the test Jupyter's data directory."""
-    directory = jupyter_server.root.parent / "data" / "kernels" / "py2"
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python (second spec)", "language": "python"}))
+    kernels = jupyter_server.root.parent / "data" / "kernels"
+    # And one that says it runs another language (an ipykernel all the same).
+    for name, display, language in [("py2", "Python (second spec)", "python"), ("notpy", "Not Python", "R")]:
+        (kernels / name).mkdir(parents=True, exist_ok=True)
+        (kernels / name / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": display, "language": language}))
     yield "py2"
-    shutil.rmtree(directory, ignore_errors=True)
+    for name in ("py2", "notpy"):
+        shutil.rmtree(kernels / name, ignore_errors=True)
 
 
 def kernel_names(jupyter_server) -> dict[str, str]:
@@ -256,6 +261,13 @@ async def test_a_notebook_on_a_second_kernelspec(jupyter_server, second_kernelsp
         both = await refused(client, "use_notebook", notebook_name="b", notebook_path=path,
                              kernel_name="py2", kernel_id="abc")
         assert "kernel_id or kernel_name" in both
+
+        # inspect_variables answers clearly for a kernel of another language.
+        await call(client, "use_notebook", notebook_name="other", notebook_path=f"r-{path}", mode="create",
+                   kernel_name="notpy")
+        assert on_disk(jupyter_server, f"r-{path}")["metadata"]["language_info"]["name"] == "R"
+        other = await refused(client, "inspect_variables")
+        assert "reads Python kernels" in other and "runs R" in other, other
 
 
 # ---- read_file / write_file ----
@@ -308,3 +320,99 @@ async def test_files_round_trip_binary_and_text_and_refuse_what_they_must(jupyte
         assert "is a directory" in await refused(client, "read_file", path=folder)
         bad = await refused(client, "write_file", path=f"{folder}/b.bin", content="!!", encoding="base64")
         assert "not valid base64" in bad
+
+
+# ---- toolsets ----
+
+def hello_extension(tmp_path) -> list[str]:
+    """The example guest whose extension tool is 'hello', allowed to read cells."""
+    from conftest import extension_entry, guest, write_config
+    return ["--config", str(write_config(tmp_path, extension_entry(guest("hello"), grants=["read-cells"])))]
+
+
+async def listed(client) -> set[str]:
+    return {tool.name for tool in (await client.list_tools()).tools}
+
+
+async def test_toolset_flags_choose_what_is_exposed(jupyter_server, transport, tmp_path):
+    async with notebook_client(jupyter_server, "--tools", "list_files,read_file", transport=transport) as client:
+        assert await listed(client) == {"list_files", "read_file"}
+        with pytest.raises(MCPError) as hidden:
+            await client.call_tool("execute_code", {"code": "1"})
+        assert "Unknown tool 'execute_code'" in str(hidden.value) and "list_files, read_file" in str(hidden.value)
+
+    env = {"JUPYTER_MCP_TOOLS": "notebooks", "JUPYTER_MCP_EXCLUDE_TOOLS": "execute_code, write_file"}
+    async with notebook_client(jupyter_server, *hello_extension(tmp_path), transport=transport, env=env) as client:
+        names = await listed(client)
+        assert {"use_notebook", "read_file", "interrupt_kernel", "list_kernelspecs"} <= names
+        assert not names & {"execute_code", "write_file", "hello"}, "excluded and extension tools are out"
+
+    # Extension tools take part: by name, and left out of the core toolset.
+    async with notebook_client(jupyter_server, *hello_extension(tmp_path), "--exclude-tools", "notebooks",
+                               transport=transport) as client:
+        assert await listed(client) == {"hello"}
+        # The guest ran (it reads the current notebook's cells, and none is in use).
+        assert "No notebook is in use" in await refused(client, "hello", who="toolsets")
+
+
+@pytest.mark.parametrize("where", ["cli", "env"])
+def test_unknown_tool_names_stop_the_server(jupyter_server, where):
+    args = [server_binary(), "start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token]
+    env = server_env()
+    if where == "cli":
+        args += ["--tools", "notebooks,list_filez"]
+    else:
+        env["JUPYTER_MCP_EXCLUDE_TOOLS"] = "execute_codes"
+    out = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    assert out.returncode != 0
+    wrong = "'list_filez'" if where == "cli" else "'execute_codes'"
+    assert wrong in out.stderr and "list_files, list_kernels" in out.stderr, out.stderr
+    assert ("--tools" if where == "cli" else "JUPYTER_MCP_EXCLUDE_TOOLS") in out.stderr
+    assert "'notebooks'" in out.stderr
+
+    emptied = subprocess.run(args[:6] + ["--tools", "list_files", "--exclude-tools", "list_files"],
+                             capture_output=True, text=True, timeout=60, env=server_env(), stdin=subprocess.DEVNULL)
+    assert emptied.returncode != 0 and "leave no tool" in emptied.stderr
+
+
+@contextlib.asynccontextmanager
+async def client_at(server, query: str):
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {server.token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as hc:
+        async with Client(streamable_http_client(server.mcp_url + query, http_client=hc),
+                          read_timeout_seconds=120) as client:
+            yield client
+
+
+async def test_only_query_narrows_one_clients_view(jupyter_server, tmp_path):
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token",
+                                jupyter_server.token, *hello_extension(tmp_path)])
+    try:
+        async with client_at(server, "?only=notebooks") as core, client_at(server, "?only=list_files,hello") as two, \
+                client_at(server, "") as everything:
+            core_names, two_names, all_names = await listed(core), await listed(two), await listed(everything)
+            assert "hello" in all_names and "hello" not in core_names and "use_notebook" in core_names
+            assert core_names == all_names - {"hello"}
+            assert two_names == {"list_files", "hello"}
+            with pytest.raises(MCPError) as hidden:
+                await two.call_tool("list_kernels", {})
+            assert "Unknown tool 'list_kernels'" in str(hidden.value) and "hello, list_files" in str(hidden.value)
+            assert "No notebook is in use" in await refused(two, "hello")
+            await call(everything, "list_files")
+
+        request = urllib.request.Request(
+            server.mcp_url + "?only=notebooks,nope", method="POST",
+            data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode(),
+            headers={"Authorization": f"Bearer {server.token}", "Content-Type": "application/json",
+                     "Accept": "application/json, text/event-stream"})
+        with pytest.raises(urllib.error.HTTPError) as refused_view:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused_view.value.code == 400
+        error = json.loads(refused_view.value.read())["error"]
+        assert "'nope'" in error and "list_files" in error and "'notebooks'" in error
+    finally:
+        server.stop()

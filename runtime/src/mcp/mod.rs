@@ -143,10 +143,12 @@ impl ServerHandler for McpServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         // The dispatcher's rule, so what is listed is exactly what may be called.
+        let view = tool_view(&_context);
         let tools = self
             .state
             .tools
             .visible(&self.state.domain.capabilities)
+            .filter(|t| view.as_ref().is_none_or(|v| v.allows(&t.spec().name)))
             .map(|t| t.spec().to_mcp())
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
@@ -345,8 +347,10 @@ impl ServerHandler for McpServer {
             cancel: context.ct.clone(),
             progress,
         };
+        let view = tool_view(&context);
         let call = crate::dispatch::call_tool(
             &self.state.tools,
+            view.as_ref(),
             &request.name,
             request.arguments,
             tool_context,
@@ -369,6 +373,15 @@ impl ServerHandler for McpServer {
         }
         result.map(CallToolResponse::from)
     }
+}
+
+/// The narrower view of the tools this request's client asked for (`/mcp?only=`), if any.
+fn tool_view(context: &RequestContext<RoleServer>) -> Option<crate::dispatch::ToolView> {
+    context
+        .extensions
+        .get::<::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::dispatch::ToolView>())
+        .cloned()
 }
 
 /// Sends a progress notification; a report that would not increase progress is dropped.
