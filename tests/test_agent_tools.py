@@ -416,3 +416,25 @@ async def test_only_query_narrows_one_clients_view(jupyter_server, tmp_path):
         assert "'nope'" in error and "list_files" in error and "'notebooks'" in error
     finally:
         server.stop()
+
+
+async def test_live_backend_records_the_kernelspec_and_runs_all(jupyter_server, second_kernelspec):
+    """The same tools on a collaboration room: metadata and outputs reach the file."""
+    path = f"live-spec-{uuid.uuid4().hex[:6]}.ipynb"
+    (jupyter_server.root / path).write_text(json.dumps({
+        "nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+            {"cell_type": "code", "id": "c1", "metadata": {}, "source": "x = 20", "outputs": [],
+             "execution_count": None},
+            {"cell_type": "code", "id": "c2", "metadata": {}, "source": "print(x + 22)", "outputs": [],
+             "execution_count": None}]}))
+    async with client_for(jupyter_server, "auto", "--document-backend", "live") as client:
+        used = joined(await call(client, "use_notebook", notebook_name="live", notebook_path=path,
+                                 kernel_name="py2"))
+        assert "(live backend)" in used and "kernelspec 'py2'" in used, used
+        ran = await call(client, "run_all_cells")
+        assert [r["status"] for r in ran.structured_content["cells"]] == ["ok", "ok"], joined(ran)
+        assert ran.structured_content["cells"][1]["output"] == "42"
+        await call(client, "unuse_notebook", notebook_name="live")
+    saved = on_disk(jupyter_server, path)
+    assert saved["metadata"]["kernelspec"]["name"] == "py2", saved["metadata"]
+    assert stream_text(saved["cells"][1]["outputs"][0]) == "42\n"
