@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import client_for, http_client, joined, server_binary, server_env, start_http_server
+from conftest import client_for, joined, lose_kernel, server_binary, server_env, start_http_server
 from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.anyio
@@ -251,8 +251,14 @@ async def test_a_notebook_on_a_second_kernelspec(jupyter_server, second_kernelsp
         # Connecting to an existing notebook on a chosen spec.
         await call(client, "unuse_notebook", notebook_name="two")
         await call(client, "use_notebook", notebook_name="again", notebook_path=path, kernel_name="py2")
-        assert kernel_names(jupyter_server)[await notebook_kernel(client, "again")] == "py2"
+        again = await notebook_kernel(client, "again")
+        assert kernel_names(jupyter_server)[again] == "py2"
         assert "3" in joined(await call(client, "execute_code", code="print(1 + 2)"))
+        # A deleted kernel is replaced by one of the same kernelspec.
+        await lose_kernel(jupyter_server, client, again, "deleted")
+        await call(client, "restart_notebook", notebook_name="again")
+        replaced = await notebook_kernel(client, "again")
+        assert replaced != again and kernel_names(jupyter_server)[replaced] == "py2"
 
         unknown = await refused(client, "use_notebook", notebook_name="bad", notebook_path="bad.ipynb",
                                 mode="create", kernel_name="cobol")

@@ -29,6 +29,8 @@ pub struct Jupyter {
     default_kernel: Mutex<DefaultKernel>,
     /// Kernels we started, shut down when we stop.
     started: std::sync::Mutex<HashSet<String>>,
+    /// The kernelspec of kernels we started from a named one, so a replacement keeps it.
+    specs: std::sync::Mutex<HashMap<String, String>>,
     hooks: Arc<Hooks>,
 }
 
@@ -52,6 +54,7 @@ impl Jupyter {
             kernels: Mutex::default(),
             default_kernel: Mutex::default(),
             started: Default::default(),
+            specs: Default::default(),
             hooks,
         }
     }
@@ -139,6 +142,12 @@ impl Jupyter {
             .lock()
             .expect("started lock")
             .insert(model.id.clone());
+        if let Some(spec) = spec {
+            self.specs
+                .lock()
+                .expect("specs lock")
+                .insert(model.id.clone(), spec.to_owned());
+        }
         tracing::info!(kernel = %model.id, "started a kernel");
         match self.kernel(&model.id).await {
             Ok(kernel) => {
@@ -150,6 +159,19 @@ impl Jupyter {
                 self.stop_kernel(&model.id).await;
                 Err(e)
             }
+        }
+    }
+
+    /// A new kernel in place of `lost_id`, of the same kernelspec when we started it from one.
+    async fn start_replacement(
+        &self,
+        lost_id: &str,
+        label: &str,
+    ) -> Result<Arc<Kernel>, KernelError> {
+        let spec = self.specs.lock().expect("specs lock").remove(lost_id);
+        match spec {
+            Some(spec) => self.start_fresh_kernel(Some(&spec), label).await,
+            None => self.start_kernel(label).await,
         }
     }
 
@@ -194,7 +216,7 @@ impl Jupyter {
             }
             Err(rest::RestError::NotFound { .. }) => {
                 self.started.lock().expect("started lock").remove(&id);
-                self.start_kernel(&kernel.label()).await
+                self.start_replacement(&id, &kernel.label()).await
             }
             Err(e) => Err(e.into()),
         }
@@ -220,7 +242,7 @@ impl Jupyter {
             return Ok(kernel);
         }
         self.stop_kernel(&id).await;
-        self.start_kernel(&lost.label()).await
+        self.start_replacement(&id, &lost.label()).await
     }
 
     /// Shuts down a kernel we started (others are left alone).
