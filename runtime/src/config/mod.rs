@@ -48,6 +48,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The WebAssembly guests to load and where their compiled forms are cached.
     pub wasm: WasmConfig,
+    /// Spare kernels while `kernel.prewarm` is on (`prewarm_max`, `prewarm_max_idle_seconds`).
+    pub prewarm: crate::jupyter::spares::SparePolicy,
     /// Largest file read_file reads or write_file writes.
     pub max_file_bytes: u64,
     /// Which tools are exposed (`--tools`, `--exclude-tools`).
@@ -264,6 +266,7 @@ impl Config {
                 only: clean_names(args.tools),
                 exclude: clean_names(args.exclude_tools),
             },
+            prewarm: file.prewarm,
         })
     }
 }

@@ -335,7 +335,7 @@ async fn start_kernel(
     label: &str,
 ) -> Result<Arc<Kernel>, KernelError> {
     match spec {
-        Some(spec) => jupyter.start_fresh_kernel(Some(&spec.name), label).await,
+        Some(spec) => jupyter.start_kernel_of(Some(&spec.name), label).await,
         None => jupyter.start_kernel(label).await,
     }
 }
