@@ -245,12 +245,8 @@ mod tests {
     use super::*;
     use crate::jupyter::document::{DocumentError, apply_edits};
 
-    fn notebook(sources: &[(&str, CellType)]) -> Notebook {
-        let mut nb = Notebook::empty();
-        for (s, t) in sources {
-            nb.cells.push(Cell::new(*t, *s));
-        }
-        nb
+    fn notebook(cells: &[(&str, CellType)]) -> Notebook {
+        Notebook::with_cells(cells)
     }
 
     #[test]

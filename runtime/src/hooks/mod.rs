@@ -37,26 +37,46 @@ impl HookKind {
     }
 }
 
-/// An event and its data (the same keys the Python server passes as kwargs).
+/// An event and its data, typed; [`HookEvent::to_json`] gives it as the Python server passes it
+/// to handlers (its kwargs).
 #[derive(Debug, Clone, PartialEq)]
-pub struct HookEvent {
-    pub kind: HookKind,
-    pub data: Map<String, Value>,
+pub enum HookEvent {
+    BeforeToolCall {
+        tool_name: String,
+        /// The call's arguments, a JSON object.
+        arguments: Value,
+    },
+    AfterToolCall {
+        tool_name: String,
+        arguments: Value,
+        /// The result's text, when the tool succeeded.
+        result: Option<String>,
+        error: Option<String>,
+    },
+    BeforeExecute {
+        kernel_id: String,
+        code: String,
+    },
+    AfterExecute {
+        kernel_id: String,
+        /// The nbformat outputs.
+        outputs: Vec<Value>,
+        error: Option<String>,
+    },
+    KernelLifecycle {
+        /// `started`, `restarted`, `stopped`, `lost`, ...
+        event_type: String,
+        kernel_id: String,
+        kernel_name: String,
+    },
 }
 
 impl HookEvent {
-    fn new(kind: HookKind, data: Value) -> Self {
-        let Value::Object(data) = data else {
-            unreachable!("event data is an object")
-        };
-        HookEvent { kind, data }
-    }
-
     pub fn before_tool_call(tool_name: &str, arguments: &Value) -> Self {
-        Self::new(
-            HookKind::BeforeToolCall,
-            json!({"tool_name": tool_name, "arguments": arguments}),
-        )
+        HookEvent::BeforeToolCall {
+            tool_name: tool_name.to_owned(),
+            arguments: arguments.clone(),
+        }
     }
 
     pub fn after_tool_call(
@@ -65,35 +85,83 @@ impl HookEvent {
         result: Option<String>,
         error: Option<String>,
     ) -> Self {
-        Self::new(
-            HookKind::AfterToolCall,
-            json!({"tool_name": tool_name, "arguments": arguments, "result": result, "error": error}),
-        )
+        HookEvent::AfterToolCall {
+            tool_name: tool_name.to_owned(),
+            arguments: arguments.clone(),
+            result,
+            error,
+        }
     }
 
     pub fn before_execute(kernel_id: &str, code: &str) -> Self {
-        Self::new(
-            HookKind::BeforeExecute,
-            json!({"kernel_id": kernel_id, "code": code}),
-        )
+        HookEvent::BeforeExecute {
+            kernel_id: kernel_id.to_owned(),
+            code: code.to_owned(),
+        }
     }
 
     pub fn after_execute(kernel_id: &str, outputs: &[Value], error: Option<String>) -> Self {
-        Self::new(
-            HookKind::AfterExecute,
-            json!({"kernel_id": kernel_id, "outputs": outputs, "error": error}),
-        )
+        HookEvent::AfterExecute {
+            kernel_id: kernel_id.to_owned(),
+            outputs: outputs.to_vec(),
+            error,
+        }
     }
 
     pub fn kernel_lifecycle(event_type: &str, kernel_id: &str, kernel_name: &str) -> Self {
-        Self::new(
-            HookKind::KernelLifecycle,
-            json!({"event_type": event_type, "kernel_id": kernel_id, "kernel_name": kernel_name}),
-        )
+        HookEvent::KernelLifecycle {
+            event_type: event_type.to_owned(),
+            kernel_id: kernel_id.to_owned(),
+            kernel_name: kernel_name.to_owned(),
+        }
     }
 
-    pub fn str(&self, key: &str) -> Option<&str> {
-        self.data.get(key).and_then(Value::as_str)
+    pub fn kind(&self) -> HookKind {
+        match self {
+            HookEvent::BeforeToolCall { .. } => HookKind::BeforeToolCall,
+            HookEvent::AfterToolCall { .. } => HookKind::AfterToolCall,
+            HookEvent::BeforeExecute { .. } => HookKind::BeforeExecute,
+            HookEvent::AfterExecute { .. } => HookKind::AfterExecute,
+            HookEvent::KernelLifecycle { .. } => HookKind::KernelLifecycle,
+        }
+    }
+
+    /// The event's data with the keys the Python server passes its handlers: the one place this
+    /// JSON is made.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let data = match self {
+            HookEvent::BeforeToolCall {
+                tool_name,
+                arguments,
+            } => json!({"tool_name": tool_name, "arguments": arguments}),
+            HookEvent::AfterToolCall {
+                tool_name,
+                arguments,
+                result,
+                error,
+            } => {
+                json!({"tool_name": tool_name, "arguments": arguments, "result": result, "error": error})
+            }
+            HookEvent::BeforeExecute { kernel_id, code } => {
+                json!({"kernel_id": kernel_id, "code": code})
+            }
+            HookEvent::AfterExecute {
+                kernel_id,
+                outputs,
+                error,
+            } => json!({"kernel_id": kernel_id, "outputs": outputs, "error": error}),
+            HookEvent::KernelLifecycle {
+                event_type,
+                kernel_id,
+                kernel_name,
+            } => {
+                json!({"event_type": event_type, "kernel_id": kernel_id, "kernel_name": kernel_name})
+            }
+        };
+        match data {
+            Value::Object(map) => map,
+            _ => unreachable!("event data is an object"),
+        }
     }
 }
 
@@ -205,7 +273,7 @@ impl Hooks {
             Err(message) => {
                 tracing::debug!(
                     handler = handler.name(),
-                    event = event.kind.as_str(),
+                    event = event.kind().as_str(),
                     "hook handler failed: {message}"
                 );
                 Ok(())
@@ -321,8 +389,8 @@ mod tests {
             Box::pin(async move {
                 let before = context.get("mark").cloned();
                 context.insert("mark".into(), json!(self.name));
-                self.seen.lock().unwrap().push((event.kind, before));
-                if self.fail_on == Some(event.kind) {
+                self.seen.lock().unwrap().push((event.kind(), before));
+                if self.fail_on == Some(event.kind()) {
                     Err(format!("{} says no", self.name))
                 } else {
                     Ok(())
@@ -380,6 +448,14 @@ mod tests {
         assert_eq!(
             refused.to_string(),
             "refused by hook handler 'policy': policy says no"
+        );
+        assert_eq!(
+            HookEvent::before_execute("k", "1").to_json(),
+            json!({"kernel_id": "k", "code": "1"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            "the Python server's keyword arguments"
         );
         assert!(
             later.seen.lock().unwrap().is_empty(),

@@ -93,13 +93,38 @@ pub enum NotebookError {
     BadCell { index: usize, reason: String },
 }
 
-/// Joins a multiline field stored as a string or a list of lines.
-fn multiline(value: Option<&Value>) -> String {
+/// The text of an nbformat multiline string (a string, or a list of lines to join); `None` when
+/// the value is neither.
+pub fn multiline_text(value: &Value) -> Option<String> {
     match value {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(lines)) => lines.iter().filter_map(Value::as_str).collect(),
-        _ => String::new(),
+        Value::String(s) => Some(s.clone()),
+        Value::Array(lines) => Some(lines.iter().filter_map(Value::as_str).collect()),
+        _ => None,
     }
+}
+
+/// A multiline field, empty when missing or malformed.
+fn multiline(value: Option<&Value>) -> String {
+    value.and_then(multiline_text).unwrap_or_default()
+}
+
+/// The text an `error` output shows: its traceback, a line each, or `ename: evalue` when it has
+/// none.
+pub fn error_text(output: &Value) -> String {
+    let lines: Vec<&str> = output
+        .get("traceback")
+        .and_then(Value::as_array)
+        .map(|lines| lines.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !lines.is_empty() {
+        return lines.join("\n");
+    }
+    let field = |key: &str| output.get(key).and_then(Value::as_str);
+    format!(
+        "{}: {}",
+        field("ename").unwrap_or("Error"),
+        field("evalue").unwrap_or("")
+    )
 }
 
 impl Notebook {
@@ -108,6 +133,16 @@ impl Notebook {
             cells: Vec::new(),
             metadata: Map::new(),
         }
+    }
+
+    /// A notebook of new cells with these sources and types, for unit tests.
+    #[cfg(test)]
+    pub fn with_cells(cells: &[(&str, CellType)]) -> Self {
+        let mut notebook = Notebook::empty();
+        for (source, cell_type) in cells {
+            notebook.cells.push(Cell::new(*cell_type, *source));
+        }
+        notebook
     }
 
     pub fn parse(text: &str) -> Result<Self, NotebookError> {

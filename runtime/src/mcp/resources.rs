@@ -9,7 +9,7 @@ use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTempla
 use serde_json::{Value, json};
 
 use crate::domain::Domain;
-use crate::jupyter::notebook::{Cell, Notebook};
+use crate::jupyter::notebook::{Cell, Notebook, error_text, multiline_text};
 
 const SCHEME: &str = "notebook://";
 pub const CAPABILITIES_URI: &str = "capabilities://";
@@ -204,34 +204,12 @@ fn output_contents(uri: &str, cell: &Cell, position: &str) -> Result<ResourceCon
             )
         })?;
     let mime = output_mime(output);
-    let join = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        Value::Array(lines) => lines.iter().filter_map(Value::as_str).collect(),
-        other => other.to_string(),
-    };
+    let join = |v: &Value| multiline_text(v).unwrap_or_else(|| v.to_string());
     let contents = match output.get("output_type").and_then(Value::as_str) {
         Some("stream") => {
             ResourceContents::text(join(output.get("text").unwrap_or(&Value::Null)), uri)
         }
-        Some("error") => {
-            let traceback = output.get("traceback").and_then(Value::as_array);
-            let text = match traceback {
-                Some(lines) if !lines.is_empty() => lines
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-                _ => format!(
-                    "{}: {}",
-                    output
-                        .get("ename")
-                        .and_then(Value::as_str)
-                        .unwrap_or("Error"),
-                    output.get("evalue").and_then(Value::as_str).unwrap_or("")
-                ),
-            };
-            ResourceContents::text(text, uri)
-        }
+        Some("error") => ResourceContents::text(error_text(output), uri),
         _ => {
             let value = &output["data"][mime.as_str()];
             if mime.starts_with("image/") && mime != "image/svg+xml" {

@@ -11,6 +11,7 @@ use rmcp::model::ContentBlock as Content;
 use serde_json::Value;
 
 use crate::config::OutputLimits;
+use crate::jupyter::notebook::{error_text, multiline_text};
 
 static ANSI: LazyLock<Regex> = LazyLock::new(|| {
     // CSI sequences (colours, cursor moves) and OSC sequences (titles, hyperlinks).
@@ -20,15 +21,6 @@ static ANSI: LazyLock<Regex> = LazyLock::new(|| {
 
 pub fn strip_ansi(text: &str) -> String {
     ANSI.replace_all(text, "").into_owned()
-}
-
-/// A mimebundle value: a string, or a list of strings to join.
-fn bundle_text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(lines) => Some(lines.iter().filter_map(Value::as_str).collect()),
-        _ => None,
-    }
 }
 
 /// One piece of an output as the agent sees it.
@@ -46,7 +38,10 @@ pub fn render_output(output: &Value, allow_images: bool) -> Option<Rendered> {
         .unwrap_or("");
     match output_type {
         "stream" => {
-            let text = output.get("text").and_then(bundle_text).unwrap_or_default();
+            let text = output
+                .get("text")
+                .and_then(multiline_text)
+                .unwrap_or_default();
             (!text.is_empty()).then(|| Rendered::Text(strip_ansi(&text)))
         }
         "display_data" | "execute_result" => {
@@ -56,7 +51,7 @@ pub fn render_output(output: &Value, allow_images: bool) -> Option<Rendered> {
                 .and_then(Value::as_object)
                 .unwrap_or(&empty);
             for mime in ["image/png", "image/jpeg"] {
-                if let Some(image) = data.get(mime).and_then(bundle_text) {
+                if let Some(image) = data.get(mime).and_then(multiline_text) {
                     return Some(if allow_images {
                         Rendered::Image {
                             data: image.split_whitespace().collect(),
@@ -69,7 +64,7 @@ pub fn render_output(output: &Value, allow_images: bool) -> Option<Rendered> {
                 }
             }
             for mime in ["text/markdown", "text/latex"] {
-                if let Some(text) = data.get(mime).and_then(bundle_text) {
+                if let Some(text) = data.get(mime).and_then(multiline_text) {
                     return Some(Rendered::Text(strip_ansi(&text)));
                 }
             }
@@ -77,7 +72,7 @@ pub fn render_output(output: &Value, allow_images: bool) -> Option<Rendered> {
                 let pretty = serde_json::to_string_pretty(json).unwrap_or_default();
                 return Some(Rendered::Text(pretty));
             }
-            if let Some(text) = data.get("text/plain").and_then(bundle_text) {
+            if let Some(text) = data.get("text/plain").and_then(multiline_text) {
                 return Some(Rendered::Text(strip_ansi(&text)));
             }
             if data.contains_key("text/html") {
@@ -89,30 +84,7 @@ pub fn render_output(output: &Value, allow_images: bool) -> Option<Rendered> {
                 keys.join(", ")
             )))
         }
-        "error" => {
-            let traceback = output
-                .get("traceback")
-                .and_then(Value::as_array)
-                .map(|lines| {
-                    lines
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(strip_ansi)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                })
-                .unwrap_or_default();
-            if traceback.is_empty() {
-                let ename = output
-                    .get("ename")
-                    .and_then(Value::as_str)
-                    .unwrap_or("Error");
-                let evalue = output.get("evalue").and_then(Value::as_str).unwrap_or("");
-                Some(Rendered::Text(format!("{ename}: {evalue}")))
-            } else {
-                Some(Rendered::Text(traceback))
-            }
-        }
+        "error" => Some(Rendered::Text(strip_ansi(&error_text(output)))),
         other => Some(Rendered::Text(format!("[Unknown output type: {other}]"))),
     }
 }

@@ -44,13 +44,13 @@ pub enum GuestError {
 }
 
 /// A live instance and the exports it has.
-pub struct Live {
+pub struct GuestInstance {
     pub store: Store<GuestState>,
     hooks: Option<hooks_export::Guest>,
     extension: Option<extension_export::Guest>,
 }
 
-impl Live {
+impl GuestInstance {
     /// Starts the CPU clock of a call.
     fn begin(&mut self) {
         self.store.data_mut().start_call();
@@ -123,7 +123,7 @@ pub struct Template {
 
 impl Template {
     /// A new `Store` and instance; the instance's start-up runs under the same CPU cap as a call.
-    pub fn instantiate(&self) -> wasmtime::Result<Live> {
+    pub fn instantiate(&self) -> wasmtime::Result<GuestInstance> {
         let mut store = Store::new(self.pre.engine(), GuestState::new(self.settings.clone()));
         store.limiter(|state| state.limiter());
         store.epoch_deadline_callback(|mut store| {
@@ -144,7 +144,7 @@ impl Template {
             Some(indices) => Some(indices.load(&mut store, &instance)?),
             None => None,
         };
-        Ok(Live {
+        Ok(GuestInstance {
             store,
             hooks,
             extension,
@@ -211,7 +211,7 @@ pub struct Guest {
     pub path: PathBuf,
     id: u64,
     template: Template,
-    live: Mutex<Option<Live>>,
+    live: Mutex<Option<GuestInstance>>,
     max_failures: u32,
     failures: AtomicU32,
     switched_off: Mutex<Option<String>>,
@@ -227,7 +227,7 @@ impl std::fmt::Debug for Guest {
 }
 
 impl Guest {
-    pub fn new(name: String, path: PathBuf, template: Template, first: Live) -> Self {
+    pub fn new(name: String, path: PathBuf, template: Template, first: GuestInstance) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Guest {
             max_failures: template.settings.limits.max_consecutive_failures.max(1),
@@ -250,7 +250,7 @@ impl Guest {
     /// which costs ~45 µs on a small VM); elsewhere on the blocking pool.
     pub async fn call<R: Send + 'static>(
         self: &Arc<Self>,
-        call: impl FnOnce(&mut Live) -> wasmtime::Result<R> + Send + 'static,
+        call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R> + Send + 'static,
     ) -> Result<R, GuestError> {
         // Checked on the caller's thread, where a re-entrant call would come from.
         self.check_entry()?;
@@ -275,7 +275,7 @@ impl Guest {
     /// Like [`Guest::call`], for threads outside the async runtime (loading, benchmarks).
     pub fn call_blocking<R>(
         &self,
-        call: impl FnOnce(&mut Live) -> wasmtime::Result<R>,
+        call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
     ) -> Result<R, GuestError> {
         self.run(call)
     }
@@ -291,7 +291,10 @@ impl Guest {
         Ok(())
     }
 
-    fn run<R>(&self, call: impl FnOnce(&mut Live) -> wasmtime::Result<R>) -> Result<R, GuestError> {
+    fn run<R>(
+        &self,
+        call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
+    ) -> Result<R, GuestError> {
         // Before the lock: a call from inside this guest's own call would wait for itself.
         self.check_entry()?;
         let mut slot = lock(&self.live);

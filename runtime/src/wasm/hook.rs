@@ -6,8 +6,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::guest::{Guest, GuestError};
-use super::v0_1_0::types;
-use crate::hooks::{HookEvent, HookFuture, HookHandler, HookKind};
+use super::v0_1_0::{convert, types};
+use crate::hooks::{HookEvent, HookFuture, HookHandler};
 
 pub struct WasmHookHandler {
     guest: Arc<Guest>,
@@ -21,37 +21,7 @@ impl WasmHookHandler {
 
     /// The event as the WIT carries it.
     pub fn to_wit(event: &HookEvent) -> types::HookEvent {
-        let text = |key: &str| event.str(key).unwrap_or_default().to_owned();
-        let optional = |key: &str| event.str(key).map(str::to_owned);
-        let json = |key: &str| event.data.get(key).unwrap_or(&Value::Null).to_string();
-        match event.kind {
-            HookKind::BeforeToolCall => types::HookEvent::BeforeToolCall(types::BeforeToolCall {
-                tool_name: text("tool_name"),
-                arguments: json("arguments"),
-            }),
-            HookKind::AfterToolCall => types::HookEvent::AfterToolCall(types::AfterToolCall {
-                tool_name: text("tool_name"),
-                arguments: json("arguments"),
-                result: optional("result"),
-                error: optional("error"),
-            }),
-            HookKind::BeforeExecute => types::HookEvent::BeforeExecute(types::BeforeExecute {
-                kernel_id: text("kernel_id"),
-                code: text("code"),
-            }),
-            HookKind::AfterExecute => types::HookEvent::AfterExecute(types::AfterExecute {
-                kernel_id: text("kernel_id"),
-                outputs: json("outputs"),
-                error: optional("error"),
-            }),
-            HookKind::KernelLifecycle => {
-                types::HookEvent::KernelLifecycle(types::KernelLifecycle {
-                    event_type: text("event_type"),
-                    kernel_id: text("kernel_id"),
-                    kernel_name: text("kernel_name"),
-                })
-            }
-        }
+        convert::hook_event(event)
     }
 
     /// One event into the guest; `Ok(Some(map))` replaces the handler's context.

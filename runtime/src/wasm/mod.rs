@@ -1,9 +1,12 @@
 //! WebAssembly guests: hook handlers and extensions built as components against the WIT in
 //! `wit/`, run sandboxed on wasmtime.
 //!
-//! - `v0_1_0`: the bindings of one WIT version (later versions get their own module);
+//! - `v0_1_0/`: one WIT version: its bindings, its host functions and every conversion between
+//!   its types and ours (a later version is a folder beside it);
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
-//! - `sandbox`: a guest's store data, limits and the host functions it may import;
+//! - `limits`: the memory cap and the per-call CPU clock;
+//! - `grants`: the operator's grants, parsed once into a typed set;
+//! - `sandbox`: a guest's store data and the grant check every notebook host function passes;
 //! - `guest`: a guest's instance and calls into it, failure counting, rebuild from `InstancePre`;
 //! - `hook`: a hook-handler guest on the hooks bus;
 //! - `tool`: an extension's tool in the tool registry.
@@ -26,7 +29,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
-pub use guest::{Guest, GuestError, Live, Template};
+pub use guest::{Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
 pub use sandbox::{GuestSettings, GuestState, HostLink};
 pub use tool::{ExtensionTool, register_tools};

@@ -29,7 +29,7 @@ use jsonl::JsonlExporter;
 pub use jsonl::python_json;
 use otlp::OtlpExporter;
 
-use super::{CallScope, HookEvent, HookFuture, HookHandler, HookKind};
+use super::{CallScope, HookEvent, HookFuture, HookHandler};
 
 /// The key under which the tool call's span context is left for its `execute` spans.
 const TOOL_SPAN_KEY: &str = "otel.tool_span";
@@ -113,9 +113,8 @@ impl OtelHandler {
     }
 
     fn handle(&self, event: &HookEvent, context: &mut Map<String, Value>) {
-        let text = |key: &str| event.str(key).unwrap_or_default().to_owned();
-        match event.kind {
-            HookKind::BeforeToolCall => {
+        match event {
+            HookEvent::BeforeToolCall { tool_name, .. } => {
                 let scope = CallScope::current();
                 let parent = scope
                     .as_ref()
@@ -123,11 +122,10 @@ impl OtelHandler {
                     .and_then(parse_traceparent)
                     .map(|remote| Context::new().with_remote_span_context(remote))
                     .unwrap_or_default();
-                let tool = text("tool_name");
                 let span = self.start(
-                    format!("tool_call:{tool}"),
+                    format!("tool_call:{tool_name}"),
                     &parent,
-                    vec![KeyValue::new("tool.name", tool)],
+                    vec![KeyValue::new("tool.name", tool_name.clone())],
                 );
                 if let Some(scope) = scope {
                     let sc = span.span_context();
@@ -138,7 +136,7 @@ impl OtelHandler {
                 }
                 self.keep(span, context);
             }
-            HookKind::BeforeExecute => {
+            HookEvent::BeforeExecute { kernel_id, code } => {
                 let parent = CallScope::current()
                     .and_then(|s| {
                         s.shared
@@ -160,54 +158,58 @@ impl OtelHandler {
                     })
                     .map(|sc| Context::new().with_remote_span_context(sc))
                     .unwrap_or_default();
-                let code: String = text("code").chars().take(200).collect();
+                let code: String = code.chars().take(200).collect();
                 let span = self.start(
                     "execute".into(),
                     &parent,
                     vec![
-                        KeyValue::new("kernel.id", text("kernel_id")),
+                        KeyValue::new("kernel.id", kernel_id.clone()),
                         KeyValue::new("code.snippet", code),
                     ],
                 );
                 self.keep(span, context);
             }
-            HookKind::AfterToolCall | HookKind::AfterExecute => {
-                let Some(mut span) = self.take(context) else {
-                    return;
-                };
-                match event.data.get("error").and_then(Value::as_str) {
-                    Some(error) => {
-                        span.set_attribute(KeyValue::new("error", true));
-                        span.set_attribute(KeyValue::new("error.message", error.to_owned()));
-                    }
-                    None if event.kind == HookKind::AfterToolCall => {
-                        let summary: String = text("result").chars().take(200).collect();
-                        span.set_attribute(KeyValue::new("result.summary", summary));
-                    }
-                    None => {
-                        let count = event
-                            .data
-                            .get("outputs")
-                            .and_then(Value::as_array)
-                            .map_or(0, Vec::len);
-                        span.set_attribute(KeyValue::new("output.count", count as i64));
-                    }
-                }
-                span.end();
+            HookEvent::AfterToolCall { error, result, .. } => {
+                let summary = result.as_deref().unwrap_or_default().chars().take(200);
+                let outcome = KeyValue::new("result.summary", summary.collect::<String>());
+                self.finish(context, error.as_deref(), outcome);
             }
-            HookKind::KernelLifecycle => {
+            HookEvent::AfterExecute { error, outputs, .. } => {
+                let outcome = KeyValue::new("output.count", outputs.len() as i64);
+                self.finish(context, error.as_deref(), outcome);
+            }
+            HookEvent::KernelLifecycle {
+                event_type,
+                kernel_id,
+                kernel_name,
+            } => {
                 let mut span = self.start(
                     "kernel_lifecycle".into(),
                     &Context::new(),
                     vec![
-                        KeyValue::new("event_type", text("event_type")),
-                        KeyValue::new("kernel.id", text("kernel_id")),
-                        KeyValue::new("kernel.name", text("kernel_name")),
+                        KeyValue::new("event_type", event_type.clone()),
+                        KeyValue::new("kernel.id", kernel_id.clone()),
+                        KeyValue::new("kernel.name", kernel_name.clone()),
                     ],
                 );
                 span.end();
             }
         }
+    }
+
+    /// Ends the span a before event opened: the error if there was one, else what it produced.
+    fn finish(&self, context: &Map<String, Value>, error: Option<&str>, outcome: KeyValue) {
+        let Some(mut span) = self.take(context) else {
+            return;
+        };
+        match error {
+            Some(error) => {
+                span.set_attribute(KeyValue::new("error", true));
+                span.set_attribute(KeyValue::new("error.message", error.to_owned()));
+            }
+            None => span.set_attribute(outcome),
+        }
+        span.end();
     }
 }
 

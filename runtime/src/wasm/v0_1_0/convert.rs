@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::types;
+use crate::hooks::HookEvent;
 use crate::jupyter::notebook::{Cell, CellType};
 use crate::wasm::sandbox::HostCallError;
 
@@ -34,5 +35,53 @@ pub fn host_error(error: HostCallError) -> types::HostError {
         HostCallError::NotGranted(m) => types::HostError::NotGranted(m),
         HostCallError::NotAvailable(m) => types::HostError::NotAvailable(m),
         HostCallError::Failed(m) => types::HostError::Failed(m),
+    }
+}
+
+/// A hook event as the WIT carries it (JSON fields as strings).
+pub fn hook_event(event: &HookEvent) -> types::HookEvent {
+    match event {
+        HookEvent::BeforeToolCall {
+            tool_name,
+            arguments,
+        } => types::HookEvent::BeforeToolCall(types::BeforeToolCall {
+            tool_name: tool_name.clone(),
+            arguments: arguments.to_string(),
+        }),
+        HookEvent::AfterToolCall {
+            tool_name,
+            arguments,
+            result,
+            error,
+        } => types::HookEvent::AfterToolCall(types::AfterToolCall {
+            tool_name: tool_name.clone(),
+            arguments: arguments.to_string(),
+            result: result.clone(),
+            error: error.clone(),
+        }),
+        HookEvent::BeforeExecute { kernel_id, code } => {
+            types::HookEvent::BeforeExecute(types::BeforeExecute {
+                kernel_id: kernel_id.clone(),
+                code: code.clone(),
+            })
+        }
+        HookEvent::AfterExecute {
+            kernel_id,
+            outputs,
+            error,
+        } => types::HookEvent::AfterExecute(types::AfterExecute {
+            kernel_id: kernel_id.clone(),
+            outputs: serde_json::to_string(outputs).expect("JSON values serialize"),
+            error: error.clone(),
+        }),
+        HookEvent::KernelLifecycle {
+            event_type,
+            kernel_id,
+            kernel_name,
+        } => types::HookEvent::KernelLifecycle(types::KernelLifecycle {
+            event_type: event_type.clone(),
+            kernel_id: kernel_id.clone(),
+            kernel_name: kernel_name.clone(),
+        }),
     }
 }

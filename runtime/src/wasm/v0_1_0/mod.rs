@@ -16,5 +16,5 @@ pub use jupyter_mcp::extension::{config, log, notebook, types};
 pub const HOOKS_EXPORT: &str = "jupyter-mcp:extension/hooks@0.1.0";
 pub const EXTENSION_EXPORT: &str = "jupyter-mcp:extension/extension-api@0.1.0";
 
-mod convert;
+pub mod convert;
 mod host;
