@@ -237,7 +237,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
                         progress: None,
                     };
                     let started = Instant::now();
-                    let result = call_tool(&tools, name, Some(arguments), context, None)
+                    let result = call_tool(&tools, None, name, Some(arguments), context, None)
                         .await
                         .expect("a known tool");
                     let took = started.elapsed();

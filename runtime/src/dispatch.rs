@@ -60,6 +60,103 @@ impl ToolRegistry {
     }
 }
 
+/// The toolset of every core tool (the Python server's name for its core tools).
+pub const CORE_TOOLSET: &str = "notebooks";
+
+/// A `--tools`/`--exclude-tools` list or an `?only=` query that cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum UnknownToolNames {
+    #[error(
+        "{place} names no tool {unknown}. This server's tools are: {known}; the toolset \
+         '{CORE_TOOLSET}' stands for every core tool."
+    )]
+    Unknown {
+        place: String,
+        unknown: String,
+        known: String,
+    },
+    #[error(
+        "--tools and --exclude-tools together leave no tool to serve. This server's tools are: \
+         {known}."
+    )]
+    NoneLeft { known: String },
+}
+
+/// One client's narrower view of the tools (`/mcp?only=...`).
+#[derive(Debug, Clone)]
+pub struct ToolView {
+    names: Arc<std::collections::BTreeSet<String>>,
+}
+
+impl ToolView {
+    pub fn allows(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+}
+
+impl ToolRegistry {
+    /// Tool names and toolsets, expanded to the tools they name.
+    fn expand(
+        &self,
+        names: &[String],
+        place: &str,
+    ) -> Result<std::collections::BTreeSet<String>, UnknownToolNames> {
+        let mut expanded = std::collections::BTreeSet::new();
+        let mut unknown = Vec::new();
+        for name in names {
+            if name == CORE_TOOLSET {
+                expanded.extend(
+                    self.iter()
+                        .filter(|t| t.extension_name().is_none())
+                        .map(|t| t.spec().name.clone()),
+                );
+            } else if self.tools.contains_key(name) {
+                expanded.insert(name.clone());
+            } else {
+                unknown.push(format!("'{name}'"));
+            }
+        }
+        if unknown.is_empty() {
+            Ok(expanded)
+        } else {
+            Err(UnknownToolNames::Unknown {
+                place: place.to_owned(),
+                unknown: unknown.join(", "),
+                known: self.names().join(", "),
+            })
+        }
+    }
+
+    /// Keeps the tools the operator chose: `only` (all when empty) minus `exclude`. Every name
+    /// must be a tool (extension tools included) or a toolset; keeping none is refused too.
+    pub fn select(&mut self, only: &[String], exclude: &[String]) -> Result<(), UnknownToolNames> {
+        if only.is_empty() && exclude.is_empty() {
+            return Ok(());
+        }
+        let kept = if only.is_empty() {
+            self.tools.keys().cloned().collect()
+        } else {
+            self.expand(only, "--tools (JUPYTER_MCP_TOOLS)")?
+        };
+        let dropped = self.expand(exclude, "--exclude-tools (JUPYTER_MCP_EXCLUDE_TOOLS)")?;
+        let kept: std::collections::BTreeSet<String> = kept.difference(&dropped).cloned().collect();
+        if kept.is_empty() {
+            return Err(UnknownToolNames::NoneLeft {
+                known: self.names().join(", "),
+            });
+        }
+        self.tools.retain(|name, _| kept.contains(name));
+        Ok(())
+    }
+
+    /// A narrower view for one client: names and toolsets among the tools served.
+    pub fn view(&self, names: &[String]) -> Result<ToolView, UnknownToolNames> {
+        Ok(ToolView {
+            names: Arc::new(self.expand(names, "?only=")?),
+        })
+    }
+}
+
 /// Why a tool may not run now: the capability it needs is off.
 pub fn refusal(spec: &ToolSpec, capabilities: &Capabilities) -> Option<String> {
     let needed = spec.capability.as_deref()?;
@@ -131,19 +228,31 @@ pub async fn run(
 /// A tool call from MCP, answered as MCP wants it.
 pub async fn call_tool(
     tools: &ToolRegistry,
+    view: Option<&ToolView>,
     name: &str,
     arguments: Option<JsonObject>,
     context: ToolContext,
     traceparent: Option<String>,
 ) -> Result<CallToolResult, McpError> {
-    let outcome = run(tools, name, arguments, context, traceparent)
-        .await
-        .map_err(|unknown| {
-            McpError::invalid_params(
-                unknown.to_string(),
-                Some(serde_json::json!({ "tool": name })),
-            )
-        })?;
+    let outcome = match view {
+        // Outside this client's view a tool does not exist for it.
+        Some(view) if !view.allows(name) => Err(UnknownTool {
+            name: name.to_owned(),
+            known: tools
+                .names()
+                .into_iter()
+                .filter(|n| view.allows(n))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }),
+        _ => run(tools, name, arguments, context, traceparent).await,
+    };
+    let outcome = outcome.map_err(|unknown| {
+        McpError::invalid_params(
+            unknown.to_string(),
+            Some(serde_json::json!({ "tool": name })),
+        )
+    })?;
     Ok(match outcome {
         Ok(output) => {
             let mut result = CallToolResult::success(output.content);
@@ -236,5 +345,35 @@ mod tests {
         .unwrap();
         assert_eq!(registry.visible(&on).count(), 2);
         assert!(refusal(&spec, &on).is_none());
+    }
+
+    #[test]
+    fn toolsets_select_and_view_by_name_and_refuse_unknown_names() {
+        let names = |r: &ToolRegistry| r.names().join(",");
+        let mut registry = ToolRegistry::builtin();
+        let all = registry.names().len();
+        let view = registry
+            .view(&["notebooks".into(), "list_files".into()])
+            .unwrap();
+        assert!(view.allows("use_notebook") && view.allows("read_file"));
+        let unknown = registry.view(&["nope".into()]).unwrap_err().to_string();
+        assert!(unknown.contains("'nope'") && unknown.contains("list_files, list_kernels"));
+        registry.select(&[], &[]).unwrap();
+        assert_eq!(registry.names().len(), all);
+        let error = registry
+            .clone()
+            .select(&["list_files".into()], &["list_files".into()])
+            .unwrap_err();
+        assert!(matches!(error, UnknownToolNames::NoneLeft { .. }));
+        assert!(registry.clone().select(&["x".into()], &[]).is_err());
+        let mut narrowed = registry.clone();
+        narrowed
+            .select(&["notebooks".into()], &["execute_code".into()])
+            .unwrap();
+        assert_eq!(narrowed.names().len(), all - 1);
+        registry
+            .select(&["read_file".into(), "write_file".into()], &[])
+            .unwrap();
+        assert_eq!(names(&registry), "read_file,write_file");
     }
 }

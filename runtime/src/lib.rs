@@ -46,6 +46,8 @@ pub enum RunError {
     Transport(String),
     #[error(transparent)]
     Http(#[from] mcp::http::HttpError),
+    #[error(transparent)]
+    Toolset(#[from] dispatch::UnknownToolNames),
 }
 
 /// Loads the operator's wasm guests. Compiling may take seconds (only the first time: compiled
@@ -134,8 +136,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
     }
     let transport = config.transport;
-    // Mutated only when fixtures or the wasm host are compiled in.
-    #[allow(unused_mut)]
     let mut tools = ToolRegistry::builtin();
     #[cfg(feature = "conformance-fixtures")]
     for tool in mcp::fixtures::tools() {
@@ -144,6 +144,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // After the core tools, so an extension can never shadow one.
     #[cfg(feature = "wasm")]
     wasm::register_tools(&mut tools, &guests, &capabilities);
+    // After every tool is known, extension tools included; an unknown name stops us.
+    tools.select(&config.toolset.only, &config.toolset.exclude)?;
     let domain = Domain::new(
         domain::Settings::of(&config),
         Jupyter::new(rest, hooks.clone()),

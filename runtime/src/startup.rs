@@ -30,8 +30,14 @@ pub async fn prepare(state: &Arc<ServerState>, config: &Config) {
             progress: None,
         };
         let arguments = arguments.as_object().cloned();
-        let called =
-            crate::dispatch::call_tool(&state.tools, "use_notebook", arguments, context, None);
+        let called = crate::dispatch::call_tool(
+            &state.tools,
+            None,
+            "use_notebook",
+            arguments,
+            context,
+            None,
+        );
         match called.await {
             Ok(result) if result.is_error != Some(true) => {
                 tracing::info!("opened '{path}' as notebook '{DEFAULT_NOTEBOOK}' (--document-id)");

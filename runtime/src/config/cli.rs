@@ -128,6 +128,29 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_MAX_OUTPUT_CHARS", default_value_t = 50_000)]
     pub max_output_chars: usize,
 
+    /// Largest file, in bytes, that read_file reads or write_file writes.
+    #[arg(long, env = "JUPYTER_MCP_MAX_FILE_BYTES", default_value_t = 8 * 1024 * 1024)]
+    pub max_file_bytes: u64,
+
+    /// Expose only these tools (names, or the toolset `notebooks` for every core tool);
+    /// extension tools count. An unknown name stops the server.
+    #[arg(
+        long = "tools",
+        env = "JUPYTER_MCP_TOOLS",
+        value_delimiter = ',',
+        value_name = "NAME,..."
+    )]
+    pub tools: Vec<String>,
+
+    /// Hide these tools (names or toolsets), after --tools.
+    #[arg(
+        long = "exclude-tools",
+        env = "JUPYTER_MCP_EXCLUDE_TOOLS",
+        value_delimiter = ',',
+        value_name = "NAME,..."
+    )]
+    pub exclude_tools: Vec<String>,
+
     /// Address the Streamable HTTP transport binds to.
     #[arg(long, env = "JUPYTER_MCP_HOST", default_value = "127.0.0.1")]
     pub host: String,

@@ -57,6 +57,27 @@ pub struct Config {
     pub wasm: WasmConfig,
     /// Spare kernels while `kernel.prewarm` is on (`prewarm_max`, `prewarm_max_idle_seconds`).
     pub prewarm: crate::jupyter::spares::SparePolicy,
+    /// Largest file read_file reads or write_file writes.
+    pub max_file_bytes: u64,
+    /// Which tools are exposed (`--tools`, `--exclude-tools`).
+    pub toolset: ToolSelection,
+}
+
+/// The operator's choice of tools; names are checked against the real tools at start.
+#[derive(Debug, Clone, Default)]
+pub struct ToolSelection {
+    /// Only these (empty: all).
+    pub only: Vec<String>,
+    pub exclude: Vec<String>,
+}
+
+/// Names of a comma-separated list, trimmed, empty entries dropped.
+fn clean_names(names: Vec<String>) -> Vec<String> {
+    names
+        .into_iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect()
 }
 
 /// Guests from `[[extension]]` entries, then `JUPYTER_MCP_EXTENSIONS`, then `--extension`.
@@ -299,6 +320,11 @@ impl Config {
             wasm: WasmConfig {
                 cache_dir: file.cache_dir,
                 extensions,
+            },
+            max_file_bytes: args.max_file_bytes,
+            toolset: ToolSelection {
+                only: clean_names(args.tools),
+                exclude: clean_names(args.exclude_tools),
             },
             prewarm: file.prewarm,
         })

@@ -111,7 +111,10 @@ impl Domain {
     }
 }
 
-fn gone_or_failed(error: crate::jupyter::kernel::KernelError, in_use: &NotebookInUse) -> Error {
+pub(super) fn gone_or_failed(
+    error: crate::jupyter::kernel::KernelError,
+    in_use: &NotebookInUse,
+) -> Error {
     if error.gone_reason().is_some() {
         Error::Failed(kernel_gone_message(&in_use.name))
     } else {

@@ -9,8 +9,13 @@
 pub mod cells;
 pub mod connect;
 pub mod execution;
+pub mod files;
+pub mod interrupt;
 pub mod kernels;
+pub mod kernelspecs;
 pub mod notebooks;
+pub mod run_all;
+pub mod variables;
 
 use std::sync::{Arc, RwLock};
 
@@ -33,6 +38,8 @@ pub struct Settings {
     pub document_backend: DocumentBackend,
     pub execution: ExecutionLimits,
     pub output: OutputLimits,
+    /// Largest file read_file reads or write_file writes.
+    pub max_file_bytes: u64,
     /// How many spare kernels `kernel.prewarm` keeps, and for how long.
     pub prewarm: SparePolicy,
 }
@@ -44,6 +51,7 @@ impl Settings {
             document_backend: config.document_backend,
             execution: config.execution,
             output: config.output,
+            max_file_bytes: config.max_file_bytes,
             prewarm: config.prewarm,
         }
     }

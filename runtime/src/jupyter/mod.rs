@@ -35,6 +35,8 @@ pub struct Jupyter {
     default_kernel: Mutex<DefaultKernel>,
     /// Kernels we started, shut down when we stop.
     started: std::sync::Mutex<HashSet<String>>,
+    /// The kernelspec of kernels we started from a named one, so a replacement keeps it.
+    specs: std::sync::Mutex<HashMap<String, String>>,
     hooks: Arc<Hooks>,
     /// Set while `kernel.prewarm` is on.
     spares: OnceLock<Arc<Spares>>,
@@ -60,6 +62,7 @@ impl Jupyter {
             kernels: Mutex::default(),
             default_kernel: Mutex::default(),
             started: Default::default(),
+            specs: Default::default(),
             hooks,
             spares: OnceLock::new(),
         }
@@ -208,12 +211,22 @@ impl Jupyter {
     /// A kernel of the default spec that we own (shut down when we stop), connected: a spare
     /// when `kernel.prewarm` has one ready, else started now.
     pub async fn start_kernel(&self, label: &str) -> Result<Arc<Kernel>, KernelError> {
-        if let Some(kernel) = self.take_spare(&None).await {
+        self.start_kernel_of(None, label).await
+    }
+
+    /// A kernel of `spec` (the server's default when `None`) that we own, connected: a spare of
+    /// that spec when `kernel.prewarm` has one ready, else started now.
+    pub async fn start_kernel_of(
+        &self,
+        spec: Option<&str>,
+        label: &str,
+    ) -> Result<Arc<Kernel>, KernelError> {
+        if let Some(kernel) = self.take_spare(&spec.map(str::to_owned)).await {
             kernel.set_label(label);
             tracing::info!(kernel = %kernel.id(), "handed out a spare kernel as '{label}'");
             return Ok(kernel);
         }
-        self.start_fresh_kernel(None, label).await
+        self.start_fresh_kernel(spec, label).await
     }
 
     async fn start_fresh_kernel(
@@ -226,6 +239,12 @@ impl Jupyter {
             .lock()
             .expect("started lock")
             .insert(model.id.clone());
+        if let Some(spec) = spec {
+            self.specs
+                .lock()
+                .expect("specs lock")
+                .insert(model.id.clone(), spec.to_owned());
+        }
         tracing::info!(kernel = %model.id, "started a kernel");
         match self.kernel(&model.id).await {
             Ok(kernel) => {
@@ -238,6 +257,16 @@ impl Jupyter {
                 Err(e)
             }
         }
+    }
+
+    /// A new kernel in place of `lost_id`, of the same kernelspec when we started it from one.
+    async fn start_replacement(
+        &self,
+        lost_id: &str,
+        label: &str,
+    ) -> Result<Arc<Kernel>, KernelError> {
+        let spec = self.specs.lock().expect("specs lock").remove(lost_id);
+        self.start_kernel_of(spec.as_deref(), label).await
     }
 
     /// Whether we started this kernel.
@@ -281,7 +310,7 @@ impl Jupyter {
             }
             Err(rest::RestError::NotFound { .. }) => {
                 self.started.lock().expect("started lock").remove(&id);
-                self.start_kernel(&kernel.label()).await
+                self.start_replacement(&id, &kernel.label()).await
             }
             Err(e) => Err(e.into()),
         }
@@ -307,7 +336,7 @@ impl Jupyter {
             return Ok(kernel);
         }
         self.stop_kernel(&id).await;
-        self.start_kernel(&lost.label()).await
+        self.start_replacement(&id, &lost.label()).await
     }
 
     /// Shuts down a kernel we started (others are left alone).

@@ -25,6 +25,7 @@ use tower_service::Service;
 use super::McpServer;
 use super::ServerState;
 use crate::config::HttpConfig;
+use crate::dispatch::ToolView;
 use crate::jupyter::kernel::Liveness;
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -206,6 +207,30 @@ impl HttpContext {
         Ok(())
     }
 
+    /// `?only=NAME,...` (tools or toolsets): the narrower view one client asked for. The query
+    /// is read on every request, so a client keeps its view by keeping its URL.
+    fn tool_view(&self, query: Option<&str>) -> Result<Option<ToolView>, Box<Response<Body>>> {
+        let only: Vec<String> = url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            .filter(|(key, _)| key == "only")
+            .flat_map(|(_, value)| {
+                value
+                    .split(',')
+                    .map(|n| n.trim().to_owned())
+                    .filter(|n| !n.is_empty())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if only.is_empty() {
+            return Ok(None);
+        }
+        self.state.tools.view(&only).map(Some).map_err(|unknown| {
+            Box::new(json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": unknown.to_string() }),
+            ))
+        })
+    }
+
     async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
         let path = request.uri().path().to_owned();
         let method = request.method().clone();
@@ -216,7 +241,14 @@ impl HttpContext {
                 }
                 // Read the body ourselves, bounded in size and time, so a huge or trickling
                 // request costs only itself.
-                let (parts, body) = request.into_parts();
+                let (mut parts, body) = request.into_parts();
+                match self.tool_view(parts.uri.query()) {
+                    Ok(Some(view)) => {
+                        parts.extensions.insert(view);
+                    }
+                    Ok(None) => {}
+                    Err(refusal) => return *refusal,
+                }
                 let body = match read_body(body).await {
                     Ok(body) => body,
                     Err(refusal) => return *refusal,

@@ -199,10 +199,12 @@ impl ServerHandler for McpServer {
     ) -> Result<ListToolsResult, McpError> {
         let rich = apps::supported_by(context.client_capabilities().as_ref());
         // The dispatcher's rule, so what is listed is exactly what may be called.
+        let view = tool_view(&context);
         let tools = self
             .state
             .tools
             .visible(&self.state.domain.capabilities)
+            .filter(|t| view.as_ref().is_none_or(|v| v.allows(&t.spec().name)))
             .map(|t| {
                 let mut tool = t.spec().to_mcp();
                 if rich && apps::shows_outputs(&t.spec().name) {
@@ -452,6 +454,8 @@ struct PreparedCall {
     peer: rmcp::Peer<RoleServer>,
     progress: mpsc::UnboundedReceiver<ProgressNotificationParam>,
     log_level: Option<LoggingLevel>,
+    /// The narrower view of the tools this client asked for (`/mcp?only=`).
+    view: Option<crate::dispatch::ToolView>,
     /// The client renders MCP Apps: output tools keep their MIME bundles for the viewer.
     rich_outputs: bool,
     /// The client asked for progress notifications (a progress token).
@@ -498,6 +502,7 @@ impl McpServer {
             request,
             peer: context.peer.clone(),
             progress,
+            view: tool_view(context),
             log_level: logging::effective_level(context.meta.log_level(), session_level),
             rich_outputs: apps::supported_by(context.client_capabilities().as_ref()),
             progress_to_peer,
@@ -554,6 +559,7 @@ impl PreparedCall {
         let (log_tx, mut log_rx) = mpsc::unbounded_channel::<LoggingMessageNotificationParam>();
         let call = crate::dispatch::call_tool(
             &self.state.tools,
+            self.view.as_ref(),
             &self.request.name,
             self.request.arguments.take(),
             self.tool_context,
@@ -636,6 +642,15 @@ async fn deliver(
 async fn send_log(peer: &rmcp::Peer<RoleServer>, line: LoggingMessageNotificationParam) {
     // Not logged on failure: that line would be a log line about sending log lines.
     let _ = peer.notify_logging_message(line).await;
+}
+
+/// The narrower view of the tools this request's client asked for (`/mcp?only=`), if any.
+fn tool_view(context: &RequestContext<RoleServer>) -> Option<crate::dispatch::ToolView> {
+    context
+        .extensions
+        .get::<::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::dispatch::ToolView>())
+        .cloned()
 }
 
 /// Sends a progress notification; a report that would not increase progress is dropped.

@@ -5,11 +5,16 @@
 pub mod cells;
 pub mod connect;
 pub mod execute;
+pub mod file_io;
 pub mod files;
 pub mod format;
+pub mod interrupt;
 pub mod kernels;
+pub mod kernelspecs;
 pub mod notebooks;
 pub mod outputs;
+pub mod run_all;
+pub mod variables;
 pub mod wire;
 
 use std::future::Future;
@@ -227,10 +232,15 @@ pub fn builtin() -> Vec<Arc<dyn Tool>> {
         kernels::list_kernels(),
         files::list_files(),
         connect::connect_to_jupyter(),
+        interrupt::interrupt_kernel(),
+        kernelspecs::list_kernelspecs(),
+        variables::inspect_variables(),
+        run_all::run_all_cells(),
     ]
     .into_iter()
     .chain(cells::tools())
     .chain(notebooks::tools())
+    .chain(file_io::tools())
     .collect()
 }
 

@@ -13,14 +13,16 @@ use serde::Deserialize;
 use super::format::brief_table;
 use super::{Tool, ToolContext, ToolError, ToolOutput, native};
 use crate::config::DocumentBackend;
+use crate::domain::kernelspecs::ChosenSpec;
 use crate::domain::notebooks::{KernelOrigin, NotebookInUse, Released};
+use crate::jupyter::Jupyter;
 use crate::jupyter::document::file::FileDocument;
 use crate::jupyter::document::live::LiveDocument;
 use crate::jupyter::document::{Document, Edit};
-use crate::jupyter::kernel::{ConnectError, KernelError, Liveness};
+use crate::jupyter::kernel::{ConnectError, Kernel, KernelError, Liveness};
 use crate::jupyter::notebook::{CellType, Notebook};
 use crate::jupyter::rest::JupyterRest;
-use crate::jupyter::rest::RestError;
+use crate::jupyter::rest::{RestError, SessionModel};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
@@ -80,18 +82,26 @@ pub struct UseNotebookArgs {
     /// A running kernel to use (see list_kernels); without it a kernel is started.
     #[serde(default)]
     pub kernel_id: Option<String>,
+    /// The kernelspec to start the notebook's kernel from (see list_kernelspecs), e.g. another
+    /// Python environment or language; without it the server's default. Not with kernel_id.
+    #[serde(default)]
+    pub kernel_name: Option<String>,
 }
 
-/// An empty nbformat 4.5 notebook with the default Python kernelspec.
-fn new_notebook() -> Notebook {
+/// An empty nbformat 4.5 notebook with the chosen kernelspec, else the default Python one.
+fn new_notebook(spec: Option<&ChosenSpec>) -> Notebook {
     let mut notebook = Notebook::empty();
-    notebook.metadata.insert(
-        "kernelspec".into(),
-        serde_json::json!({"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}),
-    );
+    let (kernelspec, language) = match spec {
+        Some(spec) => (spec.metadata(), spec.language.as_str()),
+        None => (
+            serde_json::json!({"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}),
+            "python",
+        ),
+    };
+    notebook.metadata.insert("kernelspec".into(), kernelspec);
     notebook.metadata.insert(
         "language_info".into(),
-        serde_json::json!({"name": "python"}),
+        serde_json::json!({ "name": language }),
     );
     notebook
 }
@@ -106,6 +116,13 @@ async fn use_notebook(
     if name.is_empty() || path.is_empty() {
         return Err(ToolError::InvalidArguments(
             "notebook_name and notebook_path must not be empty".into(),
+        ));
+    }
+    if args.kernel_id.is_some() && args.kernel_name.is_some() {
+        return Err(ToolError::InvalidArguments(
+            "give kernel_id or kernel_name, not both: kernel_id attaches a running kernel, \
+             kernel_name starts a new one from that kernelspec"
+                .into(),
         ));
     }
     if let Some(existing) = domain.notebooks.get(&name) {
@@ -133,6 +150,12 @@ async fn use_notebook(
                         " [INFO] Reactivating notebook '{name}' and deactivating '{previous}'."
                     ));
                 }
+                if args.kernel_name.is_some() {
+                    text.push_str(
+                        " The kernel_name you passed was not applied: call restart_notebook with \
+                         kernel_name to move this notebook to another kernelspec.",
+                    );
+                }
                 if args.kernel_id.as_deref().is_some_and(|k| k != kernel.id()) {
                     text.push_str(
                         " The kernel_id you passed was not applied: a notebook in use keeps its kernel \
@@ -144,6 +167,11 @@ async fn use_notebook(
         };
     }
 
+    // Checked before anything is created, so a misspelt name costs nothing.
+    let spec = match &args.kernel_name {
+        Some(kernel_name) => Some(domain.kernelspec(kernel_name).await?),
+        None => None,
+    };
     let documents = domain.documents_rest();
     let exists = match documents.get_file_hash(&path).await {
         Ok(_) => true,
@@ -172,7 +200,7 @@ async fn use_notebook(
                     "'{parent}' not found in jupyter server, please check the directory path already exists."
                 )));
             }
-            FileDocument::create(&documents, &path, &new_notebook())
+            FileDocument::create(&documents, &path, &new_notebook(spec.as_ref()))
                 .await
                 .map_err(ToolError::failed)?;
         }
@@ -216,6 +244,8 @@ async fn use_notebook(
                 .as_ref()
                 .and_then(|s| s.kernel.as_ref())
                 .map(|k| k.id.clone());
+            // A chosen kernelspec means a kernel of our own, never the session's.
+            let adopt = adopt && spec.is_none();
             if let (true, Some(session), Some(theirs)) = (adopt, &existing, their_kernel) {
                 let kernel = jupyter.kernel(&theirs).await.map_err(ToolError::failed)?;
                 let line = format!(
@@ -226,66 +256,35 @@ async fn use_notebook(
                 };
                 (kernel, origin, line)
             } else {
-                let kernel = jupyter.start_kernel(&name).await.map_err(|e| {
-                    ToolError::Failed(format!("Could not start a kernel for '{path}': {e}"))
-                })?;
-                match existing {
-                    Some(session) => {
-                        let theirs = session.kernel.map(|k| k.id);
-                        let line = format!(
-                            "[INFO] '{path}' is already open in a Jupyter session (kernel '{}'); it is left alone, and this notebook runs on its own new kernel '{}' (not shared).",
-                            theirs.as_deref().unwrap_or("none"),
-                            kernel.id()
-                        );
-                        (
-                            kernel,
-                            KernelOrigin::StartedBesideExistingSession {
-                                their_kernel: theirs,
-                            },
-                            line,
-                        )
-                    }
-                    None => match rest.create_session(&path, kernel.id()).await {
-                        // A session that appeared meanwhile is returned instead of ours: leave it.
-                        Ok(session)
-                            if session.kernel.as_ref().is_some_and(|k| k.id == kernel.id()) =>
-                        {
-                            let line = format!(
-                                "[INFO] Started kernel '{}' for this notebook; it is shared with anyone who opens '{path}' in JupyterLab.",
-                                kernel.id()
-                            );
-                            (
-                                kernel,
-                                KernelOrigin::StartedWithSession {
-                                    session_id: session.id,
-                                },
-                                line,
-                            )
-                        }
-                        Ok(session) => {
-                            let theirs = session.kernel.map(|k| k.id);
-                            let line = format!(
-                                "[INFO] '{path}' was opened in Jupyter meanwhile; this notebook runs on its own kernel '{}' (not shared).",
-                                kernel.id()
-                            );
-                            (
-                                kernel,
-                                KernelOrigin::StartedBesideExistingSession {
-                                    their_kernel: theirs,
-                                },
-                                line,
-                            )
-                        }
-                        Err(e) => {
-                            jupyter.stop_kernel(kernel.id()).await;
-                            return Err(ToolError::Failed(format!(
-                                "Could not create a Jupyter session for '{path}': {e}"
-                            )));
-                        }
-                    },
-                }
+                let kernel = start_kernel(&jupyter, spec.as_ref(), &name)
+                    .await
+                    .map_err(|e| {
+                        ToolError::Failed(format!("Could not start a kernel for '{path}': {e}"))
+                    })?;
+                let (origin, line) = attach_session(&jupyter, &path, &kernel, existing).await?;
+                (kernel, origin, line)
             }
         }
+    };
+    if let Some(spec) = &spec {
+        // Connecting on a chosen kernelspec records it in the notebook, as JupyterLab does.
+        if notebook.metadata.get("kernelspec") != Some(&spec.metadata()) {
+            let edit = Edit::SetNotebookMetadata {
+                key: "kernelspec".into(),
+                value: spec.metadata(),
+            };
+            document
+                .update(Box::new(move |_| Ok(vec![edit])))
+                .await
+                .map_err(ToolError::failed)?;
+        }
+    }
+    let kernel_line = match &spec {
+        Some(spec) => format!(
+            "{kernel_line}\n[INFO] The kernel runs kernelspec '{}' ({}).",
+            spec.name, spec.display_name
+        ),
+        None => kernel_line,
     };
     finish_use(
         &context,
@@ -328,6 +327,76 @@ async fn drop_placeholder_cell(
         .await
         .map_err(ToolError::failed)?;
     Ok(after)
+}
+
+/// A kernel of the chosen kernelspec, or of the default one.
+async fn start_kernel(
+    jupyter: &Jupyter,
+    spec: Option<&ChosenSpec>,
+    label: &str,
+) -> Result<Arc<Kernel>, KernelError> {
+    match spec {
+        Some(spec) => jupyter.start_kernel_of(Some(&spec.name), label).await,
+        None => jupyter.start_kernel(label).await,
+    }
+}
+
+/// Gives a kernel we just started a Jupyter session for the path, so JupyterLab shares it,
+/// unless a session (`existing`) already holds the path: that one is left alone.
+async fn attach_session(
+    jupyter: &Jupyter,
+    path: &str,
+    kernel: &Arc<Kernel>,
+    existing: Option<SessionModel>,
+) -> Result<(KernelOrigin, String), ToolError> {
+    if let Some(session) = existing {
+        let theirs = session.kernel.map(|k| k.id);
+        let line = format!(
+            "[INFO] '{path}' is already open in a Jupyter session (kernel '{}'); it is left alone, and this notebook runs on its own new kernel '{}' (not shared).",
+            theirs.as_deref().unwrap_or("none"),
+            kernel.id()
+        );
+        return Ok((
+            KernelOrigin::StartedBesideExistingSession {
+                their_kernel: theirs,
+            },
+            line,
+        ));
+    }
+    match jupyter.rest().create_session(path, kernel.id()).await {
+        // A session that appeared meanwhile is returned instead of ours: leave it.
+        Ok(session) if session.kernel.as_ref().is_some_and(|k| k.id == kernel.id()) => {
+            let line = format!(
+                "[INFO] Started kernel '{}' for this notebook; it is shared with anyone who opens '{path}' in JupyterLab.",
+                kernel.id()
+            );
+            Ok((
+                KernelOrigin::StartedWithSession {
+                    session_id: session.id,
+                },
+                line,
+            ))
+        }
+        Ok(session) => {
+            let theirs = session.kernel.map(|k| k.id);
+            let line = format!(
+                "[INFO] '{path}' was opened in Jupyter meanwhile; this notebook runs on its own kernel '{}' (not shared).",
+                kernel.id()
+            );
+            Ok((
+                KernelOrigin::StartedBesideExistingSession {
+                    their_kernel: theirs,
+                },
+                line,
+            ))
+        }
+        Err(e) => {
+            jupyter.stop_kernel(kernel.id()).await;
+            Err(ToolError::Failed(format!(
+                "Could not create a Jupyter session for '{path}': {e}"
+            )))
+        }
+    }
 }
 
 /// Opens the notebook with the backend the operator chose; `auto` is live when the server offers
@@ -440,15 +509,29 @@ pub struct NotebookNameArgs {
     pub notebook_name: String,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RestartArgs {
+    /// The notebook's use_notebook name.
+    pub notebook_name: String,
+    /// Move the notebook to a new kernel of this kernelspec (see list_kernelspecs) instead of
+    /// restarting the one it has.
+    #[serde(default)]
+    pub kernel_name: Option<String>,
+}
+
 async fn restart_notebook(
     context: ToolContext,
-    args: NotebookNameArgs,
+    args: RestartArgs,
 ) -> Result<ToolOutput, ToolError> {
     let in_use = context
         .domain
         .notebooks
         .resolve(Some(&args.notebook_name))
         .map_err(ToolError::failed)?;
+    if let Some(kernel_name) = &args.kernel_name {
+        return switch_kernelspec(&context, &in_use, kernel_name).await;
+    }
     let jupyter = context.domain.jupyter();
     let kernel = jupyter
         .restart_kernel(&in_use.kernel())
@@ -463,6 +546,58 @@ async fn restart_notebook(
     Ok(ToolOutput::text(format!(
         "Notebook '{}' kernel restarted successfully. Memory state and imported packages have been cleared.",
         args.notebook_name
+    )))
+}
+
+/// Moves a notebook to a new kernel of another kernelspec: the new kernel is started first,
+/// then the old one released as unuse_notebook would, and the notebook's metadata updated.
+async fn switch_kernelspec(
+    context: &ToolContext,
+    in_use: &Arc<NotebookInUse>,
+    kernel_name: &str,
+) -> Result<ToolOutput, ToolError> {
+    let domain = &context.domain;
+    let spec = domain.kernelspec(kernel_name).await?;
+    let jupyter = domain.jupyter();
+    let name = &in_use.name;
+    let kernel = start_kernel(&jupyter, Some(&spec), name)
+        .await
+        .map_err(|e| ToolError::Failed(format!("Failed to restart notebook '{name}': {e}")))?;
+    let released = release_kernel(context, in_use).await;
+    let existing = jupyter
+        .rest()
+        .list_sessions()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .find(|s| s.path == in_use.path);
+    let (origin, session_line) = attach_session(&jupyter, &in_use.path, &kernel, existing).await?;
+    let moved = Arc::new(NotebookInUse::new(
+        name.clone(),
+        in_use.path.clone(),
+        in_use.document.clone(),
+        kernel.clone(),
+        origin,
+        domain.notebooks.change_sender(),
+    ));
+    let current = domain.notebooks.current_name();
+    domain.notebooks.insert(moved.clone());
+    if let Some(current) = current {
+        domain.notebooks.make_current(&current);
+    }
+    moved
+        .apply(vec![Edit::SetNotebookMetadata {
+            key: "kernelspec".into(),
+            value: spec.metadata(),
+        }])
+        .await
+        .map_err(ToolError::failed)?;
+    Ok(ToolOutput::text(format!(
+        "Notebook '{name}' now runs on a new kernel '{}' of kernelspec '{}' ({}); memory state \
+         and imported packages have been cleared.{released}\n{session_line}",
+        kernel.id(),
+        spec.name,
+        spec.display_name
     )))
 }
 

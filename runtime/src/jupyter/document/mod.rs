@@ -48,6 +48,11 @@ pub enum Edit {
         cell_id: String,
         running: bool,
     },
+    /// Sets one key of the notebook's own metadata (e.g. `kernelspec` when it changes kernel).
+    SetNotebookMetadata {
+        key: String,
+        value: Value,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -183,6 +188,9 @@ pub fn apply_edits(
             }
             Edit::SetRunning { cell_id, .. } => {
                 next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
+            }
+            Edit::SetNotebookMetadata { key, value } => {
+                next.metadata.insert(key.clone(), value.clone());
             }
         }
     }

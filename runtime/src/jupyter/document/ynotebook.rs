@@ -187,6 +187,16 @@ impl YNotebook {
                 let state = if *running { "running" } else { "idle" };
                 cell.insert(txn, "execution_state", state);
             }
+            Edit::SetNotebookMetadata { key, value } => match self.meta.get(txn, "metadata") {
+                Some(Out::YMap(metadata)) => {
+                    metadata.insert(txn, key.as_str(), json_to_any(value));
+                }
+                _ => {
+                    let mut object = JsonMap::new();
+                    object.insert(key.clone(), value.clone());
+                    self.meta.insert(txn, "metadata", object_prelim(&object));
+                }
+            },
         }
     }
 

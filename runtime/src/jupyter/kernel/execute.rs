@@ -271,6 +271,8 @@ pub struct ExecutionOutcome {
     pub completion: Completion,
     /// Time from the request leaving our queue to its end.
     pub elapsed: Duration,
+    /// The `user_expressions` of `execute_reply`: each name's evaluated result.
+    pub user_expressions: Option<Value>,
 }
 
 /// Progress of a running execution, reported every interval.
@@ -292,6 +294,13 @@ pub struct ExecutionRequest {
     pub cancel: CancellationToken,
     pub progress: Option<(Duration, ProgressSink)>,
     pub on_output: Option<OutputSink>,
+    /// A silent request: no execution count, no history, nothing broadcast as a result
+    /// (used to look at the kernel without changing what the user sees).
+    pub silent: bool,
+    /// Expressions the kernel evaluates after the code, answered in the reply, by name.
+    pub user_expressions: serde_json::Map<String, Value>,
+    /// Refuse (`ExecuteError::Busy`) instead of queueing behind another execution.
+    pub only_if_idle: bool,
 }
 
 impl ExecutionRequest {
@@ -302,6 +311,9 @@ impl ExecutionRequest {
             cancel: CancellationToken::new(),
             progress: None,
             on_output: None,
+            silent: false,
+            user_expressions: serde_json::Map::new(),
+            only_if_idle: false,
         }
     }
 }
@@ -316,6 +328,8 @@ pub enum ExecuteError {
         kernel_id: String,
         reason: GoneReason,
     },
+    #[error("kernel '{kernel_id}' is busy running another execution")]
+    Busy { kernel_id: String },
 }
 
 /// After the reply, how long we wait for the kernel's idle status before answering anyway.
@@ -340,9 +354,9 @@ pub(super) async fn run(
         "execute_request",
         json!({
             "code": request.code,
-            "silent": false,
-            "store_history": true,
-            "user_expressions": {},
+            "silent": request.silent,
+            "store_history": !request.silent,
+            "user_expressions": request.user_expressions,
             "allow_stdin": false,
             "stop_on_error": true,
         }),
@@ -354,6 +368,7 @@ pub(super) async fn run(
 
     let mut collector = OutputCollector::default();
     let mut reply_status: Option<String> = None;
+    let mut user_expressions: Option<Value> = None;
     let mut idle = false;
     let mut completion = Completion::Finished;
     // Once interrupted, wait only a short while for the tail of the outputs.
@@ -384,6 +399,7 @@ pub(super) async fn run(
                             settle_deadline = Some(tokio::time::Instant::now() + IDLE_AFTER_REPLY);
                         }
                         reply_status = message.content.get("status").and_then(Value::as_str).map(str::to_owned);
+                        user_expressions = message.content.get("user_expressions").cloned();
                         if let Some(n) = message.content.get("execution_count").and_then(Value::as_i64) {
                             collector.execution_count = Some(n);
                         }
@@ -438,6 +454,7 @@ pub(super) async fn run(
         reply_status,
         completion,
         elapsed: started.elapsed(),
+        user_expressions,
     })
 }
 

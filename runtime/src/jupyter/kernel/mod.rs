@@ -43,6 +43,17 @@ pub struct Kernel {
     hooks: Arc<crate::hooks::Hooks>,
     /// Executions run one at a time, first come first served (tokio's mutex is fair).
     queue: tokio::sync::Mutex<()>,
+    /// The code of the execution holding the queue, and since when (for `interrupt_kernel`).
+    running: std::sync::Mutex<Option<(String, std::time::Instant)>>,
+}
+
+/// Clears the running execution however it ends.
+struct RunningGuard<'a>(&'a Kernel);
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.running.lock().expect("running lock") = None;
+    }
 }
 
 impl std::fmt::Debug for Kernel {
@@ -65,6 +76,7 @@ impl Kernel {
             connection,
             hooks,
             queue: tokio::sync::Mutex::new(()),
+            running: std::sync::Mutex::new(None),
         }))
     }
 
@@ -131,7 +143,14 @@ impl Kernel {
         if let Liveness::Gone(reason) = self.liveness() {
             return Err(self.gone(reason));
         }
-        let _turn = tokio::select! {
+        let _turn = if request.only_if_idle {
+            self.queue.try_lock().map_err(|_| {
+                KernelError::Execute(ExecuteError::Busy {
+                    kernel_id: self.id.clone(),
+                })
+            })?
+        } else {
+            tokio::select! {
             turn = self.queue.lock() => turn,
             _ = request.cancel.cancelled() => {
                 return Ok(ExecutionOutcome {
@@ -140,10 +159,33 @@ impl Kernel {
                     reply_status: None,
                     completion: Completion::Cancelled,
                     elapsed: Default::default(),
+                    user_expressions: None,
                 });
             }
+            }
         };
+        *self.running.lock().expect("running lock") =
+            Some((request.code.clone(), std::time::Instant::now()));
+        let _running = RunningGuard(self);
         Ok(execute::run(self, request).await?)
+    }
+
+    /// The code this server is running in the kernel now, and for how long.
+    pub fn running(&self) -> Option<(String, std::time::Duration)> {
+        self.running
+            .lock()
+            .expect("running lock")
+            .as_ref()
+            .map(|(code, since)| (code.clone(), since.elapsed()))
+    }
+
+    /// Interrupts whatever the kernel runs (ours or anyone's), as Jupyter's interrupt does.
+    pub async fn interrupt(&self) -> Result<(), KernelError> {
+        match self.rest.interrupt_kernel(&self.id).await {
+            Ok(()) => Ok(()),
+            Err(RestError::NotFound { .. }) => Err(self.gone(GoneReason::Deleted)),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Waits until the kernel answers `kernel_info` on shell *and* its iopub messages reach us

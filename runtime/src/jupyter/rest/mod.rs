@@ -491,6 +491,35 @@ impl JupyterRest {
             .map(drop)
     }
 
+    /// A file with its content, as text when it is UTF-8 and base64 otherwise (Jupyter decides);
+    /// a notebook comes back as a plain file too.
+    pub async fn get_file(&self, path: &str) -> Result<ContentsModel, RestError> {
+        let mut url = self.endpoint(&["api", "contents", path])?;
+        url.query_pairs_mut()
+            .append_pair("type", "file")
+            .append_pair("content", "1");
+        self.json(Method::GET, url, None, Subject::Path(path.to_owned()))
+            .await
+    }
+
+    /// Saves a file's content, given as `text` or `base64` (`format`).
+    pub async fn put_file(&self, path: &str, content: &str, format: &str) -> Result<(), RestError> {
+        let url = self.endpoint(&["api", "contents", path])?;
+        let body = serde_json::json!({ "type": "file", "format": format, "content": content });
+        self.send(Method::PUT, url, Some(body), Subject::Path(path.to_owned()))
+            .await
+            .map(drop)
+    }
+
+    /// Creates a directory (an existing one is left as it is).
+    pub async fn create_directory(&self, path: &str) -> Result<(), RestError> {
+        let url = self.endpoint(&["api", "contents", path])?;
+        let body = serde_json::json!({ "type": "directory" });
+        self.send(Method::PUT, url, Some(body), Subject::Path(path.to_owned()))
+            .await
+            .map(drop)
+    }
+
     /// A file or directory model; `content` asks for the directory listing or file body.
     pub async fn get_contents(
         &self,

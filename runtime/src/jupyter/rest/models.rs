@@ -55,6 +55,9 @@ pub struct ContentsModel {
     pub content: Option<Value>,
     #[serde(default)]
     pub hash: Option<String>,
+    /// `text` or `base64` for a file's content, `json` for a notebook's.
+    #[serde(default)]
+    pub format: Option<String>,
 }
 
 /// What `PUT /api/collaboration/session` answers: the room's file id and the server's session.

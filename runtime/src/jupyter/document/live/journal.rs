@@ -128,6 +128,8 @@ impl Journal {
                     None => false,
                 },
                 Edit::SetRunning { .. } => false,
+                // Re-applied unless the room already shows it.
+                Edit::SetNotebookMetadata { key, value } => view.metadata.get(key) != Some(value),
             };
             if !needed {
                 continue;
