@@ -308,13 +308,13 @@ def start_lab(tmp: Path, *traitlets: str, env: dict[str, str] | None = None):
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(jupyter, token: str | None, mode: str = "auto"):
+async def mcp_client(jupyter, token: str | None, mode: str = "auto", query: str = ""):
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"token {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120)) as hc:
-        async with Client(streamable_http_client(jupyter.url + "/mcp", http_client=hc), mode=mode,
+        async with Client(streamable_http_client(jupyter.url + "/mcp" + query, http_client=hc), mode=mode,
                           read_timeout_seconds=120) as client:
             yield client
 

@@ -71,6 +71,15 @@ async def test_mcp_on_the_jupyter_port_with_jupyter_token(lab):
     assert len(updates) >= 2
 
 
+async def test_only_query_narrows_a_clients_tools_through_the_proxy(lab):
+    async with mcp_client(lab, lab.token, query="?only=list_kernels,execute_code") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == {"list_kernels", "execute_code"}
+    async with mcp_client(lab, lab.token, query="?only=notebooks") as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"use_notebook", "read_file"} <= names
+
+
 async def test_requests_without_the_jupyter_token_are_refused(lab):
     init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}).encode()

@@ -6,7 +6,7 @@ long as the client listens, so bodies are relayed chunk by chunk as they arrive,
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import origin_matches_pat
@@ -107,8 +107,11 @@ class McpProxyHandler(APIHandler):
             except StreamClosedError:
                 pass
 
+        # Only `only` (a client's toolset) is passed on: Jupyter's own token may be in the query.
+        only = self.get_query_argument("only", None)
+        query = "?" + urlencode({"only": only}) if only is not None and target == "/mcp" else ""
         request = HTTPRequest(
-            child.base + target,
+            child.base + target + query,
             method=self.request.method,
             headers=headers,
             body=self.request.body if self.request.method == "POST" else None,
