@@ -13,6 +13,9 @@ use yrs::encoding::write::Write;
 use yrs::updates::decoder::DecoderV1;
 use yrs::updates::encoder::{Encoder, EncoderV1};
 
+use super::{Link, LiveDocument, SAVE_ANSWER_TIMEOUT, SAVE_POLL, SAVE_TIMEOUT};
+use crate::jupyter::notebook::Notebook;
+
 /// jupyter_server_ydoc's `MessageType.RAW`.
 pub(super) const RAW: u8 = 2;
 
@@ -49,6 +52,72 @@ pub(super) fn reply(frame: &[u8]) -> Option<SaveReply> {
     }
     let tagged: Tagged = serde_json::from_str(text).ok()?;
     (tagged.kind == "save").then_some(tagged.reply)
+}
+
+impl LiveDocument {
+    /// Makes sure the file on disk holds every edit we made before we leave (the room may be
+    /// about to stop with the Jupyter Server): waits until the room holds them, asks it to save,
+    /// and reads the file through the contents API until it shows them. Bounded; says so in the
+    /// log when it could not confirm.
+    pub(super) async fn save_before_leaving(&self, link: &mut Link) {
+        let deadline = tokio::time::Instant::now() + SAVE_TIMEOUT;
+        let asked = link.asked;
+        let proven = tokio::time::timeout_at(deadline, link.answers.wait_for(|n| *n >= asked))
+            .await
+            .is_ok_and(|answered| answered.is_ok());
+        if !proven {
+            tracing::warn!(
+                "the collaboration room of '{}' did not confirm our last edits before we left; \
+                 they may be missing from the notebook",
+                self.path
+            );
+            return;
+        }
+        let nothing_recent = {
+            let mut journal = self.journal();
+            journal.settle(link.answered());
+            journal.entries.is_empty()
+        };
+        if nothing_recent {
+            return;
+        }
+        link.saves_asked += 1;
+        let id = link.saves_asked;
+        let _ = link.outgoing.send(request(id));
+        let status = tokio::time::timeout_at(
+            deadline.min(tokio::time::Instant::now() + SAVE_ANSWER_TIMEOUT),
+            link.saves
+                .wait_for(|r| r.as_ref().is_some_and(|r| r.response_to == id)),
+        )
+        .await
+        .ok()
+        .and_then(|answer| answer.ok()?.as_ref().map(|r| r.status.clone()))
+        .unwrap_or_else(|| "no answer".to_owned());
+        let last = loop {
+            let last = match self.rest.get_text_file(&self.path).await {
+                Ok((text, _)) => match Notebook::parse(&text) {
+                    Ok(saved) if self.journal().held_by(&saved) => {
+                        tracing::debug!("'{}' is saved (save request: {status})", self.path);
+                        return;
+                    }
+                    Ok(_) => "the file does not show them yet".to_owned(),
+                    Err(e) => format!("the file does not parse: {e}"),
+                },
+                Err(e) => e.to_string(),
+            };
+            if tokio::time::Instant::now() + SAVE_POLL >= deadline {
+                break last;
+            }
+            tokio::time::sleep(SAVE_POLL).await;
+        };
+        tracing::warn!(
+            "could not confirm within {}s that '{}' on disk holds our last edits ({last}; save \
+             request: {status}); they are in the collaboration room, which saves them if the \
+             Jupyter Server keeps running",
+            SAVE_TIMEOUT.as_secs(),
+            self.path
+        );
+    }
 }
 
 #[cfg(test)]
