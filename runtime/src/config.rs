@@ -233,6 +233,9 @@ pub struct ExtensionConfig {
     pub limits: GuestLimits,
     /// The `config` table, handed to the guest as this JSON object.
     pub config: serde_json::Value,
+    /// `critical = true|false`: whether a failure of this hook handler fails the call it guards.
+    /// The operator's word wins over the guest's `propagate-errors`; unset, the guest's applies.
+    pub critical: Option<bool>,
 }
 
 impl ExtensionConfig {
@@ -242,6 +245,7 @@ impl ExtensionConfig {
             grants: Vec::new(),
             limits: GuestLimits::default(),
             config: serde_json::Value::Object(Default::default()),
+            critical: None,
         }
     }
 }
@@ -257,6 +261,10 @@ pub struct GuestLimits {
     /// Failed calls in a row (trap, timeout, out of memory) before the guest is switched off
     /// (default 5).
     pub max_consecutive_failures: u32,
+    /// Wall-clock time one call may take, in ms, waits in WASI and in host functions included.
+    /// Unset, each kind of call has its own default (a hook event 2 s, a tool call 120 s, the
+    /// calls made while loading 10 s); set, it bounds every call.
+    pub wall_ms_per_call: Option<u64>,
 }
 
 impl Default for GuestLimits {
@@ -265,6 +273,7 @@ impl Default for GuestLimits {
             memory_mb: 128,
             cpu_ms_per_call: 1000,
             max_consecutive_failures: 5,
+            wall_ms_per_call: None,
         }
     }
 }
@@ -476,6 +485,7 @@ fn read_extension_entry(
     let mut grants = Vec::new();
     let mut limits = GuestLimits::default();
     let mut config = serde_json::Value::Object(Default::default());
+    let mut critical = None;
     for (key, value) in entry {
         match (key.as_str(), value) {
             ("path", toml::Value::String(p)) => path = Some(base.join(p)),
@@ -499,6 +509,7 @@ fn read_extension_entry(
                     match key.as_str() {
                         "memory_mb" => limits.memory_mb = number,
                         "cpu_ms_per_call" => limits.cpu_ms_per_call = number,
+                        "wall_ms_per_call" => limits.wall_ms_per_call = Some(number),
                         "max_consecutive_failures" => {
                             limits.max_consecutive_failures =
                                 u32::try_from(number).map_err(|e| e.to_string())?
@@ -506,7 +517,7 @@ fn read_extension_entry(
                         other => {
                             return Err(format!(
                                 "unknown limit '{other}'; known: memory_mb, cpu_ms_per_call, \
-                                 max_consecutive_failures"
+                                 wall_ms_per_call, max_consecutive_failures"
                             ));
                         }
                     }
@@ -515,10 +526,11 @@ fn read_extension_entry(
             ("config", toml::Value::Table(table)) => {
                 config = serde_json::to_value(table).map_err(|e| e.to_string())?;
             }
+            ("critical", toml::Value::Boolean(flag)) => critical = Some(flag),
             (other, value) => {
                 return Err(format!(
                     "unexpected '{other} = {value}'; an entry has path (string), grants (list of \
-                     strings), limits (table) and config (table)"
+                     strings), limits (table), config (table) and critical (true or false)"
                 ));
             }
         }
@@ -529,6 +541,7 @@ fn read_extension_entry(
         grants,
         limits,
         config,
+        critical,
     })
 }
 
@@ -649,7 +662,8 @@ mod tests {
         std::fs::write(
             &good,
             "cache_dir = \"cache\"\n[[extension]]\npath = \"policy.wasm\"\ngrants = [\"read-cells\"]\n\
-             limits = { memory_mb = 32 }\nconfig = { deny = [\"rm -rf\"] }\n",
+             limits = { memory_mb = 32, wall_ms_per_call = 500 }\nconfig = { deny = [\"rm -rf\"] }\n\
+             critical = false\n",
         )
         .unwrap();
         let config = Config::from_args_and_env(
@@ -677,6 +691,9 @@ mod tests {
         assert_eq!(policy.grants, ["read-cells"]);
         assert_eq!(policy.limits.memory_mb, 32);
         assert_eq!(policy.limits.cpu_ms_per_call, 1000);
+        assert_eq!(policy.limits.wall_ms_per_call, Some(500));
+        assert_eq!(policy.critical, Some(false));
+        assert_eq!(config.wasm.extensions[1].critical, None);
         assert_eq!(policy.config, serde_json::json!({"deny": ["rm -rf"]}));
         std::fs::write(&good, "[[extension]]\ngrants = []\n").unwrap();
         let err =

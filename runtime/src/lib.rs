@@ -151,12 +151,20 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         http: config.http.clone(),
     });
 
+    #[cfg(feature = "wasm")]
+    let running_guests: Vec<Arc<wasm::Guest>> = guests.iter().map(|g| g.guest.clone()).collect();
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
     let outcome = tokio::select! {
         outcome = served => outcome,
         signal = shutdown_signal() => {
             tracing::info!("received {signal}; shutting down");
+            // Guests first: a call parked in one ends now, and the cleanup below fires no
+            // event into them.
+            #[cfg(feature = "wasm")]
+            for guest in &running_guests {
+                guest.stop();
+            }
             stop.cancel();
             Ok(())
         }

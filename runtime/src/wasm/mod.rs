@@ -4,7 +4,10 @@
 //! - `v0_1_0`: the bindings of one WIT version (later versions get their own module);
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
 //! - `sandbox`: a guest's store data, limits and the host functions it may import;
-//! - `guest`: a guest's instance and calls into it, failure counting, rebuild from `InstancePre`;
+//! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
+//! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
+//! - `guest`: a guest's instances and calls into them, failure counting, rebuild from
+//!   `InstancePre`;
 //! - `hook`: a hook-handler guest on the hooks bus;
 //! - `tool`: an extension's tool in the tool registry.
 
@@ -13,9 +16,11 @@ mod grants;
 mod guest;
 mod hook;
 mod limits;
+mod output;
 mod sandbox;
 mod tool;
 mod v0_1_0;
+mod wait;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,7 +31,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
-pub use guest::{Guest, GuestError, Live, Template};
+pub use guest::{CallKind, Guest, GuestError, Live, Template};
 pub use hook::WasmHookHandler;
 pub use sandbox::{GuestSettings, GuestState, HostLink};
 pub use tool::{ExtensionTool, register_tools};
@@ -50,7 +55,8 @@ pub struct LoadError {
 /// A guest that loaded, and what it offers.
 pub struct Loaded {
     pub guest: Arc<Guest>,
-    /// Set when it exports `hooks`: its `propagate-errors`.
+    /// Set when it exports `hooks`: whether its failures fail the calls it guards (the
+    /// operator's `critical` when set, else the guest's `propagate-errors`).
     pub hook_critical: Option<bool>,
     /// Set when it exports `extension-api`: its name (from `identity`, the `source` of its
     /// capabilities) and its capability declarations (or why they failed).
@@ -96,6 +102,8 @@ impl WasmHost {
         // Every host function is linked for every guest: a guest may import any of them, and
         // grants are checked when one is called.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        // Its `wasi:io/poll` waits without bound; ours ends at the call's deadline.
+        wait::link_poll(&mut linker)?;
         v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         start_ticker(&engine)?;
         Ok(WasmHost {
@@ -189,37 +197,66 @@ impl WasmHost {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "guest".into());
-        let settings = Arc::new(GuestSettings {
-            name: name.clone(),
-            config_json: entry.config.to_string(),
+        let settings = Arc::new(GuestSettings::new(
+            name,
+            entry.config.to_string(),
             grants,
-            limits: entry.limits,
-            link: self.link.clone(),
-        });
+            entry.limits,
+            self.link.clone(),
+        ));
         let template = self.template(&entry.path, settings).map_err(refuse)?;
         let first = template
             .instantiate()
             .map_err(|e| refuse(format!("it failed to start: {}", e.root_cause())))?;
         let (exports_hooks, exports_extension) =
             (template.hooks.is_some(), template.extension.is_some());
-        let guest = Arc::new(Guest::new(name, entry.path.clone(), template, first));
-        let hook_critical = if exports_hooks {
-            let critical = guest
-                .call_blocking(|live| live.propagate_errors())
-                .map_err(|e| refuse(e.to_string()))?;
-            Some(critical)
-        } else {
-            None
+        let guest = Arc::new(Guest::new(entry.path.clone(), template, first));
+        // A guest refused from here on is stopped, so no instance outlives the refusal.
+        let refuse = |reason: String| {
+            guest.stop();
+            refuse(reason)
         };
-        let extension = if exports_extension {
+        // Its name first, so everything after (logs, errors) names it as it calls itself.
+        let extension_name = if exports_extension {
             let identity = guest
-                .call_blocking(|live| live.identity())
+                .call_blocking(CallKind::Load, |live| live.identity())
                 .map_err(|e| refuse(e.to_string()))?;
             if identity.name.trim().is_empty() {
                 return Err(refuse("its identity has an empty name".into()));
             }
+            guest.declare(&identity.name);
+            Some(identity.name)
+        } else {
+            None
+        };
+        let hook_critical = if exports_hooks {
+            let asked = guest
+                .call_blocking(CallKind::Load, |live| live.propagate_errors())
+                .map_err(|e| refuse(e.to_string()))?;
+            let applied = entry.critical.unwrap_or(asked);
+            let kind = |critical: bool| if critical { "critical" } else { "optional" };
+            match entry.critical {
+                Some(set) => tracing::info!(
+                    guest = guest.name(),
+                    "hook handler is {}: critical = {set} in its [[extension]] entry (the guest \
+                     asks to be {})",
+                    kind(set),
+                    kind(asked)
+                ),
+                None => tracing::info!(
+                    guest = guest.name(),
+                    "hook handler is {}, as the guest asks (set critical = true|false in its \
+                     [[extension]] entry to decide)",
+                    kind(asked)
+                ),
+            }
+            Some(applied)
+        } else {
+            None
+        };
+        let extension = if let Some(name) = extension_name {
             let declarations = guest
-                .call_blocking(|live| live.capabilities())
+                .call_blocking(CallKind::Load, |live| live.capabilities())
                 .map(|list| {
                     list.into_iter()
                         .map(|c| Declaration {
@@ -230,14 +267,14 @@ impl WasmHost {
                         .collect()
                 })
                 .map_err(|e| e.to_string());
-            Some((identity.name, declarations))
+            Some((name, declarations))
         } else {
             None
         };
         let tools = match &extension {
             Some((name, _)) => {
                 let specs = guest
-                    .call_blocking(|live| live.tools())
+                    .call_blocking(CallKind::Load, |live| live.tools())
                     .map_err(|e| refuse(e.to_string()))?;
                 let mut tools = Vec::with_capacity(specs.len());
                 for spec in specs {
@@ -295,7 +332,7 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
                     continue;
                 }
                 tracing::info!(
-                    guest = guest.guest.name,
+                    guest = guest.guest.name(),
                     "loaded wasm guest {}{}{}",
                     entry.path.display(),
                     match guest.hook_critical {
@@ -436,7 +473,9 @@ mod tests {
         // A call made from the guest's own thread, as a host function firing the guest's own
         // hook would make it.
         let nested = guest
-            .call_blocking(move |_live| Ok(inner.call_blocking(|live| live.propagate_errors())))
+            .call_blocking(CallKind::Load, move |_live| {
+                Ok(inner.call_blocking(CallKind::Load, |live| live.propagate_errors()))
+            })
             .unwrap();
         assert!(
             matches!(nested, Err(GuestError::Reentrant { .. })),
@@ -444,7 +483,7 @@ mod tests {
         );
         // And the guest still answers.
         assert_eq!(
-            guest.call_blocking(|live| live.propagate_errors()),
+            guest.call_blocking(CallKind::Load, |live| live.propagate_errors()),
             Ok(true)
         );
         guest.stop();

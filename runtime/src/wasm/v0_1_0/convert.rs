@@ -34,5 +34,9 @@ pub fn host_error(error: HostCallError) -> types::HostError {
         HostCallError::NotGranted(m) => types::HostError::NotGranted(m),
         HostCallError::NotAvailable(m) => types::HostError::NotAvailable(m),
         HostCallError::Failed(m) => types::HostError::Failed(m),
+        HostCallError::Stopped(why) => types::HostError::Failed(format!(
+            "the host function did not finish: {}",
+            why.describe_short()
+        )),
     }
 }
