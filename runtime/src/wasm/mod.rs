@@ -3,6 +3,7 @@
 //!
 //! - `v0_1_0`: the bindings of one WIT version (later versions get their own module);
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
+//! - `imports`: what a guest may import, checked before it is compiled;
 //! - `sandbox`: a guest's store data, limits and the host functions it may import;
 //! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
 //! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
@@ -15,6 +16,7 @@ mod cache;
 mod grants;
 mod guest;
 mod hook;
+mod imports;
 mod limits;
 mod output;
 mod sandbox;
@@ -123,6 +125,8 @@ impl WasmHost {
     pub fn template(&self, path: &Path, settings: Arc<GuestSettings>) -> Result<Template, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
         check_header(&bytes)?;
+        // Before compiling: a missing import is refused in microseconds, not after a minute.
+        imports::check(&bytes)?;
         let component = self
             .cache
             .load(&self.engine, &bytes)
@@ -420,6 +424,37 @@ mod tests {
                 .contains("core WebAssembly module")
         );
         assert_eq!(check_header(b"\0asm\x0d\0\x01\0"), Ok(()));
+    }
+
+    #[test]
+    fn a_missing_import_is_refused_before_anything_is_compiled() {
+        let Some(dir) = policy_guest().and_then(|p| p.parent().map(Path::to_path_buf)) else {
+            eprintln!("skipped: JUPYTER_MCP_GUESTS_DIR is not set (run guests/build)");
+            return;
+        };
+        let cache = std::env::temp_dir().join(format!("jmcp-imports-{}", std::process::id()));
+        let host = WasmHost::new(cache.clone()).unwrap();
+        let started = std::time::Instant::now();
+        let refused = host
+            .template(
+                &dir.join("unknown-import.wasm"),
+                Arc::new(GuestSettings::for_tests("intruder")),
+            )
+            .err()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(
+            refused.contains("it imports evil:escape/door, which this host does not offer"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("wasi:io/{error,poll,streams}")
+                && refused.contains("jupyter-mcp:extension/{types,log,config,notebook}@0.1.x"),
+            "{refused}"
+        );
+        // Nothing was compiled (so nothing cached), and the refusal took no compile's time.
+        assert!(!cache.exists(), "a refused guest was compiled");
+        assert!(took < Duration::from_secs(1), "{took:?}");
     }
 
     #[test]
