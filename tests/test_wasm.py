@@ -8,14 +8,15 @@ import contextlib
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of, serve, start_http_server,
-                      wait_for_log, write_config)
+from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of, serve, server_binary, server_env,
+                      start_http_server, wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
 
@@ -315,3 +316,34 @@ async def test_one_name_and_the_operators_critical(jupyter_server, tmp_path):
         assert "jsdemo" in failed and "wordcount" not in failed, failed
     finally:
         server.stop()
+
+
+def test_extension_compile_fills_the_cache_ahead_of_a_start(jupyter_server, tmp_path):
+    """`extension compile` compiles what a config names into its cache_dir, so the server's first
+    start compiles nothing; a file that is not a usable component fails the command, named."""
+    cache = tmp_path / "cache"
+    component = tmp_path / "greeting.wasm"
+    shutil.copy(guest("hello"), component)
+    config = tmp_path / "server.toml"
+    config.write_text(f"cache_dir = {json.dumps(str(cache))}\n" + extension_entry(component))
+    done = subprocess.run([server_binary(), "extension", "compile", "--config", str(config)],
+                          capture_output=True, text=True, env=server_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{component} is compiled and cached in {cache}" in done.stderr, done.stderr
+    assert len(list(cache.glob("*.cwasm"))) == 1
+
+    server = serve(jupyter_server, "--config", str(config))
+    try:
+        log = wait_for_log(server, "loaded wasm guest")
+        assert "compiled a component" not in log, log
+    finally:
+        server.stop()
+
+    broken = tmp_path / "broken.wasm"
+    broken.write_text("not wasm")
+    failed = subprocess.run([server_binary(), "extension", "compile", str(guest("unknown-import")), str(broken)],
+                            capture_output=True, text=True, env=server_env({"XDG_CACHE_HOME": str(tmp_path)}),
+                            timeout=300)
+    assert failed.returncode != 0
+    assert f"refused wasm guest {broken}: not a WebAssembly file" in failed.stderr, failed.stderr
+    assert "it imports evil:escape/door, which this host does not offer" in failed.stderr, failed.stderr

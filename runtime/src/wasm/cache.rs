@@ -31,6 +31,10 @@ impl CompileCache {
         CompileCache { dir }
     }
 
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/...`, else the temp dir.
     pub fn default_dir() -> PathBuf {
         let base = std::env::var_os("XDG_CACHE_HOME")

@@ -196,13 +196,8 @@ impl WasmHost {
             reason,
         };
         let grants = Grants::parse(&entry.grants).map_err(refuse)?;
-        let name = entry
-            .path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "guest".into());
         let settings = Arc::new(GuestSettings::new(
-            name,
+            file_stem(&entry.path),
             entry.config.to_string(),
             grants,
             entry.limits,
@@ -359,6 +354,51 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
         }
     }
     loaded
+}
+
+/// Compiles each guest into the cache (or finds it there) and checks that it links, as a start
+/// would, without instantiating it: `extension compile`. One line per guest, in order.
+pub fn compile_all(config: &WasmConfig) -> Result<Vec<Result<String, LoadError>>, String> {
+    let host = WasmHost::new(
+        config
+            .cache_dir
+            .clone()
+            .unwrap_or_else(CompileCache::default_dir),
+    )
+    .map_err(|e| format!("cannot start the WebAssembly runtime: {e}"))?;
+    Ok(config
+        .extensions
+        .iter()
+        .map(|entry| {
+            let started = std::time::Instant::now();
+            let settings = Arc::new(GuestSettings::new(
+                file_stem(&entry.path),
+                "{}".into(),
+                Grants::default(),
+                entry.limits,
+                Arc::default(),
+            ));
+            host.template(&entry.path, settings)
+                .map(|_| {
+                    format!(
+                        "{} is compiled and cached in {} ({:.1?})",
+                        entry.path.display(),
+                        host.cache.dir().display(),
+                        started.elapsed()
+                    )
+                })
+                .map_err(|reason| LoadError {
+                    path: entry.path.clone(),
+                    reason,
+                })
+        })
+        .collect())
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "guest".into())
 }
 
 /// Says plainly what a file is when it is not a component.
