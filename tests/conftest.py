@@ -7,10 +7,12 @@ import json
 import os
 import uuid
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,43 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 MODES = ["legacy", "auto"]
+
+# Every process the tests start inherits this mark (through the environment, down to kernels), so
+# whatever a failing test left behind is found and stopped when the session ends.
+RUN_MARK = f"JMCP_TEST_RUN={uuid.uuid4().hex}".encode()
+os.environ["JMCP_TEST_RUN"] = RUN_MARK.split(b"=", 1)[1].decode()
+
+
+def processes_left_by_tests() -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if RUN_MARK in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):
+    left = processes_left_by_tests()
+    if not left:
+        return
+    names = []
+    for pid in left:
+        with contextlib.suppress(OSError):
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and processes_left_by_tests():
+        time.sleep(0.1)
+    for pid in processes_left_by_tests():
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    print(f"\nconftest: stopped {len(left)} processes the tests left running: {', '.join(sorted(set(names)))}")
 
 
 def server_binary() -> str:
@@ -156,9 +195,10 @@ def joined(result) -> str:
 class RawStdio:
     """Our binary on stdio driven by hand, for what the official client cannot do (signals)."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None,
+                 stderr=subprocess.DEVNULL):
         self.proc = subprocess.Popen([server_binary(), *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, env=env or server_env(), cwd=cwd)
+                                     stderr=stderr, env=env or server_env(), cwd=cwd)
         self.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -294,3 +334,7 @@ async def lose_kernel(jupyter_server, client, kernel_id, how):
     while f"\t{kernel_id}\tdead\t" not in joined(await client.call_tool("list_notebooks", {})):
         assert time.monotonic() < deadline, f"kernel {kernel_id} still not seen as lost"
         await anyio.sleep(0.05)
+    if how != "deleted":
+        # Jupyter restarts a killed kernel under the same id, and nothing shows when it is done (its
+        # REST model says 'starting' until a client connects), so this one wait stays a pause.
+        await anyio.sleep(1.0)

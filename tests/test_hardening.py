@@ -45,6 +45,19 @@ def args_for(jupyter) -> list[str]:
     return ["start", "--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token]
 
 
+def closed_by_server(s: socket.socket, seconds: float) -> bool:
+    """Whether the server closes the connection within `seconds`, whatever it sends first."""
+    s.settimeout(seconds)
+    try:
+        while s.recv(1024):
+            pass
+    except ConnectionResetError:
+        pass
+    except TimeoutError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("exit_by", ["eof", signal.SIGTERM, signal.SIGINT])
 async def test_no_orphans_but_shared_kernels_keep_running(jupyter_server, exit_by):
     """Kernels we started for our own use stop with us, by any exit path; a kernel we started
@@ -220,11 +233,10 @@ def test_hostile_http_requests_cost_only_themselves(jupyter_server, tmp_path):
         trickle.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer test-token\r\n"
                         b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
                         b"Content-Length: 1000\r\n\r\n{\"jsonrpc\"")
-        time.sleep(11)
+        # Each half-sent request is dropped once the header timeout (10 s) passes: the server
+        # closes the socket (an error answer may come first).
         for s in slow:
-            s.settimeout(5)
-            with contextlib.suppress(ConnectionResetError):
-                assert s.recv(1024) in (b"",) or s.recv(1024) == b"", "a slow connection was kept open"
+            assert closed_by_server(s, 30), "a slow connection was kept open"
             s.close()
         assert healthz_ok(server)
         trickle.settimeout(30)

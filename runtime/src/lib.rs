@@ -114,6 +114,10 @@ fn refuse_guests(config: &Config) -> Result<(), RunError> {
 /// Runs the server until its transport ends or it is told to stop, then stops what it started
 /// (its kernels and, if it started one, the Jupyter Server).
 pub async fn run(config: Config) -> Result<(), RunError> {
+    // Settings that refuse to serve are refused before anything (guests, Jupyter) is started.
+    if matches!(config.transport, Transport::StreamableHttp) {
+        mcp::http::check_auth(&config.http)?;
+    }
     // Guests first, since extensions declare capabilities.
     #[cfg(feature = "wasm")]
     let (guests, link) = load_guests(&config).await;
@@ -146,7 +150,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         hooks.register(handler);
     }
     let embedded = match &config.jupyter {
-        JupyterSource::Embedded { root_dir } => Some(EmbeddedJupyter::start(root_dir).await?),
+        JupyterSource::Embedded {
+            root_dir,
+            log_level,
+        } => Some(EmbeddedJupyter::start(root_dir, log_level).await?),
         JupyterSource::Remote { .. } => None,
     };
     let rest = match (&config.jupyter, &embedded) {

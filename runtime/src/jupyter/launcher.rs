@@ -20,6 +20,9 @@ use super::rest::JupyterRest;
 /// How long a cold Jupyter Server may take to answer (a first start on a busy 2-core machine
 /// has been measured at ~15 s).
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long the server may take to stop after asking it through its API (it closes its
+/// extensions, e.g. collaboration rooms, first), and then after SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 const STOP_GRACE: Duration = Duration::from_secs(15);
 
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +77,7 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
 }
 
 impl EmbeddedJupyter {
-    pub async fn start(root_dir: &Path) -> Result<Self, LaunchError> {
+    pub async fn start(root_dir: &Path, log_level: &str) -> Result<Self, LaunchError> {
         let jupyter = find_on_path("jupyter").ok_or(LaunchError::JupyterNotFound)?;
         if !root_dir.is_dir() {
             return Err(LaunchError::BadRootDir(root_dir.to_owned()));
@@ -94,6 +97,8 @@ impl EmbeddedJupyter {
             .arg("--ip=127.0.0.1")
             .arg(format!("--port={port}"))
             .arg("--ServerApp.port_retries=0")
+            // Application, not ServerApp: extensions log through loggers of their own.
+            .arg(format!("--Application.log_level={log_level}"))
             .arg(format!("--IdentityProvider.token={token}"))
             .arg(format!("--ServerApp.root_dir={}", root_dir.display()))
             .env("JUPYTER_RUNTIME_DIR", &runtime_dir)
@@ -174,7 +179,14 @@ impl EmbeddedJupyter {
                     let _ = rest.delete_kernel(&kernel.id).await;
                 }
             }
-            if let Some(pid) = self.child.id() {
+            // Asked through its API, the server stops the way `jupyter server stop` does: its
+            // extensions close before it exits, with no traceback.
+            let asked = rest.shutdown_server().await.is_ok();
+            let exited = asked
+                && tokio::time::timeout(SHUTDOWN_GRACE, self.child.wait())
+                    .await
+                    .is_ok();
+            if let Some(pid) = self.child.id().filter(|_| !exited) {
                 let group = Pid::from_raw(pid as i32);
                 let _ = killpg(group, Signal::SIGTERM);
                 match tokio::time::timeout(STOP_GRACE, self.child.wait()).await {

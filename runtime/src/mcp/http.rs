@@ -180,11 +180,15 @@ impl HttpContext {
         if let Some(token) = self.config.mcp_token.as_ref().filter(|_| require_token) {
             if !headers.contains_key(header::AUTHORIZATION) {
                 return Err(Box::new(unauthorized(
-                    "a bearer token is required (Authorization: Bearer TOKEN)",
+                    "a bearer token is required (Authorization: Bearer TOKEN; the stop and \
+                     connect subcommands send it with --mcp-token or MCP_TOKEN)",
                 )));
             }
             if !bearer_matches(headers, token) {
-                return Err(Box::new(unauthorized("the bearer token is not valid")));
+                return Err(Box::new(unauthorized(
+                    "the bearer token is not valid; pass the token the server was started with \
+                     (--mcp-token or MCP_TOKEN)",
+                )));
             }
         }
         Ok(())
@@ -354,12 +358,19 @@ impl HttpContext {
     }
 }
 
-/// Serves until `stop` is cancelled (by a signal or `DELETE /api/stop`).
-pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(), HttpError> {
-    let config = state.http.clone();
+/// Refuses HTTP settings that would serve without authentication unless told to; checked before
+/// anything is started, so a missing token costs the operator no wait.
+pub fn check_auth(config: &HttpConfig) -> Result<(), HttpError> {
     if config.mcp_token.is_none() && !config.insecure_noauth {
         return Err(HttpError::NoAuthConfigured);
     }
+    Ok(())
+}
+
+/// Serves until `stop` is cancelled (by a signal or `DELETE /api/stop`).
+pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(), HttpError> {
+    let config = state.http.clone();
+    check_auth(&config)?;
     if config.mcp_token.is_none() {
         tracing::warn!(
             "--insecure-mcp-noauth: anyone who can reach {}:{} can run code through this server",

@@ -14,11 +14,11 @@ use super::format::brief_table;
 use super::{Tool, ToolContext, ToolError, ToolOutput, native};
 use crate::config::DocumentBackend;
 use crate::domain::notebooks::{KernelOrigin, NotebookInUse, Released};
-use crate::jupyter::document::Document;
 use crate::jupyter::document::file::FileDocument;
 use crate::jupyter::document::live::LiveDocument;
+use crate::jupyter::document::{Document, Edit};
 use crate::jupyter::kernel::{ConnectError, KernelError, Liveness};
-use crate::jupyter::notebook::Notebook;
+use crate::jupyter::notebook::{CellType, Notebook};
 use crate::jupyter::rest::JupyterRest;
 use crate::jupyter::rest::RestError;
 
@@ -180,7 +180,10 @@ async fn use_notebook(
     let (document, backend_line) =
         open_document(domain.settings.document_backend, documents, &path).await?;
     // Read once up front: a file that is not a notebook is refused before a kernel is started.
-    let notebook = document.read().await.map_err(ToolError::failed)?;
+    let mut notebook = document.read().await.map_err(ToolError::failed)?;
+    if matches!(args.mode, UseMode::Create) {
+        notebook = drop_placeholder_cell(document.as_ref(), notebook).await?;
+    }
 
     let jupyter = domain.jupyter();
     let (kernel, origin, kernel_line) = match &args.kernel_id {
@@ -293,6 +296,37 @@ async fn use_notebook(
         origin,
         format!("{kernel_line}\n{backend_line}"),
     )
+}
+
+/// A room opened on a notebook without cells shows one empty code cell (jupyter_ydoc adds it); a
+/// notebook we just created is given back empty whichever the backend, so an agent inserts what it
+/// needs and nothing else.
+async fn drop_placeholder_cell(
+    document: &dyn Document,
+    notebook: Notebook,
+) -> Result<Notebook, ToolError> {
+    let placeholder = |nb: &Notebook| match nb.cells.as_slice() {
+        [only]
+            if only.cell_type == CellType::Code
+                && only.source.is_empty()
+                && only.outputs.is_empty() =>
+        {
+            Some(only.id.clone())
+        }
+        _ => None,
+    };
+    if placeholder(&notebook).is_none() {
+        return Ok(notebook);
+    }
+    let (_, after) = document
+        .update(Box::new(move |nb| {
+            Ok(placeholder(nb)
+                .map(|id| vec![Edit::Delete { cell_ids: vec![id] }])
+                .unwrap_or_default())
+        }))
+        .await
+        .map_err(ToolError::failed)?;
+    Ok(after)
 }
 
 /// Opens the notebook with the backend the operator chose; `auto` is live when the server offers

@@ -2,7 +2,7 @@
 //! accepts, never panics.
 #![no_main]
 
-use jupyter_mcp_server::tools::ToolRegistry;
+use jupyter_mcp_server::dispatch::ToolRegistry;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -14,9 +14,11 @@
 //! show — checked by cell id and content — but only where the room still shows what we changed,
 //! so nothing is lost, nothing doubled, and a newer edit by someone else is never overwritten.
 
-use std::collections::VecDeque;
+mod journal;
+mod save;
+
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
@@ -26,24 +28,26 @@ use yrs::sync::{Awareness, Message, SyncMessage};
 use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
 
+use self::journal::Journal;
+use self::save::SaveReply;
 use super::ynotebook::YNotebook;
-use super::{
-    Document, DocumentError, DocumentFuture, Edit, EditPlan, apply_edits, fresh_insert_ids,
-};
+use super::{Document, DocumentError, DocumentFuture, EditPlan, apply_edits, fresh_insert_ids};
 use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::{JupyterRest, RestError};
 use crate::jupyter::websocket::{self, JupyterSocket};
 
-/// How long a proven edit stays re-appliable: covers the room's save delay (1 s) and a server
-/// that dies before saving.
-const KEEP_PROVEN: Duration = Duration::from_secs(30);
-/// At most this many journal entries; the oldest proven ones go first.
-const JOURNAL_LIMIT: usize = 2000;
 /// How long joining a room (PUT, websocket, first sync) may take: a busy Jupyter Server (dozens
 /// of kernels starting) has been seen to need over 20 s.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long leaving a room may take to send what is still queued.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long, before leaving, we wait for the file on disk to hold our edits (the room's own
+/// autosave follows a change by about a second; a save we ask for comes sooner).
+const SAVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the room may take to answer a save request before we just watch the file.
+const SAVE_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often the file is read while waiting for it to hold our edits.
+const SAVE_POLL: Duration = Duration::from_millis(100);
 /// Attempts to rejoin a room after the connection was lost, with growing pauses between them.
 const REJOIN_PAUSES: [Duration; 3] = [
     Duration::ZERO,
@@ -85,6 +89,9 @@ struct Link {
     /// Sync step 1 messages sent, the opening one included.
     asked: u64,
     closed: watch::Receiver<Option<String>>,
+    /// The room's latest answer to a save request, and how many we have sent.
+    saves: watch::Receiver<Option<SaveReply>>,
+    saves_asked: u64,
 }
 
 impl Link {
@@ -111,137 +118,6 @@ impl Link {
 
     fn answered(&self) -> u64 {
         *self.answers.borrow()
-    }
-}
-
-/// Our recent edits, each with what the cell showed before it, to re-apply after a rejoin.
-#[derive(Default)]
-struct Journal {
-    entries: VecDeque<Entry>,
-}
-
-struct Entry {
-    edit: Edit,
-    /// For source and output edits: the cell as it was before (source; outputs and count).
-    before: Option<Prior>,
-    /// The answer number on the current link that proves this edit; `None` once proven.
-    pending: Option<u64>,
-    proven_at: Option<Instant>,
-}
-
-#[derive(Clone, PartialEq)]
-enum Prior {
-    Source(String),
-    Outputs(Vec<Value>, Option<i64>),
-}
-
-impl Journal {
-    fn record(&mut self, base: &Notebook, edits: &[Edit], proof: u64) {
-        for edit in edits {
-            let cell = |id: &str| base.index_of(id).map(|i| &base.cells[i]);
-            let before = match edit {
-                Edit::SetSource { cell_id, .. } => {
-                    cell(cell_id).map(|c| Prior::Source(c.source.clone()))
-                }
-                Edit::SetOutputs { cell_id, .. } => {
-                    cell(cell_id).map(|c| Prior::Outputs(c.outputs.clone(), c.execution_count))
-                }
-                // Running marks are transient: a rejoin never brings them back.
-                Edit::SetRunning { .. } => continue,
-                _ => None,
-            };
-            self.entries.push_back(Entry {
-                edit: edit.clone(),
-                before,
-                pending: Some(proof),
-                proven_at: None,
-            });
-        }
-        while self.entries.len() > JOURNAL_LIMIT {
-            self.entries.pop_front();
-        }
-    }
-
-    /// Marks entries proven by `answered` answers and forgets old proven ones.
-    fn settle(&mut self, answered: u64) {
-        let now = Instant::now();
-        for entry in &mut self.entries {
-            if entry.pending.is_some_and(|proof| proof <= answered) {
-                entry.pending = None;
-                entry.proven_at = Some(now);
-            }
-        }
-        self.entries.retain(|e| {
-            e.proven_at
-                .is_none_or(|at| now.duration_since(at) < KEEP_PROVEN)
-        });
-    }
-
-    /// The edits that bring a fresh copy of the room up to what we wrote, skipping those the room
-    /// already shows and those someone else has since superseded.
-    fn replay(&self, room: &Notebook) -> (Vec<Edit>, usize) {
-        let mut view = room.clone();
-        let mut edits = Vec::new();
-        let mut superseded = 0;
-        for entry in &self.entries {
-            let needed = match &entry.edit {
-                Edit::Insert { cell, .. } => view.index_of(&cell.id).is_none(),
-                Edit::Delete { cell_ids } => cell_ids.iter().any(|id| view.index_of(id).is_some()),
-                Edit::Move { cell_id, to } => view
-                    .index_of(cell_id)
-                    .is_some_and(|at| at != (*to).min(view.cells.len() - 1)),
-                Edit::SetSource {
-                    cell_id, source, ..
-                } => match view.index_of(cell_id).map(|i| &view.cells[i].source) {
-                    Some(now) if now == source => false,
-                    Some(now) if Some(Prior::Source(now.clone())) == entry.before => true,
-                    Some(_) => {
-                        superseded += 1;
-                        false
-                    }
-                    None => false,
-                },
-                Edit::SetOutputs {
-                    cell_id,
-                    outputs,
-                    execution_count,
-                } => match view.index_of(cell_id).map(|i| &view.cells[i]) {
-                    Some(c) if c.outputs == *outputs && c.execution_count == *execution_count => {
-                        false
-                    }
-                    Some(c)
-                        if Some(Prior::Outputs(c.outputs.clone(), c.execution_count))
-                            == entry.before =>
-                    {
-                        true
-                    }
-                    Some(_) => {
-                        superseded += 1;
-                        false
-                    }
-                    None => false,
-                },
-                Edit::SetRunning { .. } => false,
-            };
-            if !needed {
-                continue;
-            }
-            let edit = match &entry.edit {
-                Edit::Delete { cell_ids } => Edit::Delete {
-                    cell_ids: cell_ids
-                        .iter()
-                        .filter(|id| view.index_of(id).is_some())
-                        .cloned()
-                        .collect(),
-                },
-                other => other.clone(),
-            };
-            if let Ok(next) = apply_edits(&view, std::slice::from_ref(&edit), "") {
-                view = next;
-                edits.push(edit);
-            }
-        }
-        (edits, superseded)
     }
 }
 
@@ -344,6 +220,70 @@ impl LiveDocument {
             })
     }
 
+    /// Makes sure the file on disk holds every edit we made before we leave (the room may be
+    /// about to stop with the Jupyter Server): waits until the room holds them, asks it to save,
+    /// and reads the file through the contents API until it shows them. Bounded; says so in the
+    /// log when it could not confirm.
+    async fn save_before_leaving(&self, link: &mut Link) {
+        let deadline = tokio::time::Instant::now() + SAVE_TIMEOUT;
+        let asked = link.asked;
+        let proven = tokio::time::timeout_at(deadline, link.answers.wait_for(|n| *n >= asked))
+            .await
+            .is_ok_and(|answered| answered.is_ok());
+        if !proven {
+            tracing::warn!(
+                "the collaboration room of '{}' did not confirm our last edits before we left; \
+                 they may be missing from the notebook",
+                self.path
+            );
+            return;
+        }
+        let nothing_recent = {
+            let mut journal = self.journal();
+            journal.settle(link.answered());
+            journal.entries.is_empty()
+        };
+        if nothing_recent {
+            return;
+        }
+        link.saves_asked += 1;
+        let id = link.saves_asked;
+        let _ = link.outgoing.send(save::request(id));
+        let status = tokio::time::timeout_at(
+            deadline.min(tokio::time::Instant::now() + SAVE_ANSWER_TIMEOUT),
+            link.saves
+                .wait_for(|r| r.as_ref().is_some_and(|r| r.response_to == id)),
+        )
+        .await
+        .ok()
+        .and_then(|answer| answer.ok()?.as_ref().map(|r| r.status.clone()))
+        .unwrap_or_else(|| "no answer".to_owned());
+        let last = loop {
+            let last = match self.rest.get_text_file(&self.path).await {
+                Ok((text, _)) => match Notebook::parse(&text) {
+                    Ok(saved) if self.journal().held_by(&saved) => {
+                        tracing::debug!("'{}' is saved (save request: {status})", self.path);
+                        return;
+                    }
+                    Ok(_) => "the file does not show them yet".to_owned(),
+                    Err(e) => format!("the file does not parse: {e}"),
+                },
+                Err(e) => e.to_string(),
+            };
+            if tokio::time::Instant::now() + SAVE_POLL >= deadline {
+                break last;
+            }
+            tokio::time::sleep(SAVE_POLL).await;
+        };
+        tracing::warn!(
+            "could not confirm within {}s that '{}' on disk holds our last edits ({last}; save \
+             request: {status}); they are in the collaboration room, which saves them if the \
+             Jupyter Server keeps running",
+            SAVE_TIMEOUT.as_secs(),
+            self.path
+        );
+    }
+
     fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
         self.journal
             .lock()
@@ -413,9 +353,13 @@ impl Document for LiveDocument {
 
     fn close(&self) -> DocumentFuture<'_, ()> {
         Box::pin(async move {
-            let Some(link) = self.link.lock().await.take() else {
+            let mut slot = self.link.lock().await;
+            let Some(mut link) = slot.take() else {
                 return Ok(());
             };
+            if link.is_open() {
+                self.save_before_leaving(&mut link).await;
+            }
             // Dropping the sender lets the task send what is queued, say goodbye and close;
             // waiting for it means an edit made just before we exit still reaches the room.
             let Link {
@@ -455,10 +399,12 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
         let (outgoing, queued) = mpsc::unbounded_channel();
         let (answers_tx, mut answers) = watch::channel(0u64);
         let (closed_tx, closed) = watch::channel(None);
+        let (saves_tx, saves) = watch::channel(None);
         let room = Room {
             notebook: notebook.clone(),
             answers: answers_tx,
             closed: closed_tx,
+            saves: saves_tx,
             path: path.to_owned(),
         };
         tokio::spawn(room.run(socket, queued));
@@ -475,6 +421,8 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
             answers,
             asked: 1,
             closed,
+            saves,
+            saves_asked: 0,
         })
     };
     tokio::time::timeout(JOIN_TIMEOUT, attempt)
@@ -500,6 +448,7 @@ struct Room {
     notebook: Arc<Mutex<YNotebook>>,
     answers: watch::Sender<u64>,
     closed: watch::Sender<Option<String>>,
+    saves: watch::Sender<Option<SaveReply>>,
     path: String,
 }
 
@@ -597,6 +546,12 @@ impl Room {
     }
 
     async fn receive(&self, socket: &mut JupyterSocket, bytes: &[u8]) -> Result<(), String> {
+        if bytes.first() == Some(&save::RAW) {
+            if let Some(reply) = save::reply(bytes) {
+                self.saves.send_replace(Some(reply));
+            }
+            return Ok(());
+        }
         let message = match Message::decode_v1(bytes) {
             Ok(message) => message,
             Err(e) => {

@@ -4,236 +4,30 @@
 //! (`JUPYTER_URL`, `JUPYTER_TOKEN`, `MCP_TOKEN`, `JUPYTER_MCP_EXECUTION_TIMEOUT`, …); the rest are
 //! `JUPYTER_MCP_<FLAG_NAME>`, because generic names such as `HOST` or `PORT` are often set by shells.
 
+mod cli;
+mod file;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
 use url::Url;
 
-/// Command line of the `jupyter-mcp-server` binary.
-#[derive(Debug, Parser)]
-#[command(
-    name = "jupyter-mcp-server",
-    version,
-    about = "MCP server that lets AI agents read, edit and run Jupyter notebooks",
-    args_conflicts_with_subcommands = true
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Option<Command>,
-    /// `start`'s flags are accepted without the subcommand too, as the Python server does.
-    #[command(flatten)]
-    pub start: StartArgs,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Start the MCP server (the default).
-    Start(Box<StartArgs>),
-    /// Ask a running Streamable HTTP server to use another Jupyter Server.
-    Connect(ConnectArgs),
-    /// Ask a running Streamable HTTP server to shut down.
-    Stop(StopArgs),
-    /// Work with WebAssembly extensions without starting the server.
-    #[command(subcommand)]
-    Extension(ExtensionCommand),
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ExtensionCommand {
-    /// Compile components into the compile cache ahead of time (for deploys), so the server's
-    /// first start loads them at once instead of compiling them.
-    Compile(CompileArgs),
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct CompileArgs {
-    /// The components (.wasm) to compile; without any, the [[extension]] entries of --config.
-    #[arg(value_name = "PATH")]
-    pub paths: Vec<PathBuf>,
-    /// The server's config file: its cache_dir is filled (else the default cache directory).
-    #[arg(long, env = "JUPYTER_MCP_CONFIG")]
-    pub config: Option<PathBuf>,
-}
-
-impl CompileArgs {
-    /// The guests to compile and where their compiled forms go, as the server would see them.
-    pub fn resolve(self) -> Result<WasmConfig, ConfigError> {
-        let file = match &self.config {
-            Some(path) => read_config_file(path)?,
-            None => FileConfig::default(),
-        };
-        let extensions = if self.paths.is_empty() {
-            file.extensions
-        } else {
-            self.paths
-                .into_iter()
-                .map(ExtensionConfig::with_defaults)
-                .collect()
-        };
-        Ok(WasmConfig {
-            cache_dir: file.cache_dir,
-            extensions,
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Transport {
-    Stdio,
-    StreamableHttp,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DocumentBackend {
-    Auto,
-    File,
-    Live,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct StartArgs {
-    /// How MCP clients reach the server.
-    #[arg(
-        long,
-        value_enum,
-        env = "JUPYTER_MCP_TRANSPORT",
-        default_value = "stdio"
-    )]
-    pub transport: Transport,
-
-    /// URL of the Jupyter Server to use. Without it the server starts its own on loopback.
-    #[arg(long, env = "JUPYTER_URL", value_parser = parse_http_url)]
-    pub jupyter_url: Option<Url>,
-
-    /// Token of the Jupyter Server given by --jupyter-url.
-    #[arg(long, env = "JUPYTER_TOKEN", hide_env_values = true)]
-    pub jupyter_token: Option<String>,
-
-    /// Jupyter Server holding the notebooks, when it is not the one running the kernels.
-    #[arg(long, env = "DOCUMENT_URL", value_parser = parse_http_url)]
-    pub document_url: Option<Url>,
-
-    /// Token of the --document-url server.
-    #[arg(long, env = "DOCUMENT_TOKEN", hide_env_values = true)]
-    pub document_token: Option<String>,
-
-    /// How notebooks are edited: through the contents API (file), a collaboration room (live),
-    /// or live when the server offers collaboration (auto).
-    #[arg(
-        long,
-        value_enum,
-        env = "JUPYTER_MCP_DOCUMENT_BACKEND",
-        default_value = "auto"
-    )]
-    pub document_backend: DocumentBackend,
-
-    /// Write OpenTelemetry spans of tool calls, executions and kernel lifecycle to this JSONL file.
-    #[arg(long, env = "JUPYTER_MCP_OTEL_FILE")]
-    pub otel_file: Option<PathBuf>,
-
-    /// Send spans to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318). Never implied: spans
-    /// carry code.
-    #[arg(long, env = "JUPYTER_MCP_OTEL_ENDPOINT", value_parser = parse_http_url)]
-    pub otel_endpoint: Option<Url>,
-
-    /// A TOML config file: `[capabilities]` (`name = true|false`), `cache_dir` and
-    /// `[[extension]]` entries (see README).
-    #[arg(long, env = "JUPYTER_MCP_CONFIG")]
-    pub config: Option<PathBuf>,
-
-    /// Load this WebAssembly component (hook handler or extension); repeatable. Also
-    /// JUPYTER_MCP_EXTENSIONS (paths separated by ':') and [[extension]] in --config.
-    #[arg(long = "extension", value_name = "PATH")]
-    pub extensions: Vec<PathBuf>,
-
-    /// Turn a capability on (NAME) or off (NAME=off); repeatable. See capabilities://.
-    #[arg(long = "capability", value_name = "NAME[=VALUE]")]
-    pub capabilities: Vec<String>,
-
-    /// Root directory of the embedded Jupyter Server (default: the current directory).
-    #[arg(long, env = "JUPYTER_MCP_ROOT_DIR")]
-    pub root_dir: Option<PathBuf>,
-
-    /// Seconds an execution may run when a call asks for the default (timeout 0).
-    #[arg(long, env = "JUPYTER_MCP_EXECUTION_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
-    pub execution_timeout: u64,
-
-    /// Upper bound, in seconds, for any execution timeout a call asks for.
-    #[arg(long, env = "JUPYTER_MCP_MAX_EXECUTION_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_execution_timeout: u64,
-
-    /// Characters of output text a tool result may carry before it is cut (0 = never cut).
-    #[arg(long, env = "JUPYTER_MCP_MAX_OUTPUT_CHARS", default_value_t = 50_000)]
-    pub max_output_chars: usize,
-
-    /// Address the Streamable HTTP transport binds to.
-    #[arg(long, env = "JUPYTER_MCP_HOST", default_value = "127.0.0.1")]
-    pub host: String,
-
-    /// Port of the Streamable HTTP transport.
-    #[arg(long, env = "JUPYTER_MCP_PORT", default_value_t = 4040)]
-    pub port: u16,
-
-    /// Bearer token MCP clients must present over Streamable HTTP.
-    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
-    pub mcp_token: Option<String>,
-
-    /// Serve Streamable HTTP without any authentication (only for trusted networks).
-    #[arg(long, env = "INSECURE_MCP_NOAUTH", num_args = 0..=1, default_missing_value = "true",
-          default_value = "false", value_parser = parse_bool)]
-    pub insecure_mcp_noauth: bool,
-
-    /// An Origin allowed to call /mcp (repeatable), e.g. https://lab.example.org.
-    #[arg(
-        long = "allowed-origin",
-        env = "JUPYTER_MCP_ALLOWED_ORIGINS",
-        value_delimiter = ','
-    )]
-    pub allowed_origins: Vec<String>,
-
-    /// A Host header value allowed on /mcp besides the loopback names (repeatable).
-    #[arg(
-        long = "allowed-host",
-        env = "JUPYTER_MCP_ALLOWED_HOSTS",
-        value_delimiter = ','
-    )]
-    pub allowed_hosts: Vec<String>,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct ConnectArgs {
-    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
-    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
-    pub server_url: Url,
-    /// Jupyter Server the MCP server should use from now on.
-    #[arg(long, env = "JUPYTER_URL", value_parser = parse_http_url)]
-    pub jupyter_url: Url,
-    /// Token of that Jupyter Server.
-    #[arg(long, env = "JUPYTER_TOKEN", hide_env_values = true)]
-    pub jupyter_token: Option<String>,
-    /// Bearer token of the MCP server.
-    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
-    pub mcp_token: Option<String>,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct StopArgs {
-    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
-    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
-    pub server_url: Url,
-    /// Bearer token of the MCP server.
-    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
-    pub mcp_token: Option<String>,
-}
+pub use cli::{
+    Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionCommand, StartArgs, StopArgs,
+    Transport, parse_bool,
+};
+use file::FileConfig;
 
 /// Where the server finds Jupyter.
 #[derive(Debug, Clone)]
 pub enum JupyterSource {
     /// A server someone else runs.
     Remote { url: Url, token: Option<String> },
-    /// A server we start ourselves, rooted at this directory.
-    Embedded { root_dir: PathBuf },
+    /// A server we start ourselves, rooted at this directory, logging at this level.
+    Embedded {
+        root_dir: PathBuf,
+        log_level: String,
+    },
 }
 
 /// The resolved settings of a running server.
@@ -320,14 +114,6 @@ impl Default for GuestLimits {
     }
 }
 
-/// What a config file says.
-#[derive(Debug, Default)]
-struct FileConfig {
-    capabilities: Vec<(String, bool)>,
-    cache_dir: Option<PathBuf>,
-    extensions: Vec<ExtensionConfig>,
-}
-
 #[derive(Debug, Clone, Copy)]
 pub struct ExecutionLimits {
     pub default_timeout: Duration,
@@ -406,10 +192,11 @@ impl Config {
                     Some(dir) => dir,
                     None => std::env::current_dir().map_err(ConfigError::CurrentDir)?,
                 },
+                log_level: args.jupyter_log_level.to_ascii_uppercase(),
             },
         };
         let file = match &args.config {
-            Some(path) => read_config_file(path)?,
+            Some(path) => FileConfig::read(path)?,
             None => FileConfig::default(),
         };
         let mut extensions = file.extensions;
@@ -465,152 +252,32 @@ impl Config {
     }
 }
 
-/// Reads a config file. Keys this build does not know are refused, so a typo never passes
-/// silently. Relative extension paths are taken from the file's directory.
-fn read_config_file(path: &std::path::Path) -> Result<FileConfig, ConfigError> {
-    let fail = |reason: String| ConfigError::ConfigFile {
-        path: path.to_owned(),
-        reason,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| fail(e.to_string()))?;
-    let base = path.parent().unwrap_or(std::path::Path::new("."));
-    let mut file = FileConfig::default();
-    for (key, value) in table {
-        match (key.as_str(), value) {
-            ("capabilities", toml::Value::Table(capabilities)) => {
-                for (name, value) in capabilities {
-                    let enabled = value.as_bool().ok_or_else(|| {
-                        fail(format!(
-                            "capabilities.{name} must be true or false, not {value}"
-                        ))
-                    })?;
-                    file.capabilities.push((name, enabled));
-                }
-            }
-            ("cache_dir", toml::Value::String(dir)) => file.cache_dir = Some(base.join(dir)),
-            ("extension", toml::Value::Array(entries)) => {
-                for (i, entry) in entries.into_iter().enumerate() {
-                    let entry = read_extension_entry(entry, base)
-                        .map_err(|reason| fail(format!("[[extension]] #{}: {reason}", i + 1)))?;
-                    file.extensions.push(entry);
-                }
-            }
-            (key @ ("capabilities" | "cache_dir" | "extension"), other) => {
-                let expected = match key {
-                    "capabilities" => "a table ([capabilities])",
-                    "cache_dir" => "a string (a directory)",
-                    _ => "an array of tables ([[extension]])",
-                };
-                return Err(fail(format!("{key} must be {expected}, not {other}")));
-            }
-            (other, _) => {
-                return Err(fail(format!(
-                    "unknown key '{other}'; this build reads [capabilities], cache_dir and [[extension]]"
-                )));
-            }
-        }
-    }
-    Ok(file)
-}
-
-fn read_extension_entry(
-    entry: toml::Value,
-    base: &std::path::Path,
-) -> Result<ExtensionConfig, String> {
-    let toml::Value::Table(entry) = entry else {
-        return Err("must be a table".into());
-    };
-    let mut path = None;
-    let mut grants = Vec::new();
-    let mut limits = GuestLimits::default();
-    let mut config = serde_json::Value::Object(Default::default());
-    let mut critical = None;
-    for (key, value) in entry {
-        match (key.as_str(), value) {
-            ("path", toml::Value::String(p)) => path = Some(base.join(p)),
-            ("grants", toml::Value::Array(names)) => {
-                for name in names {
-                    let toml::Value::String(name) = name else {
-                        return Err(format!("grants must be strings, not {name}"));
-                    };
-                    grants.push(name);
-                }
-            }
-            ("limits", toml::Value::Table(table)) => {
-                for (key, value) in table {
-                    let number = value
-                        .as_integer()
-                        .and_then(|n| u64::try_from(n).ok())
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| {
-                            format!("limits.{key} must be a positive integer, not {value}")
-                        })?;
-                    match key.as_str() {
-                        "memory_mb" => limits.memory_mb = number,
-                        "cpu_ms_per_call" => limits.cpu_ms_per_call = number,
-                        "wall_ms_per_call" => limits.wall_ms_per_call = Some(number),
-                        "max_consecutive_failures" => {
-                            limits.max_consecutive_failures =
-                                u32::try_from(number).map_err(|e| e.to_string())?
-                        }
-                        other => {
-                            return Err(format!(
-                                "unknown limit '{other}'; known: memory_mb, cpu_ms_per_call, \
-                                 wall_ms_per_call, max_consecutive_failures"
-                            ));
-                        }
-                    }
-                }
-            }
-            ("config", toml::Value::Table(table)) => {
-                config = serde_json::to_value(table).map_err(|e| e.to_string())?;
-            }
-            ("critical", toml::Value::Boolean(flag)) => critical = Some(flag),
-            (other, value) => {
-                return Err(format!(
-                    "unexpected '{other} = {value}'; an entry has path (string), grants (list of \
-                     strings), limits (table), config (table) and critical (true or false)"
-                ));
-            }
-        }
-    }
-    let path = path.ok_or("path is missing (the .wasm file to load)")?;
-    Ok(ExtensionConfig {
-        path,
-        grants,
-        limits,
-        config,
-        critical,
-    })
-}
-
-/// Booleans as the Python server reads them.
-pub fn parse_bool(value: &str) -> Result<bool, String> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "1" | "true" | "t" | "yes" | "y" | "on" => Ok(true),
-        "0" | "false" | "f" | "no" | "n" | "off" => Ok(false),
-        _ => Err(format!(
-            "'{value}' is not a boolean; use true/false, yes/no, on/off or 1/0"
-        )),
-    }
-}
-
-fn parse_http_url(value: &str) -> Result<Url, String> {
-    let url = Url::parse(value).map_err(|e| format!("'{value}' is not a URL ({e})"))?;
-    match url.scheme() {
-        "http" | "https" => Ok(url),
-        other => Err(format!(
-            "'{value}' uses the scheme '{other}'; give an http:// or https:// URL"
-        )),
+impl CompileArgs {
+    /// The guests to compile and where their compiled forms go, as the server would see them.
+    pub fn resolve(self) -> Result<WasmConfig, ConfigError> {
+        let file = match &self.config {
+            Some(path) => FileConfig::read(path)?,
+            None => FileConfig::default(),
+        };
+        let extensions = if self.paths.is_empty() {
+            file.extensions
+        } else {
+            self.paths
+                .into_iter()
+                .map(ExtensionConfig::with_defaults)
+                .collect()
+        };
+        Ok(WasmConfig {
+            cache_dir: file.cache_dir,
+            extensions,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser as _;
 
     fn start_args(argv: &[&str]) -> StartArgs {
         let mut full = vec!["jupyter-mcp-server", "start"];
@@ -741,7 +408,16 @@ mod tests {
         let err =
             Config::from_args_and_env(start_args(&["--config", good.to_str().unwrap()]), |_| None)
                 .unwrap_err();
-        assert!(err.to_string().contains("path is missing"), "{err}");
+        assert!(err.to_string().contains("missing field `path`"), "{err}");
+        std::fs::write(
+            &good,
+            "[[extension]]\npath = \"a.wasm\"\nlimits = { memory_mb = 0 }\n",
+        )
+        .unwrap();
+        let err =
+            Config::from_args_and_env(start_args(&["--config", good.to_str().unwrap()]), |_| None)
+                .unwrap_err();
+        assert!(err.to_string().contains("nonzero"), "{err}");
         let bad = dir.join("bad.toml");
         std::fs::write(&bad, "[capabilities]\nx = \"yes\"\n").unwrap();
         let err =
@@ -753,7 +429,7 @@ mod tests {
             Config::from_args_and_env(start_args(&["--config", bad.to_str().unwrap()]), |_| None)
                 .unwrap_err();
         assert!(
-            err.to_string().contains("unknown key 'cache_dirr'"),
+            err.to_string().contains("unknown field `cache_dirr`"),
             "{err}"
         );
         std::fs::remove_dir_all(dir).unwrap();

@@ -1,0 +1,228 @@
+//! The command line: subcommands and every flag of `start` with its environment variable and
+//! default (clap derive). `Config::from_args` turns the parsed flags into the resolved settings.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use url::Url;
+
+/// Command line of the `jupyter-mcp-server` binary.
+#[derive(Debug, Parser)]
+#[command(
+    name = "jupyter-mcp-server",
+    version,
+    about = "MCP server that lets AI agents read, edit and run Jupyter notebooks",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `start`'s flags are accepted without the subcommand too, as the Python server does.
+    #[command(flatten)]
+    pub start: StartArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start the MCP server (the default).
+    Start(Box<StartArgs>),
+    /// Ask a running Streamable HTTP server to use another Jupyter Server.
+    Connect(ConnectArgs),
+    /// Ask a running Streamable HTTP server to shut down.
+    Stop(StopArgs),
+    /// Work with WebAssembly extensions without starting the server.
+    #[command(subcommand)]
+    Extension(ExtensionCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExtensionCommand {
+    /// Compile components into the compile cache ahead of time (for deploys), so the server's
+    /// first start loads them at once instead of compiling them.
+    Compile(CompileArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompileArgs {
+    /// The components (.wasm) to compile; without any, the [[extension]] entries of --config.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The server's config file: its cache_dir is filled (else the default cache directory).
+    #[arg(long, env = "JUPYTER_MCP_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    Stdio,
+    StreamableHttp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DocumentBackend {
+    Auto,
+    File,
+    Live,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StartArgs {
+    /// How MCP clients reach the server.
+    #[arg(
+        long,
+        value_enum,
+        env = "JUPYTER_MCP_TRANSPORT",
+        default_value = "stdio"
+    )]
+    pub transport: Transport,
+
+    /// URL of the Jupyter Server to use. Without it the server starts its own on loopback.
+    #[arg(long, env = "JUPYTER_URL", value_parser = parse_http_url)]
+    pub jupyter_url: Option<Url>,
+
+    /// Token of the Jupyter Server given by --jupyter-url.
+    #[arg(long, env = "JUPYTER_TOKEN", hide_env_values = true)]
+    pub jupyter_token: Option<String>,
+
+    /// Jupyter Server holding the notebooks, when it is not the one running the kernels.
+    #[arg(long, env = "DOCUMENT_URL", value_parser = parse_http_url)]
+    pub document_url: Option<Url>,
+
+    /// Token of the --document-url server.
+    #[arg(long, env = "DOCUMENT_TOKEN", hide_env_values = true)]
+    pub document_token: Option<String>,
+
+    /// How notebooks are edited: through the contents API (file), a collaboration room (live),
+    /// or live when the server offers collaboration (auto).
+    #[arg(
+        long,
+        value_enum,
+        env = "JUPYTER_MCP_DOCUMENT_BACKEND",
+        default_value = "auto"
+    )]
+    pub document_backend: DocumentBackend,
+
+    /// Write OpenTelemetry spans of tool calls, executions and kernel lifecycle to this JSONL file.
+    #[arg(long, env = "JUPYTER_MCP_OTEL_FILE")]
+    pub otel_file: Option<PathBuf>,
+
+    /// Send spans to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318). Never implied: spans
+    /// carry code.
+    #[arg(long, env = "JUPYTER_MCP_OTEL_ENDPOINT", value_parser = parse_http_url)]
+    pub otel_endpoint: Option<Url>,
+
+    /// A TOML config file: `[capabilities]` (`name = true|false`), `cache_dir` and
+    /// `[[extension]]` entries (see README).
+    #[arg(long, env = "JUPYTER_MCP_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Load this WebAssembly component (hook handler or extension); repeatable. Also
+    /// JUPYTER_MCP_EXTENSIONS (paths separated by ':') and [[extension]] in --config.
+    #[arg(long = "extension", value_name = "PATH")]
+    pub extensions: Vec<PathBuf>,
+
+    /// Turn a capability on (NAME) or off (NAME=off); repeatable. See capabilities://.
+    #[arg(long = "capability", value_name = "NAME[=VALUE]")]
+    pub capabilities: Vec<String>,
+
+    /// Root directory of the embedded Jupyter Server (default: the current directory).
+    #[arg(long, env = "JUPYTER_MCP_ROOT_DIR")]
+    pub root_dir: Option<PathBuf>,
+
+    /// What the embedded Jupyter Server logs to our stderr (DEBUG, INFO, WARN, ERROR, CRITICAL).
+    /// WARN keeps its routine chatter out of the way; INFO shows every request it serves.
+    #[arg(long, env = "JUPYTER_MCP_JUPYTER_LOG_LEVEL", default_value = "WARN", value_parser = ["DEBUG", "INFO", "WARN", "ERROR", "CRITICAL"], ignore_case = true)]
+    pub jupyter_log_level: String,
+
+    /// Seconds an execution may run when a call asks for the default (timeout 0).
+    #[arg(long, env = "JUPYTER_MCP_EXECUTION_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub execution_timeout: u64,
+
+    /// Upper bound, in seconds, for any execution timeout a call asks for.
+    #[arg(long, env = "JUPYTER_MCP_MAX_EXECUTION_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_execution_timeout: u64,
+
+    /// Characters of output text a tool result may carry before it is cut (0 = never cut).
+    #[arg(long, env = "JUPYTER_MCP_MAX_OUTPUT_CHARS", default_value_t = 50_000)]
+    pub max_output_chars: usize,
+
+    /// Address the Streamable HTTP transport binds to.
+    #[arg(long, env = "JUPYTER_MCP_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+
+    /// Port of the Streamable HTTP transport.
+    #[arg(long, env = "JUPYTER_MCP_PORT", default_value_t = 4040)]
+    pub port: u16,
+
+    /// Bearer token MCP clients must present over Streamable HTTP.
+    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+
+    /// Serve Streamable HTTP without any authentication (only for trusted networks).
+    #[arg(long, env = "INSECURE_MCP_NOAUTH", num_args = 0..=1, default_missing_value = "true",
+          default_value = "false", value_parser = parse_bool)]
+    pub insecure_mcp_noauth: bool,
+
+    /// An Origin allowed to call /mcp (repeatable), e.g. https://lab.example.org.
+    #[arg(
+        long = "allowed-origin",
+        env = "JUPYTER_MCP_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+
+    /// A Host header value allowed on /mcp besides the loopback names (repeatable).
+    #[arg(
+        long = "allowed-host",
+        env = "JUPYTER_MCP_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConnectArgs {
+    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
+    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
+    pub server_url: Url,
+    /// Jupyter Server the MCP server should use from now on.
+    #[arg(long, env = "JUPYTER_URL", value_parser = parse_http_url)]
+    pub jupyter_url: Url,
+    /// Token of that Jupyter Server.
+    #[arg(long, env = "JUPYTER_TOKEN", hide_env_values = true)]
+    pub jupyter_token: Option<String>,
+    /// Bearer token of the MCP server.
+    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StopArgs {
+    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
+    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
+    pub server_url: Url,
+    /// Bearer token of the MCP server.
+    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+}
+
+/// Booleans as the Python server reads them.
+pub fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "t" | "yes" | "y" | "on" => Ok(true),
+        "0" | "false" | "f" | "no" | "n" | "off" => Ok(false),
+        _ => Err(format!(
+            "'{value}' is not a boolean; use true/false, yes/no, on/off or 1/0"
+        )),
+    }
+}
+
+fn parse_http_url(value: &str) -> Result<Url, String> {
+    let url = Url::parse(value).map_err(|e| format!("'{value}' is not a URL ({e})"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!(
+            "'{value}' uses the scheme '{other}'; give an http:// or https:// URL"
+        )),
+    }
+}

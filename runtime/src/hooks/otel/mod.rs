@@ -1,0 +1,287 @@
+//! The built-in OpenTelemetry hook handler: spans for tool calls, executions and kernel lifecycle,
+//! written as JSONL in the OpenTelemetry Python SDK's span JSON, so tools written for the Python
+//! server read our files.
+//!
+//! Spans are made with the OpenTelemetry SDK; our exporter hands each finished span to a writer
+//! thread, so a tool call never waits on the disk and lines never interleave. An `execute` span
+//! is a child of its tool call's span, and a W3C `traceparent` in the request's `_meta` continues
+//! the caller's trace.
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use opentelemetry::trace::{
+    Span as _, SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer as _,
+    TracerProvider as _,
+};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use serde_json::{Map, Value, json};
+
+mod jsonl;
+mod otlp;
+
+use jsonl::JsonlExporter;
+pub use jsonl::python_json;
+use otlp::OtlpExporter;
+
+use super::{CallScope, HookEvent, HookFuture, HookHandler, HookKind};
+
+/// The key under which the tool call's span context is left for its `execute` spans.
+const TOOL_SPAN_KEY: &str = "otel.tool_span";
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open the OpenTelemetry span file {path}: {source}")]
+pub struct OtelFileError {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+pub struct OtelHandler {
+    provider: SdkTracerProvider,
+    tracer: opentelemetry_sdk::trace::SdkTracer,
+    open: Mutex<HashMap<u64, opentelemetry_sdk::trace::Span>>,
+    next: AtomicU64,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl OtelHandler {
+    /// Appends spans to `path` (created if missing).
+    pub fn to_file(path: &Path) -> Result<Self, OtelFileError> {
+        Self::new(Some(path), None)
+    }
+
+    /// Writes spans to a JSONL file, sends them to an OTLP/HTTP collector, or both. The collector
+    /// is only used when asked for explicitly: spans carry code.
+    pub fn new(path: Option<&Path>, endpoint: Option<url::Url>) -> Result<Self, OtelFileError> {
+        let mut builder = SdkTracerProvider::builder().with_resource(
+            Resource::builder()
+                .with_service_name("jupyter-mcp-server")
+                .build(),
+        );
+        let mut writer = None;
+        if let Some(path) = path {
+            let file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| OtelFileError {
+                    path: path.to_owned(),
+                    source,
+                })?;
+            let (exporter, thread) = JsonlExporter::start(file);
+            writer = Some(thread);
+            builder = builder.with_simple_exporter(exporter);
+        }
+        if let Some(endpoint) = endpoint {
+            builder = builder.with_simple_exporter(OtlpExporter::start(endpoint));
+        }
+        let provider = builder.build();
+        let tracer = provider.tracer("jupyter-mcp-server");
+        Ok(OtelHandler {
+            provider,
+            tracer,
+            open: Mutex::default(),
+            next: AtomicU64::new(1),
+            writer: Mutex::new(writer),
+        })
+    }
+
+    fn start(
+        &self,
+        name: String,
+        parent: &Context,
+        attributes: Vec<KeyValue>,
+    ) -> opentelemetry_sdk::trace::Span {
+        let builder = self.tracer.span_builder(name).with_attributes(attributes);
+        self.tracer.build_with_context(builder, parent)
+    }
+
+    fn keep(&self, span: opentelemetry_sdk::trace::Span, context: &mut Map<String, Value>) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.open.lock().expect("open spans").insert(id, span);
+        context.insert("_otel_span".into(), json!(id));
+    }
+
+    fn take(&self, context: &Map<String, Value>) -> Option<opentelemetry_sdk::trace::Span> {
+        let id = context.get("_otel_span")?.as_u64()?;
+        self.open.lock().expect("open spans").remove(&id)
+    }
+
+    fn handle(&self, event: &HookEvent, context: &mut Map<String, Value>) {
+        let text = |key: &str| event.str(key).unwrap_or_default().to_owned();
+        match event.kind {
+            HookKind::BeforeToolCall => {
+                let scope = CallScope::current();
+                let parent = scope
+                    .as_ref()
+                    .and_then(|s| s.traceparent.as_deref())
+                    .and_then(parse_traceparent)
+                    .map(|remote| Context::new().with_remote_span_context(remote))
+                    .unwrap_or_default();
+                let tool = text("tool_name");
+                let span = self.start(
+                    format!("tool_call:{tool}"),
+                    &parent,
+                    vec![KeyValue::new("tool.name", tool)],
+                );
+                if let Some(scope) = scope {
+                    let sc = span.span_context();
+                    scope.shared.lock().expect("call scope").insert(
+                        TOOL_SPAN_KEY.into(),
+                        json!([sc.trace_id().to_string(), sc.span_id().to_string()]),
+                    );
+                }
+                self.keep(span, context);
+            }
+            HookKind::BeforeExecute => {
+                let parent = CallScope::current()
+                    .and_then(|s| {
+                        s.shared
+                            .lock()
+                            .expect("call scope")
+                            .get(TOOL_SPAN_KEY)
+                            .cloned()
+                    })
+                    .and_then(|ids| {
+                        let trace = TraceId::from_hex(ids.get(0)?.as_str()?).ok()?;
+                        let span = SpanId::from_hex(ids.get(1)?.as_str()?).ok()?;
+                        Some(SpanContext::new(
+                            trace,
+                            span,
+                            TraceFlags::SAMPLED,
+                            false,
+                            TraceState::default(),
+                        ))
+                    })
+                    .map(|sc| Context::new().with_remote_span_context(sc))
+                    .unwrap_or_default();
+                let code: String = text("code").chars().take(200).collect();
+                let span = self.start(
+                    "execute".into(),
+                    &parent,
+                    vec![
+                        KeyValue::new("kernel.id", text("kernel_id")),
+                        KeyValue::new("code.snippet", code),
+                    ],
+                );
+                self.keep(span, context);
+            }
+            HookKind::AfterToolCall | HookKind::AfterExecute => {
+                let Some(mut span) = self.take(context) else {
+                    return;
+                };
+                match event.data.get("error").and_then(Value::as_str) {
+                    Some(error) => {
+                        span.set_attribute(KeyValue::new("error", true));
+                        span.set_attribute(KeyValue::new("error.message", error.to_owned()));
+                    }
+                    None if event.kind == HookKind::AfterToolCall => {
+                        let summary: String = text("result").chars().take(200).collect();
+                        span.set_attribute(KeyValue::new("result.summary", summary));
+                    }
+                    None => {
+                        let count = event
+                            .data
+                            .get("outputs")
+                            .and_then(Value::as_array)
+                            .map_or(0, Vec::len);
+                        span.set_attribute(KeyValue::new("output.count", count as i64));
+                    }
+                }
+                span.end();
+            }
+            HookKind::KernelLifecycle => {
+                let mut span = self.start(
+                    "kernel_lifecycle".into(),
+                    &Context::new(),
+                    vec![
+                        KeyValue::new("event_type", text("event_type")),
+                        KeyValue::new("kernel.id", text("kernel_id")),
+                        KeyValue::new("kernel.name", text("kernel_name")),
+                    ],
+                );
+                span.end();
+            }
+        }
+    }
+}
+
+impl HookHandler for OtelHandler {
+    fn name(&self) -> &str {
+        "opentelemetry"
+    }
+
+    fn propagate_errors(&self) -> bool {
+        false
+    }
+
+    fn on_event<'a>(
+        &'a self,
+        event: &'a HookEvent,
+        context: &'a mut Map<String, Value>,
+    ) -> HookFuture<'a> {
+        self.handle(event, context);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Ends spans still open, writes every finished span and closes the file.
+    fn shutdown(&self) {
+        for (_, mut span) in self.open.lock().expect("open spans").drain() {
+            span.end();
+        }
+        if let Err(e) = self.provider.shutdown() {
+            tracing::debug!("OpenTelemetry shutdown: {e}");
+        }
+        if let Some(writer) = self.writer.lock().expect("writer").take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+fn parse_traceparent(value: &str) -> Option<SpanContext> {
+    let mut parts = value.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if version.len() != 2 || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
+        return None;
+    }
+    let trace = TraceId::from_hex(trace)
+        .ok()
+        .filter(|t| *t != TraceId::INVALID)?;
+    let span = SpanId::from_hex(span)
+        .ok()
+        .filter(|s| *s != SpanId::INVALID)?;
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    Some(SpanContext::new(
+        trace,
+        span,
+        TraceFlags::new(flags),
+        true,
+        TraceState::default(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traceparents() {
+        let sc =
+            parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert!(sc.is_remote());
+        assert!(
+            parse_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_none()
+        );
+        assert!(parse_traceparent("garbage").is_none());
+    }
+}

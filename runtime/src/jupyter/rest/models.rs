@@ -1,0 +1,87 @@
+//! What the Jupyter Server's REST API answers, as far as we read it.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KernelModel {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub last_activity: Option<String>,
+    #[serde(default)]
+    pub execution_state: Option<String>,
+    #[serde(default)]
+    pub connections: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KernelSpecs {
+    #[serde(default)]
+    pub default: Option<String>,
+    #[serde(default)]
+    pub kernelspecs: BTreeMap<String, KernelSpecEntry>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KernelSpecEntry {
+    pub name: String,
+    pub spec: KernelSpec,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct KernelSpec {
+    #[serde(default)]
+    pub display_name: Option<String>,
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub env: Option<serde_json::Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContentsModel {
+    pub name: String,
+    pub path: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default)]
+    pub size: Option<u64>,
+    #[serde(default)]
+    pub last_modified: Option<String>,
+    #[serde(default)]
+    pub content: Option<Value>,
+    #[serde(default)]
+    pub hash: Option<String>,
+}
+
+/// What `PUT /api/collaboration/session` answers: the room's file id and the server's session.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CollaborationSession {
+    pub file_id: String,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SessionModel {
+    pub id: String,
+    #[serde(default)]
+    pub path: String,
+    pub kernel: Option<KernelModel>,
+}
+
+impl ContentsModel {
+    /// Children of a directory listing (empty for anything else).
+    pub fn children(&self) -> Vec<ContentsModel> {
+        match &self.content {
+            Some(Value::Array(items)) if self.kind == "directory" => items
+                .iter()
+                .filter_map(|item| serde_json::from_value(item.clone()).ok())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
