@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 pub const AUTO_RESTART: &str = "kernel.auto-restart";
 pub const ADOPT_SESSION: &str = "kernel.adopt-session";
+pub const PREWARM: &str = "kernel.prewarm";
 
 /// Name prefixes an extension may not use: they belong to the core.
 const RESERVED_PREFIXES: [&str; 3] = ["kernel", "server", "notebook"];
@@ -108,6 +109,13 @@ impl Default for Capabilities {
                 ADOPT_SESSION,
                 "When use_notebook opens a notebook that already has a Jupyter session (a person \
                  has it open), attach to that session's kernel instead of starting our own.",
+            ),
+            (
+                PREWARM,
+                "Keep a started, idle spare kernel per recently used kernelspec, so use_notebook and \
+                 execute_code's default kernel start in a fraction of a second. A spare is fresh \
+                 (never used before it is handed out), is marked as a spare in list_kernels, costs \
+                 the memory of one idle kernel, and is stopped at exit.",
             ),
         ] {
             declared.insert(

@@ -3,7 +3,8 @@ Jupyter Server.
 
 Measures insert_cell (append to a small notebook), read_notebook (a 200-cell notebook, detailed,
 all cells) and execute_cell (a one-line cell), median and p90, through the official MCP client
-over stdio. The Jupyter Server runs jupyter-collaboration, which the Python server needs (it edits
+over stdio; then an agent's whole session (create a notebook, 20 inserts, 20 executions) with
+kernel.prewarm on and off, beside the Python server's. The Jupyter Server runs jupyter-collaboration, which the Python server needs (it edits
 only through collaboration rooms). Not a test: it measures. Usage: tests/bench/run notebooks
 """
 
@@ -70,6 +71,39 @@ async def measure(command: str, args: list[str], env: dict, calls: int, tag: str
     return results
 
 
+async def measure_agent_session(command: str, args: list[str], env: dict, runs: int, tag: str,
+                                wait_for_spare: bool) -> tuple[list[float], list[float]]:
+    """An agent's notebook session: use_notebook (create), 20 inserts, 20 executions. Returns the
+    create times and the whole-session times. With `wait_for_spare`, each run starts once a spare
+    kernel (kernel.prewarm) is ready, as it is for an agent that does not start sessions back to
+    back."""
+    params = StdioServerParameters(command=command, args=args, env=env)
+    creates, sessions = [], []
+    async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+        async def call(tool: str, arguments: dict):
+            r = await client.call_tool(tool, arguments)
+            assert not r.is_error, f"{tag} {tool}: {r.content}"
+            return r
+
+        for run in range(runs):
+            if wait_for_spare:
+                deadline = time.monotonic() + 60
+                while "[kernel.prewarm]" not in "".join(c.text for c in (await call("list_kernels", {})).content):
+                    assert time.monotonic() < deadline, "no spare kernel within 60 s"
+                    await asyncio.sleep(0.05)
+            started = time.perf_counter()
+            await call("use_notebook", {"notebook_name": f"s{run}", "notebook_path": f"session-{tag}-{run}.ipynb",
+                                        "mode": "create"})
+            creates.append(time.perf_counter() - started)
+            for i in range(20):
+                await call("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": f"v{i} = {i}"})
+            for i in range(20):
+                await call("execute_cell", {"cell_index": i, "stream": False})
+            sessions.append(time.perf_counter() - started)
+            await call("unuse_notebook", {"notebook_name": f"s{run}"})
+    return creates, sessions
+
+
 def contents_api_floor(jupyter, path: str, calls: int) -> list[float]:
     """What one file-backend edit cannot avoid: a hash check and a save through the contents
     API, raw HTTP on a kept-alive connection, no MCP and no notebook work."""
@@ -98,6 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--upstream-calls", type=int, default=10)
+    parser.add_argument("--sessions", type=int, default=5, help="agent sessions per configuration")
     parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"))
     parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"))
     opts = parser.parse_args()
@@ -117,10 +152,19 @@ def main() -> None:
             for backend in ("file", "live")
         }
         floor = contents_api_floor(jupyter, "small-file.ipynb", opts.calls)
+        sessions = {
+            "ours, kernel.prewarm on": asyncio.run(measure_agent_session(
+                opts.ours, ["start", *connect, "--capability", "kernel.prewarm"], env, opts.sessions, "warm", True)),
+            "ours, kernel.prewarm off": asyncio.run(measure_agent_session(
+                opts.ours, ["start", *connect], env, opts.sessions, "cold", False)),
+        }
         theirs = None
         if opts.upstream and Path(opts.upstream).exists():
             theirs = asyncio.run(measure(opts.upstream, ["start", "--transport", "stdio", *connect], env,
                                          opts.upstream_calls, "py"))
+            sessions["Python server 2.2.4"] = asyncio.run(measure_agent_session(
+                opts.upstream, ["start", "--transport", "stdio", *connect], env,
+                max(2, opts.sessions // 2), "py", False))
         else:
             print("(Python server not given: set UPSTREAM_JUPYTER_MCP_SERVER or use tests/bench/run)")
     finally:
@@ -142,6 +186,14 @@ def main() -> None:
     floor_median, floor_p90 = summary(floor)
     print(f"{'contents API floor (GET hash + PUT)':38} {floor_median * 1e3:9.2f}"
           f"   (ms, p90 {floor_p90 * 1e3:.2f}: the least any file-backend edit costs)")
+
+    print("\nagent session: use_notebook (create), then 20 insert_cell + 20 execute_cell (auto backend)")
+    print(f"{'configuration':28} {'create med':>11} {'create max':>11} {'session med':>12} {'session max':>12}")
+    for name, (creates, totals) in sessions.items():
+        c_median, _ = summary(creates)
+        t_median, _ = summary(totals)
+        print(f"{name:28} {c_median * 1e3:11.1f} {max(creates) * 1e3:11.1f} {t_median * 1e3:12.1f}"
+              f" {max(totals) * 1e3:12.1f}   (ms)")
 
 if __name__ == "__main__":
     main()

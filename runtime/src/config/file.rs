@@ -1,6 +1,7 @@
-//! The config file (`--config`, TOML): `[capabilities]`, `cache_dir` and `[[extension]]`
-//! entries. Read with serde, refusing keys this build does not know, so a typo never passes
-//! silently; relative paths are taken from the file's directory.
+//! The config file (`--config`, TOML): `[capabilities]`, `cache_dir`, `prewarm_max`,
+//! `prewarm_max_idle_seconds` and `[[extension]]` entries. Read with serde, refusing keys this
+//! build does not know, so a typo never passes silently; relative paths are taken from the file's
+//! directory.
 
 use std::num::{NonZeroU32, NonZeroU64};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ pub(super) struct FileConfig {
     pub capabilities: Vec<(String, bool)>,
     pub cache_dir: Option<PathBuf>,
     pub extensions: Vec<ExtensionConfig>,
+    pub prewarm: crate::jupyter::spares::SparePolicy,
 }
 
 #[derive(Debug, Deserialize)]
@@ -25,6 +27,10 @@ struct FileTables {
     cache_dir: Option<PathBuf>,
     #[serde(default, rename = "extension")]
     extensions: Vec<ExtensionEntry>,
+    /// Spare kernels per kernelspec while `kernel.prewarm` is on.
+    prewarm_max: Option<u8>,
+    /// Seconds a spare may stay idle before it is restarted.
+    prewarm_max_idle_seconds: Option<NonZeroU64>,
 }
 
 /// One `[[extension]]` table.
@@ -101,10 +107,23 @@ impl FileConfig {
                 critical: entry.critical,
             })
             .collect();
+        let mut prewarm = crate::jupyter::spares::SparePolicy::default();
+        if let Some(n) = tables.prewarm_max {
+            if n > 16 {
+                return Err(fail(format!(
+                    "prewarm_max must be 0 to 16 spare kernels per kernelspec, not {n}"
+                )));
+            }
+            prewarm.per_spec = usize::from(n);
+        }
+        if let Some(seconds) = tables.prewarm_max_idle_seconds {
+            prewarm.max_idle = std::time::Duration::from_secs(seconds.get());
+        }
         Ok(FileConfig {
             capabilities,
             cache_dir: tables.cache_dir.map(|dir| base.join(dir)),
             extensions,
+            prewarm,
         })
     }
 }

@@ -49,6 +49,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// The WebAssembly guests to load and where their compiled forms are cached.
     pub wasm: WasmConfig,
+    /// Spare kernels while `kernel.prewarm` is on (`prewarm_max`, `prewarm_max_idle_seconds`).
+    pub prewarm: crate::jupyter::spares::SparePolicy,
 }
 
 /// Guests from `[[extension]]` entries, then `JUPYTER_MCP_EXTENSIONS`, then `--extension`.
@@ -248,6 +250,7 @@ impl Config {
                 cache_dir: file.cache_dir,
                 extensions,
             },
+            prewarm: file.prewarm,
         })
     }
 }

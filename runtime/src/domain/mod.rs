@@ -16,12 +16,13 @@ use std::sync::{Arc, RwLock};
 
 use url::Url;
 
-use crate::capabilities::Capabilities;
+use crate::capabilities::{Capabilities, PREWARM};
 use crate::config::{Config, DocumentBackend, ExecutionLimits, OutputLimits};
 use crate::hooks::Hooks;
 use crate::jupyter::Jupyter;
 use crate::jupyter::document::DocumentError;
 use crate::jupyter::rest::JupyterRest;
+use crate::jupyter::spares::SparePolicy;
 use notebooks::{LookupError, NotebookInUse, Notebooks};
 
 /// The settings operations read: a slice of the server's configuration.
@@ -32,6 +33,8 @@ pub struct Settings {
     pub document_backend: DocumentBackend,
     pub execution: ExecutionLimits,
     pub output: OutputLimits,
+    /// How many spare kernels `kernel.prewarm` keeps, and for how long.
+    pub prewarm: SparePolicy,
 }
 
 impl Settings {
@@ -41,6 +44,7 @@ impl Settings {
             document_backend: config.document_backend,
             execution: config.execution,
             output: config.output,
+            prewarm: config.prewarm,
         }
     }
 }
@@ -98,13 +102,23 @@ impl Domain {
         capabilities: Capabilities,
         hooks: Arc<Hooks>,
     ) -> Arc<Self> {
-        Arc::new(Domain {
+        let domain = Arc::new(Domain {
             settings,
             jupyter: RwLock::new(Arc::new(jupyter)),
             notebooks: Notebooks::default(),
             capabilities,
             hooks,
-        })
+        });
+        domain.prepare(&domain.jupyter());
+        domain
+    }
+
+    /// What the server keeps ready on a Jupyter Server it uses: spare kernels when
+    /// `kernel.prewarm` is on.
+    fn prepare(&self, jupyter: &Arc<Jupyter>) {
+        if self.capabilities.enabled(PREWARM) {
+            jupyter.keep_spares(self.settings.prewarm);
+        }
     }
 
     pub fn jupyter(&self) -> Arc<Jupyter> {
@@ -121,10 +135,9 @@ impl Domain {
 
     /// Points the server at another Jupyter Server; returns the previous one to be shut down.
     pub fn replace_jupyter(&self, jupyter: Jupyter) -> Arc<Jupyter> {
-        std::mem::replace(
-            &mut *self.jupyter.write().expect("jupyter lock"),
-            Arc::new(jupyter),
-        )
+        let jupyter = Arc::new(jupyter);
+        self.prepare(&jupyter);
+        std::mem::replace(&mut *self.jupyter.write().expect("jupyter lock"), jupyter)
     }
 
     /// The named notebook in use, or the current one.

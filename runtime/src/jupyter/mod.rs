@@ -7,19 +7,24 @@ pub mod kernel;
 pub mod launcher;
 pub mod notebook;
 pub mod rest;
+pub mod spares;
 pub mod websocket;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
 
 use tokio::sync::Mutex;
 
 use crate::hooks::{HookEvent, Hooks};
 use kernel::{ExecuteError, Kernel, KernelError, Liveness};
 use rest::JupyterRest;
+use spares::{SparePolicy, Spares, SpecKey};
 
 /// How long a restarted kernel may take to answer again.
 const RESTART_READY: std::time::Duration = std::time::Duration::from_secs(30);
+/// What a spare kernel is called until it is handed out.
+const SPARE_LABEL: &str = "spare (kernel.prewarm)";
 
 /// One Jupyter Server and the kernels this server uses on it.
 pub struct Jupyter {
@@ -30,6 +35,8 @@ pub struct Jupyter {
     /// Kernels we started, shut down when we stop.
     started: std::sync::Mutex<HashSet<String>>,
     hooks: Arc<Hooks>,
+    /// Set while `kernel.prewarm` is on.
+    spares: OnceLock<Arc<Spares>>,
 }
 
 #[derive(Default)]
@@ -53,7 +60,81 @@ impl Jupyter {
             default_kernel: Mutex::default(),
             started: Default::default(),
             hooks,
+            spares: OnceLock::new(),
         }
+    }
+
+    /// Keeps spare kernels ready (`kernel.prewarm`) from now until `shutdown`.
+    pub fn keep_spares(self: &Arc<Self>, policy: SparePolicy) {
+        let spares = Arc::new(Spares::new(policy));
+        if self.spares.set(spares.clone()).is_ok() {
+            tracing::info!(
+                "kernel.prewarm is on: keeping {} spare kernel(s) per kernelspec",
+                policy.per_spec
+            );
+            tokio::spawn(keep_spares(Arc::downgrade(self), spares));
+        }
+    }
+
+    /// The ids of the spare kernels ready now.
+    pub fn spare_ids(&self) -> Vec<String> {
+        self.spares.get().map(|s| s.ids()).unwrap_or_default()
+    }
+
+    /// Stops spares that are gone, idle too long or no longer wanted, and starts what is missing.
+    async fn tend_spares(&self, spares: &Spares) {
+        let wanted = spares.wanted();
+        let max_idle = spares.policy.max_idle;
+        let stale = |spare: &spares::Spare| {
+            spare.kernel.liveness() != Liveness::Alive || spare.since.elapsed() >= max_idle
+        };
+        for spare in spares.retire(&wanted, stale) {
+            tracing::info!(
+                kernel = %spare.kernel.id(),
+                "stopping a spare kernel that is gone, idle too long or no longer wanted"
+            );
+            self.stop_kernel(spare.kernel.id()).await;
+        }
+        for spec in wanted {
+            while spares.count(&spec) < spares.policy.per_spec && !spares.is_closed() {
+                match self.start_fresh_kernel(spec.as_deref(), SPARE_LABEL).await {
+                    Ok(kernel) => {
+                        // Handed out ready to run: the wait is paid here, not by the caller.
+                        kernel.wait_ready(RESTART_READY).await;
+                        if spares.is_closed() {
+                            self.stop_kernel(kernel.id()).await;
+                            return;
+                        }
+                        tracing::info!(kernel = %kernel.id(), "a spare kernel is ready");
+                        spares.put(spec.clone(), kernel);
+                    }
+                    Err(e) => {
+                        tracing::warn!("could not start a spare kernel ({e}); trying again later");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A spare of `spec` that is still alive (checked with Jupyter too: a culled kernel is never
+    /// handed out), or `None`.
+    async fn take_spare(&self, spec: &SpecKey) -> Option<Arc<Kernel>> {
+        let spares = self.spares.get()?;
+        while let Some(spare) = spares.take(spec) {
+            let id = spare.kernel.id().to_owned();
+            let alive = spare.kernel.liveness() == Liveness::Alive
+                && matches!(
+                    self.rest.get_kernel(&id).await,
+                    Ok(model) if model.execution_state.as_deref() != Some("dead")
+                );
+            if alive {
+                return Some(spare.kernel);
+            }
+            tracing::info!(kernel = %id, "a spare kernel is gone (culled or dead); not handing it out");
+            self.stop_kernel(&id).await;
+        }
+        None
     }
 
     /// Fires `kernel_lifecycle`; lifecycle events cannot be refused, so errors are only logged.
@@ -123,9 +204,23 @@ impl Jupyter {
         self.default_kernel.lock().await.kernel.clone()
     }
 
-    /// Starts a kernel of the default spec that we own (shut down when we stop) and connects.
+    /// A kernel of the default spec that we own (shut down when we stop), connected: a spare
+    /// when `kernel.prewarm` has one ready, else started now.
     pub async fn start_kernel(&self, label: &str) -> Result<Arc<Kernel>, KernelError> {
-        let model = self.rest.start_kernel(None).await?;
+        if let Some(kernel) = self.take_spare(&None).await {
+            kernel.set_label(label);
+            tracing::info!(kernel = %kernel.id(), "handed out a spare kernel as '{label}'");
+            return Ok(kernel);
+        }
+        self.start_fresh_kernel(None, label).await
+    }
+
+    async fn start_fresh_kernel(
+        &self,
+        spec: Option<&str>,
+        label: &str,
+    ) -> Result<Arc<Kernel>, KernelError> {
+        let model = self.rest.start_kernel(spec).await?;
         self.started
             .lock()
             .expect("started lock")
@@ -251,6 +346,10 @@ impl Jupyter {
     /// Shuts down every kernel we started that nobody else uses; kernels we merely used, and
     /// ours that someone else now shares, are left running.
     pub async fn shutdown(&self) {
+        // Spares are kernels we started: stopped below with the rest.
+        if let Some(spares) = self.spares.get() {
+            spares.close();
+        }
         let ids: Vec<String> = self
             .started
             .lock()
@@ -267,5 +366,22 @@ impl Jupyter {
         }
         self.kernels.lock().await.clear();
         *self.default_kernel.lock().await = DefaultKernel::default();
+    }
+}
+
+/// Keeps the spares of one Jupyter Server topped up until it is shut down or dropped.
+async fn keep_spares(jupyter: Weak<Jupyter>, spares: Arc<Spares>) {
+    let check_every =
+        (spares.policy.max_idle / 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+    while !spares.is_closed() {
+        let Some(server) = jupyter.upgrade() else {
+            return;
+        };
+        server.tend_spares(&spares).await;
+        drop(server);
+        tokio::select! {
+            _ = spares.wake.notified() => {}
+            _ = tokio::time::sleep(check_every) => {}
+        }
     }
 }

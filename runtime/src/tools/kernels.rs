@@ -95,7 +95,17 @@ async fn run(context: ToolContext, _args: ListKernelsArgs) -> Result<ToolOutput,
             .join("\t"),
         );
     }
-    Ok(ToolOutput::text(lines.join("\n")))
+    let mut text = lines.join("\n");
+    let spares = jupyter.spare_ids();
+    if !spares.is_empty() {
+        // After the table, so clients that read its rows are not thrown off.
+        text.push_str(&format!(
+            "\n\n[kernel.prewarm] Spare kernels, started ahead and never used (the next new \
+             notebook takes one; stopped at exit): {}",
+            spares.join(", ")
+        ));
+    }
+    Ok(ToolOutput::text(text))
 }
 
 #[cfg(test)]
