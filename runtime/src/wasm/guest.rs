@@ -201,7 +201,11 @@ fn describe(error: &wasmtime::Error, state: &GuestState) -> String {
                 state.clock.wall_limit.as_millis()
             );
         }
-        Some(Stopped::Shutdown) => return "was stopped: the server is shutting down".into(),
+        Some(Stopped::Shutdown) => {
+            return "was stopped in the middle of a call: the guest was switched off or the \
+                    server is shutting down"
+                .into();
+        }
         None => {}
     }
     let root = error.root_cause().to_string();
@@ -256,6 +260,9 @@ const MAX_INSTANCES: usize = 4;
 struct Pool {
     idle: Vec<Live>,
     total: usize,
+    /// Calls waiting for an instance: only then is `freed` signalled (a futex wake per call
+    /// would cost more than the call).
+    waiting: usize,
 }
 
 /// A loaded guest: instances entered by one call at a time, rebuilt after a failure.
@@ -269,6 +276,8 @@ pub struct Guest {
     max_failures: u32,
     failures: AtomicU32,
     switched_off: Mutex<Option<String>>,
+    /// Whether `switched_off` is set.
+    off: AtomicBool,
     /// Set by [`Guest::stop`]: the server is going away (not the guest's fault).
     stopped: AtomicBool,
 }
@@ -293,10 +302,12 @@ impl Guest {
             pool: Mutex::new(Pool {
                 idle: vec![first],
                 total: 1,
+                waiting: 0,
             }),
             freed: Condvar::new(),
             failures: AtomicU32::new(0),
             switched_off: Mutex::new(None),
+            off: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
         }
     }
@@ -312,6 +323,10 @@ impl Guest {
     }
 
     pub fn switched_off(&self) -> Option<String> {
+        // Checked on every call: the lock only once it is off.
+        if !self.off.load(Ordering::Acquire) {
+            return None;
+        }
         lock(&self.switched_off).clone()
     }
 
@@ -353,12 +368,15 @@ impl Guest {
     }
 
     fn check_entry(&self) -> Result<(), GuestError> {
-        let guest = self.name().to_owned();
+        let guest = || self.name().to_owned();
         if Running::contains(self.id) {
-            return Err(GuestError::Reentrant { guest });
+            return Err(GuestError::Reentrant { guest: guest() });
         }
         if let Some(reason) = self.switched_off() {
-            return Err(GuestError::SwitchedOff { guest, reason });
+            return Err(GuestError::SwitchedOff {
+                guest: guest(),
+                reason,
+            });
         }
         Ok(())
     }
@@ -433,11 +451,13 @@ impl Guest {
                     limit,
                 });
             }
+            pool.waiting += 1;
             pool = self
                 .freed
                 .wait_timeout(pool, deadline - now)
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
+            pool.waiting -= 1;
         }
     }
 
@@ -449,16 +469,22 @@ impl Guest {
         } else {
             pool.idle.push(live);
         }
+        let waiting = pool.waiting > 0;
         drop(pool);
-        self.freed.notify_one();
+        if waiting {
+            self.freed.notify_one();
+        }
     }
 
     /// An instance that is gone for good.
     fn forget_one(&self) {
         let mut pool = lock(&self.pool);
         pool.total = pool.total.saturating_sub(1);
+        let waiting = pool.waiting > 0;
         drop(pool);
-        self.freed.notify_one();
+        if waiting {
+            self.freed.notify_one();
+        }
     }
 
     /// Counts a failure, switching the guest off at the limit.
@@ -492,6 +518,7 @@ impl Guest {
     /// stop); idle instances are dropped now, busy ones when their call returns. Never waits.
     fn switch_off(&self, reason: String) {
         lock(&self.switched_off).get_or_insert(reason);
+        self.off.store(true, Ordering::Release);
         self.template.settings.stop.cancel();
         let idle = {
             let mut pool = lock(&self.pool);

@@ -90,7 +90,7 @@ pub enum Stopped {
     Cpu,
     /// Its wall-clock deadline passed (running, or parked in a wait).
     Wall,
-    /// The server is shutting down (or the guest was switched off).
+    /// The guest was switched off, or the server is shutting down.
     Shutdown,
 }
 
@@ -99,7 +99,7 @@ impl Stopped {
         match self {
             Stopped::Cpu => "the call used up its CPU time",
             Stopped::Wall => "the call's wall-clock deadline passed",
-            Stopped::Shutdown => "the server is shutting down",
+            Stopped::Shutdown => "the guest was switched off or the server is shutting down",
         }
     }
 }
