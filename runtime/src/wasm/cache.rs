@@ -83,10 +83,6 @@ impl CompileCache {
         }
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/...`; never a shared directory.
     pub fn default_dir() -> Option<PathBuf> {
         let base = std::env::var_os("XDG_CACHE_HOME")

@@ -69,7 +69,7 @@ impl HookHandler for WasmHookHandler {
                 // Shutting down: the clean-up's events skip the guest; a critical one still
                 // refuses what it guards.
                 let guards = matches!(
-                    event.kind,
+                    event.kind(),
                     HookKind::BeforeToolCall | HookKind::BeforeExecute
                 );
                 return if self.critical && guards {

@@ -384,7 +384,7 @@ pub fn compile_all(config: &WasmConfig) -> Result<Vec<Result<String, LoadError>>
         config
             .cache_dir
             .clone()
-            .unwrap_or_else(CompileCache::default_dir),
+            .or_else(CompileCache::default_dir),
     )
     .map_err(|e| format!("cannot start the WebAssembly runtime: {e}"))?;
     Ok(config
