@@ -11,6 +11,7 @@ pub mod domain;
 pub mod hooks;
 pub mod jupyter;
 pub mod mcp;
+pub mod private_file;
 pub mod startup;
 pub mod tools;
 #[cfg(feature = "wasm")]

@@ -92,7 +92,7 @@ impl EmbeddedJupyter {
             .mode(0o700)
             .create(&runtime_dir)?;
         let token_file = runtime_dir.join("token");
-        write_private(&token_file, token.as_bytes())?;
+        crate::private_file::create(&token_file, &[token.as_bytes()])?;
         let port = free_loopback_port()?;
         let url = Url::parse(&format!("http://127.0.0.1:{port}/")).expect("valid URL");
 
@@ -221,20 +221,6 @@ impl EmbeddedJupyter {
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
         tracing::info!("embedded Jupyter Server stopped");
     }
-}
-
-/// Creates a file readable by us alone: 0600 from the first byte, never an existing file.
-pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
 }
 
 fn free_loopback_port() -> std::io::Result<u16> {

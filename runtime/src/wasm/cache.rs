@@ -9,7 +9,7 @@
 //! whose tag does not verify is never deserialized: the component is compiled afresh.
 
 use std::hash::Hash;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -17,6 +17,8 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::private_file;
 
 /// Feeds `Hash` into SHA-256: `precompile_compatibility_hash` is only `impl Hash`, and std's
 /// hashers are not stable across toolchains.
@@ -198,7 +200,7 @@ impl Disk {
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ));
-        let written = write_new_private(&partial, &[MAGIC.as_slice(), &tag, &bytes])
+        let written = private_file::create(&partial, &[MAGIC.as_slice(), &tag, &bytes])
             .and_then(|()| std::fs::rename(&partial, path));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&partial);
@@ -206,20 +208,6 @@ impl Disk {
         }
         Ok(())
     }
-}
-
-/// A new file, 0600 from the start, refusing an existing file or a symlink at `path`.
-fn write_new_private(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)?;
-    for part in parts {
-        file.write_all(part)?;
-    }
-    file.sync_all()
 }
 
 /// Creates the cache directory (0700) if needed, checks it is ours alone, and returns the key
@@ -257,7 +245,7 @@ fn open_private_dir(dir: &Path) -> Result<[u8; 32], String> {
         std::fs::File::open("/dev/urandom")
             .and_then(|mut random| random.read_exact(&mut key))
             .map_err(|e| format!("cannot make a key ({e})"))?;
-        match write_new_private(&key_path, &[&key]) {
+        match private_file::create(&key_path, &[&key]) {
             Ok(()) => return Ok(key),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
@@ -337,7 +325,7 @@ mod tests {
         };
         let path = dir.join("x.cwasm");
         let tag = disk.tag(&path, b"code").finalize().into_bytes();
-        write_new_private(&path, &[MAGIC.as_slice(), &tag, b"code"]).unwrap();
+        private_file::create(&path, &[MAGIC.as_slice(), &tag, b"code"]).unwrap();
         assert_eq!(disk.read_authentic(&path).unwrap().unwrap(), b"code");
         let moved = dir.join("y.cwasm");
         std::fs::copy(&path, &moved).unwrap();
@@ -346,7 +334,7 @@ mod tests {
             "the tag binds the name"
         );
         std::fs::remove_file(&path).unwrap();
-        write_new_private(&path, &[MAGIC.as_slice(), &tag, b"evil"]).unwrap();
+        private_file::create(&path, &[MAGIC.as_slice(), &tag, b"evil"]).unwrap();
         assert!(disk.read_authentic(&path).is_err());
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink(dir.join(KEY_FILE), &path).unwrap();
