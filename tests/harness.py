@@ -23,6 +23,37 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def json_request(url: str, token: str, method: str, body: dict | None = None) -> tuple[int, object]:
+    """One JSON request with a Jupyter-style token: (status, decoded body, or its text)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            raw = resp.read()
+            return resp.status, (json.loads(raw) if raw.strip() else None)
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, raw.decode(errors="replace")
+
+
+def wait_ready(process: subprocess.Popen, ready, what: str, log: Path, seconds: float) -> None:
+    """Waits until `ready()` holds; raises (the process stopped) when it exits or takes too long."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited early:\n{log.read_text(errors='replace')[-4000:]}")
+        with contextlib.suppress(OSError):
+            if ready():
+                return
+        time.sleep(0.2)
+    process.terminate()
+    raise RuntimeError(f"{what} did not become ready in {seconds:.0f} s; see {log}")
+
+
 @dataclass
 class JupyterServer:
     url: str
@@ -31,23 +62,7 @@ class JupyterServer:
     process: subprocess.Popen
 
     def request(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            self.url.rstrip("/") + path,
-            data=data,
-            method=method,
-            headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                raw = resp.read()
-                return resp.status, (json.loads(raw) if raw else None)
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                return e.code, json.loads(raw)
-            except ValueError:
-                return e.code, raw.decode(errors="replace")
+        return json_request(self.url.rstrip("/") + path, self.token, method, body)
 
     def kernel_ids(self) -> set[str]:
         status, kernels = self.request("GET", "/api/kernels")
@@ -80,16 +95,9 @@ def start_jupyter(tmp: Path, port: int | None = None, token: str | None = None,
         cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
     )
     server = JupyterServer(url=f"http://127.0.0.1:{port}", token=token, root=tmp / "nb", process=process)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"Jupyter Server exited early; see {tmp / 'jupyter.log'}")
-        with contextlib.suppress(OSError):
-            if server.request("GET", "/api/status")[0] == 200:
-                return server
-        time.sleep(0.2)
-    process.terminate()
-    raise RuntimeError("Jupyter Server did not become ready in 90 s")
+    wait_ready(process, lambda: server.request("GET", "/api/status")[0] == 200, "Jupyter Server",
+               tmp / "jupyter.log", 90)
+    return server
 
 
 
@@ -199,3 +207,136 @@ class TcpProxy:
     def close(self) -> None:
         self.listener.close()
         self.cut()
+
+
+# ---- a real JupyterHub on loopback (Hub mode) ----
+
+HUB_CONFIG = '''
+import os, sys
+c = get_config()  # noqa
+settings = {settings!r}
+c.JupyterHub.ip = "127.0.0.1"
+c.JupyterHub.port = settings["port"]
+c.JupyterHub.hub_ip = "127.0.0.1"
+c.JupyterHub.hub_port = settings["hub_port"]
+c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:%d" % settings["proxy_api_port"]
+c.ConfigurableHTTPProxy.command = [settings["proxy"]]
+c.JupyterHub.db_url = "sqlite:///" + os.path.join(settings["dir"], "hub.sqlite")
+c.JupyterHub.cookie_secret_file = os.path.join(settings["dir"], "cookie_secret")
+c.JupyterHub.pid_file = os.path.join(settings["dir"], "hub.pid")
+c.JupyterHub.cleanup_servers = True
+c.JupyterHub.authenticator_class = "dummy"
+c.Authenticator.allow_all = True
+# Each user's server is a local process, in a directory of its own.
+c.JupyterHub.spawner_class = "simple"
+c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(settings["dir"], "homes", "{{username}}")
+c.Spawner.cmd = [os.path.join(os.path.dirname(sys.executable), "jupyterhub-singleuser")]
+c.Spawner.args = ["--allow-root", "--FileContentsManager.delete_to_trash=False"]
+# Jupyter Server asks for confirmation on SIGINT: go straight to SIGTERM when stopping one.
+c.LocalProcessSpawner.interrupt_timeout = 0
+c.Spawner.start_timeout = 180
+c.Spawner.http_timeout = 180
+c.Spawner.env_keep.extend(["JMCP_TEST_RUN"])
+# The tests' own admin: creates users and their tokens, revokes them, stops servers.
+c.JupyterHub.services = [{{"name": "test-admin", "api_token": os.environ["JMCP_HUB_ADMIN_TOKEN"]}}]
+c.JupyterHub.load_roles = [{{
+    "name": "test-admin", "services": ["test-admin"],
+    "scopes": ["admin:users", "admin:servers", "tokens", "read:hub"],
+}}]
+for service in settings["services"]:
+    c.JupyterHub.services.append(service)
+'''
+
+
+@dataclass
+class Hub:
+    url: str
+    admin_token: str
+    dir: Path
+    process: subprocess.Popen
+
+    def api(self, method: str, path: str, body: dict | None = None, token: str | None = None):
+        """The Hub's REST API, as the tests' admin service unless a token is given."""
+        return json_request(self.url + "hub/api" + path, token or self.admin_token, method, body)
+
+    def add_user(self, name: str) -> None:
+        status, body = self.api("POST", f"/users/{name}")
+        assert status in (201, 409), body
+
+    def new_token(self, user: str) -> tuple[str, str]:
+        """A fresh API token of the user (as from the Hub's token page): (token, its id)."""
+        status, body = self.api("POST", f"/users/{user}/tokens", {"note": "jupyter-mcp-server test"})
+        assert status == 201, body
+        return body["token"], body["id"]
+
+    def revoke(self, user: str, token_id: str) -> None:
+        status, body = self.api("DELETE", f"/users/{user}/tokens/{token_id}")
+        assert status == 204, body
+
+    def server(self, user: str) -> dict | None:
+        status, body = self.api("GET", f"/users/{user}")
+        assert status == 200, body
+        return body.get("servers", {}).get("")
+
+    def start_server(self, user: str) -> None:
+        status, body = self.api("POST", f"/users/{user}/server")
+        assert status in (201, 202, 400), body
+        self.wait_server(user, ready=True)
+
+    def stop_server(self, user: str) -> None:
+        status, body = self.api("DELETE", f"/users/{user}/server")
+        assert status in (202, 204, 400), body
+        self.wait_server(user, ready=False)
+
+    def wait_server(self, user: str, ready: bool, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            server = self.server(user)
+            now = bool(server and server.get("ready") and not server.get("pending"))
+            if now == ready and not (server and server.get("pending")):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{user}'s server did not become {'ready' if ready else 'stopped'}")
+
+    def home(self, user: str) -> Path:
+        return self.dir / "homes" / user
+
+    def user_request(self, user: str, token: str, method: str, path: str, body: dict | None = None):
+        """A request to the user's own server through the Hub's proxy, with their token."""
+        return json_request(self.url + f"user/{user}" + path, token, method, body)
+
+
+def start_hub(tmp: Path, proxy: str, services: list[dict] | None = None,
+              env: dict[str, str] | None = None, port: int | None = None) -> Hub:
+    """JupyterHub on loopback with its proxy, a test authenticator and local-process spawner.
+    `services` are extra `c.JupyterHub.services` entries."""
+    jupyterhub = shutil.which("jupyterhub")
+    assert jupyterhub, "jupyterhub is not on PATH; run the suite through tests/run"
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "homes").mkdir(exist_ok=True)
+    port = port or free_port()
+    settings = {
+        "port": port, "hub_port": free_port(), "proxy_api_port": free_port(), "proxy": proxy,
+        "dir": str(tmp), "services": services or [],
+    }
+    (tmp / "jupyterhub_config.py").write_text(HUB_CONFIG.format(settings=settings))
+    admin = uuid.uuid4().hex
+    environment = dict(os.environ, JMCP_HUB_ADMIN_TOKEN=admin, **(env or {}))
+    log = open(tmp / "hub.log", "ab")
+    process = subprocess.Popen(
+        [jupyterhub, "-f", str(tmp / "jupyterhub_config.py")], cwd=tmp, env=environment,
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    hub = Hub(url=f"http://127.0.0.1:{port}/", admin_token=admin, dir=tmp, process=process)
+    wait_ready(process, lambda: hub.api("GET", "/")[0] == 200, "JupyterHub", tmp / "hub.log", 120)
+    return hub
+
+
+def stop_hub(hub: Hub) -> None:
+    """Stops the Hub (which stops the users' servers, its proxy and its services)."""
+    hub.process.terminate()
+    try:
+        hub.process.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(hub.process.pid, 9)
+        hub.process.wait()

@@ -49,6 +49,12 @@ pub enum RunError {
     Http(#[from] mcp::http::HttpError),
     #[error(transparent)]
     Toolset(#[from] dispatch::UnknownToolNames),
+    #[error(
+        "the extension {0} is granted notebook host functions, which Hub mode (--jupyterhub-url) \
+         does not offer yet: a guest's host functions would not know whose notebooks to use; \
+         drop its grants or serve it without Hub mode"
+    )]
+    HubGrants(String),
 }
 
 /// Loads the operator's wasm guests. Compiling may take seconds (only the first time: compiled
@@ -85,8 +91,17 @@ fn refuse_guests(config: &Config) -> Result<(), RunError> {
 /// (its kernels and, if it started one, the Jupyter Server).
 pub async fn run(config: Config) -> Result<(), RunError> {
     // Settings that refuse to serve are refused before anything (guests, Jupyter) is started.
+    let hub = match &config.jupyter {
+        JupyterSource::Hub(endpoints) => Some(endpoints.clone()),
+        _ => None,
+    };
     if matches!(config.transport, Transport::StreamableHttp) {
-        mcp::http::check_auth(&config.http)?;
+        mcp::http::check_auth(&config.http, hub.is_some())?;
+    }
+    if hub.is_some()
+        && let Some(guest) = config.wasm.extensions.iter().find(|e| !e.grants.is_empty())
+    {
+        return Err(RunError::HubGrants(guest.path.display().to_string()));
     }
     // Guests first, since extensions declare capabilities.
     #[cfg(feature = "wasm")]
@@ -124,16 +139,20 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             root_dir,
             log_level,
         } => Some(EmbeddedJupyter::start(root_dir, log_level).await?),
-        JupyterSource::Remote { .. } => None,
+        JupyterSource::Remote { .. } | JupyterSource::Hub(_) => None,
     };
     let rest = match (&config.jupyter, &embedded) {
         (_, Some(e)) => JupyterRest::new(e.url().clone(), Some(e.token().to_owned())),
         (JupyterSource::Remote { url, auth }, None) => {
             JupyterRest::with_auth(url.clone(), auth.clone())
         }
+        // Never used for anyone's traffic (each user's domain has its own), so no credentials.
+        (JupyterSource::Hub(endpoints), None) => JupyterRest::new(endpoints.public.clone(), None),
         (JupyterSource::Embedded { .. }, None) => unreachable!("embedded Jupyter started above"),
     };
-    if let Err(e) = rest.status().await {
+    if hub.is_none()
+        && let Err(e) = rest.status().await
+    {
         tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
     }
     let transport = config.transport;
@@ -146,13 +165,30 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     #[cfg(feature = "wasm")]
     wasm::register_tools(&mut tools, &guests, &capabilities);
     // After every tool is known, extension tools included; an unknown name stops us.
-    tools.select(&config.toolset.only, &config.toolset.exclude)?;
-    let domain = Domain::new(
-        domain::Settings::of(&config),
-        Jupyter::new(rest, hooks.clone()),
-        capabilities,
-        hooks.clone(),
-    );
+    // In Hub mode each user's server is the Hub's choice, never switched by a call.
+    let mut exclude = config.toolset.exclude.clone();
+    if hub.is_some() {
+        exclude.push(tools::connect::NAME.to_owned());
+    }
+    tools.select(&config.toolset.only, &exclude)?;
+    let settings = domain::Settings::of(&config);
+    let hub = hub.map(|endpoints| {
+        tracing::info!(
+            "Hub mode: serving every user of the JupyterHub at {}",
+            jupyter::rest::redacted(&endpoints.public)
+        );
+        mcp::hub::HubFront::new(domain::users::Users::new(
+            jupyter::hub::HubClient::new(endpoints),
+            settings.clone(),
+            capabilities.clone(),
+            hooks.clone(),
+        ))
+    });
+    let jupyter = Jupyter::new(rest, hooks.clone());
+    let domain = match hub {
+        Some(_) => Domain::detached(settings, jupyter, capabilities, hooks.clone()),
+        None => Domain::new(settings, jupyter, capabilities, hooks.clone()),
+    };
     // From here on the guests' notebook host functions can reach the notebooks in use.
     #[cfg(feature = "wasm")]
     link.connect(&domain);
@@ -160,6 +196,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         domain: domain.clone(),
         tools,
         http: config.http.clone(),
+        hub,
     });
 
     startup::prepare(&state, &config).await;
@@ -173,8 +210,26 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             Ok(())
         }
     };
-    // Leave collaboration rooms first, so edits still queued reach them; then release the
-    // notebooks' kernels as unuse_notebook would (a shared one keeps running).
+    let users = state
+        .hub
+        .as_ref()
+        .map(|h| h.users.all())
+        .unwrap_or_default();
+    for domain in std::iter::once(domain).chain(users) {
+        release(&domain).await;
+    }
+    if let Some(embedded) = embedded {
+        embedded.stop().await;
+    }
+    // Last, so the spans of the stops above are written too.
+    hooks.shutdown();
+    outcome
+}
+
+/// Leaves collaboration rooms first, so edits still queued reach them; then releases the
+/// notebooks' kernels as unuse_notebook would (a shared one keeps running) and stops the kernels
+/// we started.
+async fn release(domain: &Domain) {
     let jupyter = domain.jupyter();
     for notebook in domain.notebooks.all() {
         if let Err(e) = notebook.document.close().await {
@@ -185,12 +240,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         }
     }
     jupyter.shutdown().await;
-    if let Some(embedded) = embedded {
-        embedded.stop().await;
-    }
-    // Last, so the spans of the stops above are written too.
-    hooks.shutdown();
-    outcome
 }
 
 async fn serve(

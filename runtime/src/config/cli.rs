@@ -49,14 +49,25 @@ pub enum DocumentBackend {
 
 #[derive(Debug, Clone, Args)]
 pub struct StartArgs {
-    /// How MCP clients reach the server.
-    #[arg(
-        long,
-        value_enum,
-        env = "JUPYTER_MCP_TRANSPORT",
-        default_value = "stdio"
-    )]
-    pub transport: Transport,
+    /// How MCP clients reach the server [default: stdio; streamable-http in Hub mode].
+    #[arg(long, value_enum, env = "JUPYTER_MCP_TRANSPORT")]
+    pub transport: Option<Transport>,
+
+    /// Hub mode: serve every user of this JupyterHub (its public URL, e.g.
+    /// http://hub.example.org/), each authenticated by their own Hub API token and routed to
+    /// their own single-user server. Streamable HTTP only; --mcp-token is not needed.
+    #[arg(long, env = "JUPYTERHUB_URL", value_parser = parse_http_url)]
+    pub jupyterhub_url: Option<Url>,
+
+    /// The Hub's REST API when it is not under --jupyterhub-url (a managed service gets it
+    /// from the Hub).
+    #[arg(long, env = "JUPYTERHUB_API_URL", value_parser = parse_http_url)]
+    pub jupyterhub_api_url: Option<Url>,
+
+    /// Path prefix every route is served under (a managed Hub service gets its
+    /// /services/NAME/ from the Hub), so MCP is at PREFIX/mcp.
+    #[arg(long, env = "JUPYTERHUB_SERVICE_PREFIX", value_name = "PREFIX")]
+    pub jupyterhub_service_prefix: Option<String>,
 
     /// URL of the Jupyter Server to use. Without it the server starts its own on loopback.
     #[arg(long, env = "JUPYTER_URL", value_parser = parse_http_url)]
@@ -151,13 +162,15 @@ pub struct StartArgs {
     )]
     pub exclude_tools: Vec<String>,
 
-    /// Address the Streamable HTTP transport binds to.
-    #[arg(long, env = "JUPYTER_MCP_HOST", default_value = "127.0.0.1")]
-    pub host: String,
+    /// Address the Streamable HTTP transport binds to [default: 127.0.0.1, or the host of
+    /// JUPYTERHUB_SERVICE_URL when the Hub runs us as a service].
+    #[arg(long, env = "JUPYTER_MCP_HOST")]
+    pub host: Option<String>,
 
-    /// Port of the Streamable HTTP transport.
-    #[arg(long, env = "JUPYTER_MCP_PORT", default_value_t = 4040)]
-    pub port: u16,
+    /// Port of the Streamable HTTP transport [default: 4040, or the port of
+    /// JUPYTERHUB_SERVICE_URL when the Hub runs us as a service].
+    #[arg(long, env = "JUPYTER_MCP_PORT")]
+    pub port: Option<u16>,
 
     /// Bearer token MCP clients must present over Streamable HTTP.
     #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]

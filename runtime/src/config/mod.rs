@@ -13,6 +13,7 @@ use std::time::Duration;
 use url::Url;
 
 use crate::jupyter::auth::Auth;
+use crate::jupyter::hub::HubEndpoints;
 
 pub use cli::{
     Cli, Command, ConnectArgs, DocumentBackend, PythonServerArgs, StartArgs, StopArgs, Transport,
@@ -30,6 +31,8 @@ pub enum JupyterSource {
         root_dir: PathBuf,
         log_level: String,
     },
+    /// Hub mode: each user's own single-user server on this JupyterHub, with their token.
+    Hub(HubEndpoints),
 }
 
 /// The resolved settings of a running server.
@@ -161,6 +164,8 @@ pub struct OutputLimits {
 
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
+    /// Every route is under this path (`/`, or a Hub service's `/services/NAME/`).
+    pub prefix: String,
     pub host: String,
     pub port: u16,
     pub mcp_token: Option<String>,
@@ -180,6 +185,8 @@ pub enum ConfigError {
     BadBoolEnv { name: &'static str, value: String },
     #[error("cannot read the config file {path}: {reason}")]
     ConfigFile { path: PathBuf, reason: String },
+    #[error("{0}")]
+    HubMode(String),
     #[error(
         "--execution-timeout ({default}s) is larger than --max-execution-timeout ({max}s); raise the maximum or lower the default"
     )]
@@ -202,6 +209,38 @@ impl Config {
                 max: args.max_execution_timeout,
             });
         }
+        let hub = hub_mode(&args)?;
+        let transport = match (args.transport, &hub) {
+            (Some(Transport::Stdio), Some(_)) => {
+                return Err(ConfigError::HubMode(
+                    "Hub mode (--jupyterhub-url) serves Streamable HTTP only: drop --transport \
+                     stdio, or use --transport streamable-http"
+                        .into(),
+                ));
+            }
+            (Some(transport), _) => transport,
+            (None, Some(_)) => Transport::StreamableHttp,
+            (None, None) => Transport::Stdio,
+        };
+        // A managed Hub service is told where to listen.
+        let service_url = env("JUPYTERHUB_SERVICE_URL").and_then(|u| Url::parse(&u).ok());
+        let host = args
+            .host
+            .clone()
+            .or_else(|| {
+                service_url
+                    .as_ref()
+                    .and_then(|u| u.host_str().map(str::to_owned))
+            })
+            .unwrap_or_else(|| "127.0.0.1".into());
+        let port = args
+            .port
+            .or_else(|| service_url.as_ref().and_then(Url::port_or_known_default))
+            .unwrap_or(4040);
+        let prefix = match args.jupyterhub_service_prefix.as_deref().map(str::trim) {
+            None | Some("") => "/".to_owned(),
+            Some(prefix) => format!("/{}/", prefix.trim_matches('/')).replace("//", "/"),
+        };
         let python = args.python;
         // A value that is not in the environment came from the command line, which other local
         // users can read in /proc.
@@ -255,17 +294,20 @@ impl Config {
                 .jupyter_url
                 .map(|url| (url, args.jupyter_token, python.jupyter_password)),
         };
-        let jupyter = match kernels {
-            Some((url, token, password)) => JupyterSource::Remote {
-                url,
-                auth: Auth::from_parts(token, password),
-            },
-            None => JupyterSource::Embedded {
-                root_dir: match args.root_dir {
-                    Some(dir) => dir,
-                    None => std::env::current_dir().map_err(ConfigError::CurrentDir)?,
+        let jupyter = match (hub, kernels) {
+            (Some(hub), _) => JupyterSource::Hub(hub),
+            (None, kernels) => match kernels {
+                Some((url, token, password)) => JupyterSource::Remote {
+                    url,
+                    auth: Auth::from_parts(token, password),
                 },
-                log_level: args.jupyter_log_level.to_ascii_uppercase(),
+                None => JupyterSource::Embedded {
+                    root_dir: match args.root_dir {
+                        Some(dir) => dir,
+                        None => std::env::current_dir().map_err(ConfigError::CurrentDir)?,
+                    },
+                    log_level: args.jupyter_log_level.to_ascii_uppercase(),
+                },
             },
         };
         let file = match &args.config {
@@ -288,7 +330,7 @@ impl Config {
             })?,
         };
         Ok(Config {
-            transport: args.transport,
+            transport,
             jupyter,
             documents,
             default_notebook: python.document_id.filter(|p| !p.trim().is_empty()),
@@ -310,8 +352,9 @@ impl Config {
                 allow_images,
             },
             http: HttpConfig {
-                host: args.host,
-                port: args.port,
+                prefix,
+                host,
+                port,
                 mcp_token: args.mcp_token.filter(|t| !t.is_empty()),
                 insecure_noauth: args.insecure_mcp_noauth,
                 allowed_origins: args.allowed_origins,
@@ -329,6 +372,33 @@ impl Config {
             prewarm: file.prewarm,
         })
     }
+}
+
+/// Hub mode's endpoints when `--jupyterhub-url` is given; flags that name one Jupyter Server or
+/// act on it at start make no sense with many users, and are refused.
+fn hub_mode(args: &StartArgs) -> Result<Option<HubEndpoints>, ConfigError> {
+    let Some(url) = args.jupyterhub_url.clone() else {
+        return Ok(None);
+    };
+    let python = &args.python;
+    for (flag, given) in [
+        ("--jupyter-url", args.jupyter_url.is_some()),
+        ("--document-url", args.document_url.is_some()),
+        ("--code-sandbox-url", python.code_sandbox_url.is_some()),
+        ("--document-id", python.document_id.is_some()),
+        ("--start-new-code-sandbox", python.start_new_code_sandbox),
+    ] {
+        if given {
+            return Err(ConfigError::HubMode(format!(
+                "{flag} cannot be used in Hub mode (--jupyterhub-url): each user works on their \
+                 own server on the Hub; drop {flag}"
+            )));
+        }
+    }
+    Ok(Some(HubEndpoints::new(
+        url,
+        args.jupyterhub_api_url.clone(),
+    )))
 }
 
 #[cfg(test)]
@@ -390,6 +460,56 @@ mod tests {
         let err =
             Config::from_args_and_env(start_args(&[]), |_| Some("perhaps".into())).unwrap_err();
         assert!(err.to_string().contains("ALLOW_IMG_OUTPUT"));
+    }
+
+    #[test]
+    fn hub_mode_serves_http_under_the_service_environment() {
+        let env = |name: &str| {
+            (name == "JUPYTERHUB_SERVICE_URL").then(|| "http://127.0.0.1:10101".to_owned())
+        };
+        let config = Config::from_args_and_env(
+            start_args(&[
+                "--jupyterhub-url",
+                "http://127.0.0.1:8000",
+                "--jupyterhub-service-prefix",
+                "/services/mcp",
+            ]),
+            env,
+        )
+        .unwrap();
+        assert_eq!(config.transport, Transport::StreamableHttp);
+        assert_eq!(
+            (config.http.host.as_str(), config.http.port),
+            ("127.0.0.1", 10101)
+        );
+        assert_eq!(config.http.prefix, "/services/mcp/");
+        let JupyterSource::Hub(hub) = config.jupyter else {
+            panic!("Hub mode expected");
+        };
+        assert_eq!(hub.api.as_str(), "http://127.0.0.1:8000/hub/api/");
+        // Our own flags win over the service's address.
+        let config = Config::from_args_and_env(
+            start_args(&["--jupyterhub-url", "http://h:8000", "--port", "5000"]),
+            env,
+        )
+        .unwrap();
+        assert_eq!(config.http.port, 5000);
+        assert_eq!(config.http.prefix, "/");
+    }
+
+    #[test]
+    fn hub_mode_refuses_single_server_flags() {
+        for extra in [
+            &["--transport", "stdio"][..],
+            &["--jupyter-url", "http://127.0.0.1:8888"],
+            &["--document-id", "a.ipynb"],
+            &["--start-new-code-sandbox"],
+        ] {
+            let mut argv = vec!["--jupyterhub-url", "http://127.0.0.1:8000"];
+            argv.extend_from_slice(extra);
+            let error = Config::from_args_and_env(start_args(&argv), |_| None).unwrap_err();
+            assert!(error.to_string().contains("Hub mode"), "{error}");
+        }
     }
 
     #[test]

@@ -26,10 +26,7 @@ impl Domain {
         rest.status().await.map_err(|e| {
             Error::Failed(format!("Failed to connect to Jupyter server {shown}: {e}"))
         })?;
-        let previous = self.replace_jupyter(Jupyter::new(rest, self.hooks.clone()));
-        // Notebooks in use belong to the previous server.
-        self.notebooks.clear();
-        tokio::spawn(async move { previous.shutdown().await });
+        self.switch_to(Jupyter::new(rest, self.hooks.clone()));
         let auth = if token.is_some() {
             "Token-based"
         } else {
@@ -38,5 +35,13 @@ impl Domain {
         Ok(format!(
             "Successfully connected to Jupyter server: {shown}\nAuthentication: {auth}"
         ))
+    }
+
+    /// Makes `jupyter` the server in use: the notebooks in use (which belong to the previous
+    /// one) are forgotten and the kernels we started there are stopped in the background.
+    pub fn switch_to(&self, jupyter: Jupyter) {
+        let previous = self.replace_jupyter(jupyter);
+        self.notebooks.clear();
+        tokio::spawn(async move { previous.shutdown().await });
     }
 }

@@ -15,6 +15,7 @@ pub mod kernels;
 pub mod kernelspecs;
 pub mod notebooks;
 pub mod run_all;
+pub mod users;
 pub mod variables;
 
 use std::sync::{Arc, RwLock};
@@ -110,15 +111,26 @@ impl Domain {
         capabilities: Capabilities,
         hooks: Arc<Hooks>,
     ) -> Arc<Self> {
-        let domain = Arc::new(Domain {
+        let domain = Self::detached(settings, jupyter, capabilities, hooks);
+        domain.prepare(&domain.jupyter());
+        domain
+    }
+
+    /// A domain whose server is never prepared (no spare kernels): in Hub mode the one the
+    /// transports read capabilities and settings from; users' calls each get their own.
+    pub fn detached(
+        settings: Settings,
+        jupyter: Jupyter,
+        capabilities: Capabilities,
+        hooks: Arc<Hooks>,
+    ) -> Arc<Self> {
+        Arc::new(Domain {
             settings,
             jupyter: RwLock::new(Arc::new(jupyter)),
             notebooks: Notebooks::default(),
             capabilities,
             hooks,
-        });
-        domain.prepare(&domain.jupyter());
-        domain
+        })
     }
 
     /// What the server keeps ready on a Jupyter Server it uses: spare kernels when

@@ -40,6 +40,30 @@ pub enum Auth {
     Token(String),
     /// Shared by every client of that server, so one login serves them all.
     Password(Arc<PasswordLogin>),
+    /// A token its owner may replace while clients use it (Hub mode: the latest API token a
+    /// user presented, so a rotated token takes over and a revoked one is not kept).
+    Rotating(Arc<RotatingToken>),
+}
+
+/// A token shared by every client of one server, replaceable at any time.
+#[derive(Debug)]
+pub struct RotatingToken(std::sync::RwLock<Secret>);
+
+impl RotatingToken {
+    pub fn new(token: Secret) -> Self {
+        RotatingToken(std::sync::RwLock::new(token))
+    }
+
+    pub fn set(&self, token: &Secret) {
+        let mut current = self.0.write().expect("token lock");
+        if *current != *token {
+            *current = token.clone();
+        }
+    }
+
+    pub fn credentials(&self) -> Credentials {
+        Credentials::with_token(self.0.read().expect("token lock").expose())
+    }
 }
 
 impl Auth {

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod document;
+pub mod hub;
 pub mod kernel;
 pub mod launcher;
 pub mod notebook;

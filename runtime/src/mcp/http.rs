@@ -24,11 +24,18 @@ use tower_service::Service;
 
 use super::McpServer;
 use super::ServerState;
+use super::hub::HubFront;
 use crate::config::HttpConfig;
 use crate::dispatch::ToolView;
+use crate::domain::users::Caller;
+use crate::jupyter::auth::Secret;
+use crate::jupyter::hub::HubError;
 use crate::jupyter::kernel::Liveness;
 
 type Body = BoxBody<Bytes, Infallible>;
+
+/// The header carrying an MCP session id.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// How long a request body may take to arrive (slow-body attacks hold a connection otherwise).
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -114,17 +121,24 @@ pub fn origin_allowed(origin: &str, extra: &[String]) -> bool {
     })
 }
 
-/// Compares a presented bearer token in constant time.
-fn bearer_matches(headers: &HeaderMap, expected: &str) -> bool {
-    let Some(presented) = headers
+/// The bearer token a request presents.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| {
             // The scheme is case-insensitive (RFC 9110 §11.1): `BEARER x` is a bearer token.
             let (scheme, token) = v.trim_start().split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then_some(token)
+            scheme
+                .eq_ignore_ascii_case("bearer")
+                .then_some(token.trim())
         })
-    else {
+        .filter(|t| !t.is_empty())
+}
+
+/// Compares a presented bearer token in constant time.
+fn bearer_matches(headers: &HeaderMap, expected: &str) -> bool {
+    let Some(presented) = bearer(headers) else {
         return false;
     };
     let (a, b) = (presented.trim().as_bytes(), expected.as_bytes());
@@ -231,17 +245,77 @@ impl HttpContext {
         })
     }
 
+    /// Hub mode: who the request's bearer token belongs to, as the Hub says; `Err` holds the
+    /// refusal (401 for a missing or refused token, 502 when the Hub cannot answer).
+    async fn hub_caller(
+        &self,
+        hub: &HubFront,
+        headers: &HeaderMap,
+    ) -> Result<Caller, Box<Response<Body>>> {
+        let Some(token) = bearer(headers) else {
+            return Err(Box::new(unauthorized(&format!(
+                "a bearer token is required: send your JupyterHub API token (create one on the \
+                 Hub's token page, {}hub/token) as Authorization: Bearer TOKEN",
+                hub.users.hub()
+            ))));
+        };
+        let token = Secret::new(token.to_owned());
+        hub.users.identify(&token).await.map_err(|e| {
+            Box::new(match e {
+                HubError::TokenRefused { .. } => unauthorized(&e.to_string()),
+                other => json_response(
+                    StatusCode::BAD_GATEWAY,
+                    json!({ "error": other.to_string() }),
+                ),
+            })
+        })
+    }
+
     async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
-        let path = request.uri().path().to_owned();
         let method = request.method().clone();
+        // Every route lives under the prefix (a Hub service's /services/NAME/).
+        let prefix = self.config.prefix.trim_end_matches('/');
+        let Some(path) = request.uri().path().strip_prefix(prefix) else {
+            return json_response(
+                StatusCode::NOT_FOUND,
+                json!({ "error": format!("no route {}; MCP is served at {prefix}/mcp", request.uri().path()) }),
+            );
+        };
+        let path = path.to_owned();
         match path.as_str() {
             "/mcp" | "/mcp/" => {
-                if let Err(refusal) = self.admit(&request, false, true) {
+                // In Hub mode the Hub's tokens are the authentication.
+                let hub = self.state.hub.as_ref();
+                if let Err(refusal) = self.admit(&request, false, hub.is_none()) {
                     return *refusal;
+                }
+                let caller = match hub {
+                    Some(hub) => match self.hub_caller(hub, request.headers()).await {
+                        Ok(caller) => Some(caller),
+                        Err(refusal) => return *refusal,
+                    },
+                    None => None,
+                };
+                let session = request
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                if let (Some(hub), Some(caller), Some(id)) = (hub, &caller, &session)
+                    && !hub.session_allowed(id, caller)
+                {
+                    // The same answer as for a session that never was: nothing is revealed.
+                    return json_response(
+                        StatusCode::NOT_FOUND,
+                        json!({ "error": "session not found; start a new one with initialize" }),
+                    );
                 }
                 // Read the body ourselves, bounded in size and time, so a huge or trickling
                 // request costs only itself.
                 let (mut parts, body) = request.into_parts();
+                if let Some(caller) = caller.clone() {
+                    parts.extensions.insert(caller);
+                }
                 match self.tool_view(parts.uri.query()) {
                     Ok(Some(view)) => {
                         parts.extensions.insert(view);
@@ -264,6 +338,17 @@ impl HttpContext {
                 if method == Method::DELETE && response.status() == StatusCode::ACCEPTED {
                     *response.status_mut() = StatusCode::NO_CONTENT;
                 }
+                if let (Some(hub), Some(caller)) = (hub, &caller) {
+                    match (&session, response.headers().get(SESSION_HEADER)) {
+                        (Some(id), _) if method == Method::DELETE => hub.session_closed(id),
+                        (None, Some(opened)) => {
+                            if let Ok(opened) = opened.to_str() {
+                                hub.session_opened(opened, caller);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
                 response
             }
             "/api/healthz" if method == Method::GET => {
@@ -277,11 +362,30 @@ impl HttpContext {
                 if let Err(refusal) = self.admit(&request, true, true) {
                     return *refusal;
                 }
+                if let Some(hub) = &self.state.hub {
+                    return json_response(
+                        StatusCode::FORBIDDEN,
+                        json!({ "error": format!(
+                            "/api/connect is refused in Hub mode: each user's calls go to their \
+                             own server on the JupyterHub at {}, which the Hub chooses",
+                            hub.users.hub()
+                        ) }),
+                    );
+                }
                 self.connect(request).await
             }
             "/api/stop" if method == Method::DELETE => {
                 if let Err(refusal) = self.admit(&request, true, true) {
                     return *refusal;
+                }
+                // In Hub mode users' tokens are no say over the server itself.
+                if self.state.hub.is_some() && self.config.mcp_token.is_none() {
+                    return json_response(
+                        StatusCode::FORBIDDEN,
+                        json!({ "error": "in Hub mode /api/stop needs the server's own \
+                            --mcp-token; without one, stop the server with a signal (the Hub \
+                            stops a managed service itself)" }),
+                    );
                 }
                 tracing::info!("stop requested over HTTP");
                 self.stop.cancel();
@@ -302,6 +406,16 @@ impl HttpContext {
     }
 
     async fn health(&self) -> Value {
+        if let Some(hub) = &self.state.hub {
+            return json!({
+                "success": true,
+                "service": "jupyter-mcp-server",
+                "message": "Jupyter MCP Server is running.",
+                "status": "healthy",
+                "version": env!("CARGO_PKG_VERSION"),
+                "jupyterhub": { "url": hub.users.hub(), "users": hub.users.count() },
+            });
+        }
         let jupyter = self.state.domain.jupyter();
         // As the Python server reports it: the current notebook's kernel, else the kernel
         // execute_code uses; `not_initialized` until there is one.
@@ -428,8 +542,9 @@ fn repair_initialize_body(headers: &HeaderMap, body: Bytes) -> Bytes {
 
 /// Refuses HTTP settings that would serve without authentication unless told to; checked before
 /// anything is started, so a missing token costs the operator no wait.
-pub fn check_auth(config: &HttpConfig) -> Result<(), HttpError> {
-    if config.mcp_token.is_none() && !config.insecure_noauth {
+/// In Hub mode the Hub's tokens are the authentication.
+pub fn check_auth(config: &HttpConfig, hub_mode: bool) -> Result<(), HttpError> {
+    if !hub_mode && config.mcp_token.is_none() && !config.insecure_noauth {
         return Err(HttpError::NoAuthConfigured);
     }
     Ok(())
@@ -438,8 +553,8 @@ pub fn check_auth(config: &HttpConfig) -> Result<(), HttpError> {
 /// Serves until `stop` is cancelled (by a signal or `DELETE /api/stop`).
 pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(), HttpError> {
     let config = state.http.clone();
-    check_auth(&config)?;
-    if config.mcp_token.is_none() {
+    check_auth(&config, state.hub.is_some())?;
+    if config.mcp_token.is_none() && state.hub.is_none() {
         tracing::warn!(
             "--insecure-mcp-noauth: anyone who can reach {}:{} can run code through this server",
             config.host,
@@ -456,7 +571,10 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
     let local: SocketAddr = listener
         .local_addr()
         .map_err(|source| HttpError::Bind { address, source })?;
-    tracing::info!("serving MCP over Streamable HTTP at http://{local}/mcp");
+    tracing::info!(
+        "serving MCP over Streamable HTTP at http://{local}{}mcp",
+        config.prefix
+    );
 
     let mut rmcp_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())

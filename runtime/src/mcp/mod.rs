@@ -6,6 +6,7 @@ pub mod control;
 #[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;
 pub mod http;
+pub mod hub;
 pub mod logging;
 pub mod resources;
 pub mod stdio;
@@ -37,6 +38,7 @@ use self::tasks::TaskSupport;
 use crate::config::HttpConfig;
 use crate::dispatch::ToolRegistry;
 use crate::domain::Domain;
+use crate::domain::users::Caller;
 use crate::tools::{ProgressReporter, ToolContext};
 
 pub const SERVER_NAME: &str = "Jupyter MCP Server";
@@ -56,9 +58,13 @@ small; the result says how to get the rest.";
 
 /// What the transports serve: the domain, the tools, and the HTTP transport's settings.
 pub struct ServerState {
+    /// The domain every call uses; in Hub mode only the capabilities and settings are read
+    /// from it, each user's calls getting their own domain (`hub`).
     pub domain: Arc<Domain>,
     pub tools: ToolRegistry,
     pub http: HttpConfig,
+    /// Hub mode: every user of a JupyterHub, each with their own domain.
+    pub hub: Option<hub::HubFront>,
 }
 
 /// The handler rmcp calls; cheap to clone (HTTP makes one per session, or per request when
@@ -88,6 +94,33 @@ impl McpServer {
             subscriptions: Arc::default(),
             log_level: Arc::default(),
             tasks,
+        }
+    }
+}
+
+/// The caller `mcp::http` authenticated with the Hub for this request (Hub mode only).
+fn caller(context: &RequestContext<RoleServer>) -> Option<Caller> {
+    context
+        .extensions
+        .get::<::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Caller>())
+        .cloned()
+}
+
+impl McpServer {
+    /// The domain a request works on: the caller's own in Hub mode, else the server's.
+    fn domain(&self, context: &RequestContext<RoleServer>) -> Arc<Domain> {
+        match (&self.state.hub, caller(context)) {
+            (Some(hub), Some(caller)) => hub.users.domain_of(&caller),
+            _ => self.state.domain.clone(),
+        }
+    }
+
+    /// The task manager a request's tasks live in: the caller's own in Hub mode.
+    fn tasks(&self, context: &RequestContext<RoleServer>) -> TaskManager {
+        match (&self.state.hub, caller(context)) {
+            (Some(hub), Some(caller)) => hub.tasks_of(&caller),
+            _ => self.tasks.clone(),
         }
     }
 }
@@ -222,7 +255,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         #[allow(unused_mut)]
-        let mut all = resources::list(&self.state.domain);
+        let mut all = resources::list(&self.domain(&context));
         all.insert(0, resources::capabilities_resource());
         if apps::supported_by(context.client_capabilities().as_ref()) {
             all.insert(1, apps::viewer_resource());
@@ -247,21 +280,20 @@ impl ServerHandler for McpServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        let domain = self.domain(&context);
         #[cfg(feature = "conformance-fixtures")]
         if let Some(result) = fixtures::read_resource(&request.uri) {
             return Ok(result.into());
         }
         if request.uri == resources::CAPABILITIES_URI {
-            return Ok(resources::read_capabilities(&self.state.domain).into());
+            return Ok(resources::read_capabilities(&domain).into());
         }
         if request.uri == apps::VIEWER_URI {
             return Ok(apps::read_viewer().into());
         }
-        resources::read(&self.state.domain, &request.uri)
-            .await
-            .map(Into::into)
+        resources::read(&domain, &request.uri).await.map(Into::into)
     }
 
     async fn list_prompts(
@@ -279,14 +311,17 @@ impl ServerHandler for McpServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
         #[cfg(feature = "conformance-fixtures")]
         if let Some(result) = fixtures::get_prompt(&request.name, request.arguments.as_ref()) {
             return Ok(result.into());
         }
         if request.name == "jupyter_cite" {
-            return self.cite(request.arguments.as_ref()).await.map(Into::into);
+            return self
+                .cite(&self.domain(&context), request.arguments.as_ref())
+                .await
+                .map(Into::into);
         }
         Err(McpError::invalid_params(
             format!(
@@ -310,28 +345,30 @@ impl ServerHandler for McpServer {
     async fn get_task(
         &self,
         request: GetTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+        Ok(GetTaskResult::new(
+            self.tasks(&context).get_task(&request.task_id)?,
+        ))
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         // No task of ours asks for input; answers are acknowledged and ignored, as the
         // extension says of answers nobody waits for.
-        self.tasks
+        self.tasks(&context)
             .update_task(&request.task_id, request.input_responses)
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.tasks.cancel_task(&request.task_id)
+        self.tasks(&context).cancel_task(&request.task_id)
     }
 
     async fn subscribe(
@@ -340,7 +377,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let uri = request.uri.clone();
-        let mut changes = self.state.domain.notebooks.watch_changes();
+        let mut changes = self.domain(&context).notebooks.watch_changes();
         let peer = context.peer.clone();
         let watched = vec![uri.clone()];
         let watcher = tokio::spawn(async move {
@@ -384,7 +421,10 @@ impl ServerHandler for McpServer {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
-        let mut changes = self.state.domain.notebooks.watch_changes();
+        let mut changes = self
+            .domain(context.request_context())
+            .notebooks
+            .watch_changes();
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
@@ -462,6 +502,8 @@ struct PreparedCall {
     progress_to_peer: bool,
     /// The task running the call, whose status message follows the progress.
     task: Option<rmcp::task_manager::TaskContext>,
+    /// Hub mode: whose call this is (their server is made ready before the tool runs).
+    caller: Option<Caller>,
 }
 
 impl McpServer {
@@ -495,7 +537,7 @@ impl McpServer {
             state: self.state.clone(),
             traceparent: context.meta.get_traceparent().map(str::to_owned),
             tool_context: ToolContext {
-                domain: self.state.domain.clone(),
+                domain: self.domain(context),
                 cancel,
                 progress: reporter,
             },
@@ -507,6 +549,7 @@ impl McpServer {
             rich_outputs: apps::supported_by(context.client_capabilities().as_ref()),
             progress_to_peer,
             task: None,
+            caller: caller(context),
         }
     }
 
@@ -524,10 +567,11 @@ impl McpServer {
         let mut call = self.prepare_call(request, &context, cancel.clone(), true);
         let ttl_ms = u64::try_from(tasks::ttl(&self.state.domain.settings.execution).as_millis())
             .unwrap_or(u64::MAX);
+        let tasks = self.tasks(&context);
         let options = TaskOptions::new()
             .with_ttl_ms(ttl_ms)
             .with_poll_interval_ms(500);
-        let task = self.tasks.spawn(options, move |task| {
+        let task = tasks.spawn(options, move |task| {
             call.task = Some(task.clone());
             Box::pin(async move {
                 #[cfg(feature = "conformance-fixtures")]
@@ -557,14 +601,63 @@ impl PreparedCall {
     #[allow(deprecated)]
     async fn run(mut self) -> Result<CallToolResult, McpError> {
         let (log_tx, mut log_rx) = mpsc::unbounded_channel::<LoggingMessageNotificationParam>();
-        let call = crate::dispatch::call_tool(
-            &self.state.tools,
-            self.view.as_ref(),
-            &self.request.name,
-            self.request.arguments.take(),
-            self.tool_context,
-            self.traceparent,
-        );
+        let hub = self.state.hub.as_ref().zip(self.caller.as_ref());
+        let mut tool_context = self.tool_context;
+        let arguments = self.request.arguments.take();
+        let (state, view, name) = (&self.state, self.view.as_ref(), &self.request.name);
+        let traceparent = self.traceparent;
+        let call = async move {
+            // Hub mode: the caller's own server, started first when it is not running (an
+            // unknown tool starts nothing: dispatch refuses it).
+            if let Some((hub, caller)) = hub.filter(|_| state.tools.get(name).is_some()) {
+                let progress = tool_context.progress.clone();
+                match hub.users.ready_domain(caller, progress.as_deref()).await {
+                    Ok(domain) => tool_context.domain = domain,
+                    Err(e) => {
+                        return Ok(CallToolResult::error(vec![
+                            rmcp::model::ContentBlock::text(format!(
+                                "Error executing tool {name}: {e}"
+                            )),
+                        ]));
+                    }
+                }
+            }
+            let cancel = tool_context.cancel.clone();
+            let dispatched = crate::dispatch::call_tool(
+                &state.tools,
+                view,
+                name,
+                arguments,
+                tool_context,
+                traceparent,
+            );
+            let Some((hub, caller)) = hub else {
+                return dispatched.await;
+            };
+            // Hub mode: a server stopped under the call ends it, said plainly.
+            tokio::pin!(dispatched);
+            let result = tokio::select! {
+                result = &mut dispatched => result,
+                why = hub.users.watch_server(caller) => {
+                    cancel.cancel();
+                    // Let the call wind down (hooks see its end), briefly: its server is gone.
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), dispatched).await;
+                    return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(why)]));
+                }
+            };
+            match result {
+                // A failure because the caller's server went away says so plainly.
+                Ok(mut result) if result.is_error == Some(true) => {
+                    if let Some(why) = hub.users.explain_failure(caller).await {
+                        result
+                            .content
+                            .insert(0, rmcp::model::ContentBlock::text(why));
+                    }
+                    Ok(result)
+                }
+                other => other,
+            }
+        };
         let call = async move {
             match self.log_level {
                 Some(level) => {
@@ -684,6 +777,7 @@ fn cite_prompt() -> rmcp::model::Prompt {
 impl McpServer {
     async fn cite(
         &self,
+        domain: &Domain,
         arguments: Option<&JsonObject>,
     ) -> Result<rmcp::model::GetPromptResult, McpError> {
         let argument = |key: &str| {
@@ -693,9 +787,7 @@ impl McpServer {
                 .unwrap_or_default()
                 .to_owned()
         };
-        let in_use = self
-            .state
-            .domain
+        let in_use = domain
             .notebooks
             .resolve(
                 Some(&argument("notebook_name"))

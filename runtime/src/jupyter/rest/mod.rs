@@ -172,6 +172,7 @@ impl JupyterRest {
         match &self.auth {
             Auth::None => Ok(Credentials::default()),
             Auth::Token(token) => Ok(Credentials::with_token(token)),
+            Auth::Rotating(token) => Ok(token.credentials()),
             Auth::Password(login) => Ok(login.credentials(&self.base).await?),
         }
     }
