@@ -154,6 +154,13 @@ async def test_two_users_work_apart(hub, direct, how):
             if not opened.is_error:
                 assert f"alice-{tag}" not in joined(await bob.call_tool("read_cells", {"notebook_name": "theirs"}))
 
+        # ...nor through resources: the same URI reads each user's own notebook.
+        for client, who, other in ((bob, "bob", "alice"), (alice, "alice", "bob")):
+            whole = (await client.read_resource("notebook://work", cache_mode="bypass")).contents[0].text
+            assert f"edited by {who}" in whole and f"{other}-{tag}" not in whole
+            listed = [str(r.uri) for r in (await client.list_resources(cache_mode="bypass")).resources]
+            assert "notebook://theirs" not in listed or who == "bob"
+
         # Alice still has her own work, untouched.
         mine = joined(await alice.call_tool("read_cell", {"cell_index": 0}))
         assert "edited by alice" in mine
@@ -167,6 +174,10 @@ async def test_two_users_work_apart(hub, direct, how):
             await anyio.sleep(0.2)
         other = "bob" if who == "alice" else "alice"
         assert f"edited by {other}" not in saved.read_text()
+    # The users' tokens are secrets: in no log line of ours (the service logs into the Hub's log).
+    logs = direct.log.read_text(errors="replace") + (hub.dir / "hub.log").read_text(errors="replace")
+    assert "Hub mode" in logs
+    assert alice_token not in logs and bob_token not in logs
 
 
 async def test_a_stopped_server_is_started_on_demand_with_progress(hub, direct):
@@ -253,6 +264,12 @@ async def test_hub_mode_refuses_what_would_cross_users(hub, direct):
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 403
     assert "refused in Hub mode" in refused.value.read().decode()
+    # A user's token is no say over the server itself.
+    stop = urllib.request.Request(direct.base + "/api/stop", method="DELETE",
+                                  headers={"Authorization": f"Bearer {token}"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(stop, timeout=30)
+    assert refused.value.code == 403 and direct.process.poll() is None
     async with hub_client(direct.mcp_url, token) as alice:
         names = {t.name for t in (await alice.list_tools()).tools}
         assert "execute_code" in names and "connect_to_jupyter" not in names
