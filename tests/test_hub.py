@@ -17,7 +17,7 @@ import uuid
 
 import anyio
 import pytest
-from conftest import HttpServer, joined, server_binary, server_env, start_http_server, texts
+from conftest import extension_entry, joined, server_binary, server_env, start_http_server, write_config
 from harness import free_port, start_hub, stop_hub
 from mcp import Client
 
@@ -305,9 +305,11 @@ async def test_spare_kernels_are_each_users_own(hub):
         server.stop()
 
 
-def test_hub_mode_settings_are_checked_at_start(hub):
+def test_hub_mode_settings_are_checked_at_start(hub, tmp_path):
+    granted = write_config(tmp_path, extension_entry(tmp_path / "guest.wasm", grants=["read-cells"]))
     for extra, expected in ((["--transport", "stdio"], "Streamable HTTP only"),
-                            (["--jupyter-url", "http://127.0.0.1:1"], "--jupyter-url cannot be used in Hub mode")):
+                            (["--jupyter-url", "http://127.0.0.1:1"], "--jupyter-url cannot be used in Hub mode"),
+                            (["--config", str(granted)], "granted notebook host functions")):
         done = subprocess.run([server_binary(), "start", "--jupyterhub-url", hub.url, *extra],
                               env=server_env(), capture_output=True, text=True, timeout=60)
         assert done.returncode != 0 and expected in done.stderr, done.stderr
