@@ -49,32 +49,14 @@ pub enum RunError {
     Http(#[from] mcp::http::HttpError),
     #[error(transparent)]
     Toolset(#[from] dispatch::UnknownToolNames),
+    #[error("{0}")]
+    GuestSettings(String),
     #[error(
         "the extension {0} is granted notebook host functions, which Hub mode (--jupyterhub-url) \
          does not offer yet: a guest's host functions would not know whose notebooks to use; \
          drop its grants or serve it without Hub mode"
     )]
     HubGrants(String),
-}
-
-/// Loads the operator's wasm guests. Compiling may take seconds (only the first time: compiled
-/// forms are cached), so it happens off the async workers.
-/// Returns them with the link through which their host functions reach the server's state
-/// once it exists.
-#[cfg(feature = "wasm")]
-async fn load_guests(config: &Config) -> (Vec<wasm::Loaded>, Arc<wasm::HostLink>) {
-    let wasm_config = config.wasm.clone();
-    let link = Arc::new(wasm::HostLink::default());
-    let guest_link = link.clone();
-    let guests = tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config, guest_link))
-        .await
-        .unwrap_or_else(|e| {
-            tracing::error!(
-                "loading the wasm guests failed ({e}); the server goes on without them"
-            );
-            Vec::new()
-        });
-    (guests, link)
 }
 
 /// `extension compile`: fills the compile cache ahead of time. Returns a line per guest
@@ -137,18 +119,26 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     {
         return Err(RunError::HubGrants(guest.path.display().to_string()));
     }
-    // Guests first, since extensions declare capabilities.
+    // Guests are read and checked now (milliseconds), compiled once the server serves; what
+    // they declared at an earlier start is known at once.
     #[cfg(feature = "wasm")]
-    let (guests, link) = load_guests(&config).await;
+    let link = Arc::new(wasm::HostLink::default());
     #[cfg(feature = "wasm")]
-    let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
+    let loader = wasm::Loader::prepare(&config.wasm, link.clone());
+    #[cfg(feature = "wasm")]
+    let (declarations, all_declared) = (loader.declarations(), loader.complete());
     #[cfg(not(feature = "wasm"))]
-    let declarations = {
+    let (declarations, all_declared) = {
         refuse_guests(&config)?;
-        Vec::new()
+        (Vec::new(), true)
     };
-    // Checked before anything starts: a misspelt capability stops the server.
-    let capabilities = capabilities::Capabilities::build(&declarations, &config.capabilities)?;
+    // Checked before anything starts: a misspelt capability stops the server (once every guest
+    // has declared, when some are still compiling).
+    let capabilities = Arc::new(if all_declared {
+        capabilities::Capabilities::build(&declarations, &config.capabilities)?
+    } else {
+        capabilities::Capabilities::build_pending(&declarations, &config.capabilities)
+    });
     let hooks = Arc::new(hooks::Hooks::default());
     if config.otel_file.is_some() || config.otel_endpoint.is_some() {
         let handler = hooks::otel::OtelHandler::new(
@@ -165,7 +155,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     // After the built-in handlers, in the order the operator listed the guests.
     #[cfg(feature = "wasm")]
-    for handler in guests.iter().filter_map(wasm::Loaded::hook_handler) {
+    for handler in loader.hook_handlers() {
         hooks.register(handler);
     }
     let embedded = match &config.jupyter {
@@ -197,14 +187,20 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     // After the core tools, so an extension can never shadow one.
     #[cfg(feature = "wasm")]
-    wasm::register_tools(&mut tools, &guests, &capabilities);
-    // After every tool is known, extension tools included; an unknown name stops us.
+    loader.register_known_tools(&tools, &capabilities);
+    // After every tool is known, extension tools included; an unknown name stops us (once every
+    // guest has declared, when some are still compiling).
     // In Hub mode each user's server is the Hub's choice, never switched by a call.
     let mut exclude = config.toolset.exclude.clone();
     if hub.is_some() {
         exclude.push(tools::connect::NAME.to_owned());
     }
-    tools.select(&config.toolset.only, &exclude)?;
+    if all_declared {
+        tools.select(&config.toolset.only, &exclude)?;
+    } else {
+        tools.select_pending(&config.toolset.only, &exclude);
+    }
+    let tools = Arc::new(tools);
     let settings = domain::Settings::of(&config);
     let hub = hub.map(|endpoints| {
         tracing::info!(
@@ -234,7 +230,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     });
 
     #[cfg(feature = "wasm")]
-    let running_guests: Vec<Arc<wasm::Guest>> = guests.iter().map(|g| g.guest.clone()).collect();
+    let guests = loader.start(state.tools.clone(), domain.clone());
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
@@ -245,11 +241,18 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             // Guests first: a call parked in one ends now, and the cleanup below fires no
             // event into them.
             #[cfg(feature = "wasm")]
-            for guest in &running_guests {
-                guest.stop();
-            }
+            guests.stop();
             stop.cancel();
             Ok(())
+        }
+        failed = guests_loaded(
+            #[cfg(feature = "wasm")]
+            &guests,
+        ) => {
+            #[cfg(feature = "wasm")]
+            guests.stop();
+            stop.cancel();
+            Err(failed)
         }
     };
     let users = state
@@ -266,6 +269,17 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // Last, so the spans of the stops above are written too.
     hooks.shutdown();
     outcome
+}
+
+/// Resolves only when the guests have all loaded and the operator's settings name something
+/// none of them declared: the server must not go on as if the setting had taken effect.
+async fn guests_loaded(#[cfg(feature = "wasm")] guests: &wasm::Loading) -> RunError {
+    #[cfg(feature = "wasm")]
+    if let Err(e) = guests.finished().await {
+        tracing::error!("{e}");
+        return RunError::GuestSettings(e.to_string());
+    }
+    std::future::pending().await
 }
 
 /// Leaves collaboration rooms first, so edits still queued reach them; then releases the

@@ -100,7 +100,9 @@ pub struct Domain {
     /// Replaced as a whole by `connect`; calls in flight keep the one they started with.
     jupyter: RwLock<Arc<Jupyter>>,
     pub notebooks: Notebooks,
-    pub capabilities: Capabilities,
+    /// Shared by every domain of the server (Hub mode: every user's), so what an extension
+    /// declares late reaches them all.
+    pub capabilities: Arc<Capabilities>,
     pub hooks: Arc<Hooks>,
 }
 
@@ -108,7 +110,7 @@ impl Domain {
     pub fn new(
         settings: Settings,
         jupyter: Jupyter,
-        capabilities: Capabilities,
+        capabilities: Arc<Capabilities>,
         hooks: Arc<Hooks>,
     ) -> Arc<Self> {
         let domain = Self::detached(settings, jupyter, capabilities, hooks);
@@ -121,7 +123,7 @@ impl Domain {
     pub fn detached(
         settings: Settings,
         jupyter: Jupyter,
-        capabilities: Capabilities,
+        capabilities: Arc<Capabilities>,
         hooks: Arc<Hooks>,
     ) -> Arc<Self> {
         Arc::new(Domain {

@@ -48,7 +48,7 @@ pub struct Caller {
 pub struct Users {
     hub: HubClient,
     settings: Settings,
-    capabilities: Capabilities,
+    capabilities: Arc<Capabilities>,
     hooks: Arc<Hooks>,
     /// By SHA-256 of the token, so a lookup compares digests, never the secret itself.
     identities: Mutex<HashMap<[u8; 32], (Instant, HubUser)>>,
@@ -73,7 +73,7 @@ impl Users {
     pub fn new(
         hub: HubClient,
         settings: Settings,
-        capabilities: Capabilities,
+        capabilities: Arc<Capabilities>,
         hooks: Arc<Hooks>,
     ) -> Self {
         Users {
