@@ -302,9 +302,4 @@ impl Users {
         let users = self.users.lock().expect("users lock");
         users.values().map(|s| s.domain.clone()).collect()
     }
-
-    /// How many users have a domain.
-    pub fn count(&self) -> usize {
-        self.users.lock().expect("users lock").len()
-    }
 }

@@ -378,7 +378,7 @@ impl HttpContext {
                 if let Err(refusal) = self.admit(&request, true, true) {
                     return *refusal;
                 }
-                // In Hub mode users' tokens are no say over the server itself.
+                // In Hub mode a user's token gives no say over the server itself.
                 if self.state.hub.is_some() && self.config.mcp_token.is_none() {
                     return json_response(
                         StatusCode::FORBIDDEN,
@@ -413,7 +413,7 @@ impl HttpContext {
                 "message": "Jupyter MCP Server is running.",
                 "status": "healthy",
                 "version": env!("CARGO_PKG_VERSION"),
-                "jupyterhub": { "url": hub.users.hub(), "users": hub.users.count() },
+                "jupyterhub": { "url": hub.users.hub() },
             });
         }
         let jupyter = self.state.domain.jupyter();

@@ -66,3 +66,62 @@ impl HubFront {
             .clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jupyter::auth::Secret;
+
+    fn front() -> HubFront {
+        let endpoints = crate::jupyter::hub::HubEndpoints::new(
+            url::Url::parse("http://127.0.0.1:1/").unwrap(),
+            None,
+        );
+        HubFront::new(Users::new(
+            crate::jupyter::hub::HubClient::new(endpoints),
+            crate::domain::Settings {
+                documents: None,
+                document_backend: crate::config::DocumentBackend::File,
+                execution: crate::config::ExecutionLimits {
+                    default_timeout: std::time::Duration::from_secs(1),
+                    max_timeout: std::time::Duration::from_secs(1),
+                },
+                output: crate::config::OutputLimits {
+                    max_chars: 0,
+                    allow_images: true,
+                },
+                max_file_bytes: 1,
+                prewarm: Default::default(),
+            },
+            Arc::default(),
+            Arc::default(),
+        ))
+    }
+
+    fn caller(user: &str) -> Caller {
+        Caller {
+            user: user.into(),
+            token: Secret::new(format!("{user}-token")),
+        }
+    }
+
+    #[test]
+    fn a_session_is_only_its_openers() {
+        let hub = front();
+        let (alice, bob) = (caller("alice"), caller("bob"));
+        assert!(
+            !hub.session_allowed("s1", &alice),
+            "an unknown id is refused"
+        );
+        hub.session_opened("s1", &alice);
+        assert!(hub.session_allowed("s1", &alice));
+        assert!(!hub.session_allowed("s1", &bob));
+        // Forgetting sessions under pressure never lets an unknown id through.
+        for i in 0..MAX_SESSIONS + 5 {
+            hub.session_opened(&format!("x{i}"), &bob);
+        }
+        assert!(!hub.session_allowed("s1", &bob));
+        hub.session_closed("s1");
+        assert!(!hub.session_allowed("s1", &alice));
+    }
+}
