@@ -35,6 +35,12 @@ def rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmRSS for {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process has used so far."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def one_user(url: str, token: str, user: str, calls: int, ready: asyncio.Barrier,
                    latencies: dict, errors: list) -> None:
     import httpx2
@@ -82,12 +88,13 @@ async def run(url: str, tokens: dict[str, str], calls: int, pid: int) -> dict:
     await ready.wait()  # every user has a notebook and a kernel
     warmed = rss_mb(pid)
     await ready.wait()  # go
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), cpu_seconds(pid)
     await ready.wait()  # every user is done
-    elapsed = time.perf_counter() - started
+    elapsed, cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu
     loaded = rss_mb(pid)
     await asyncio.gather(*users)
-    return {"latencies": latencies, "errors": errors, "elapsed": elapsed, "warmed": warmed, "loaded": loaded}
+    return {"latencies": latencies, "errors": errors, "elapsed": elapsed, "warmed": warmed, "loaded": loaded,
+            "cpu": cpu}
 
 
 def main() -> None:
@@ -134,6 +141,9 @@ def main() -> None:
     print(f"{'tool':16} {'p50 ms':>8} {'p99 ms':>8}")
     for tool, samples in sorted(latencies.items()):
         print(f"{tool:16} {percentile(samples, 0.5) * 1e3:8.2f} {percentile(samples, 0.99) * 1e3:8.2f}")
+    print(f"our server's CPU time during the load: {result['cpu']:.2f}s, {result['cpu'] / max(total, 1) * 1e3:.2f} ms "
+          f"per call (the rest of the machine runs the Hub, its proxy, {opts.users} Jupyter Servers, their kernels "
+          f"and the clients)")
     per_user = (result["loaded"] - idle) / opts.users
     print(f"server RSS: {idle:.1f} MB idle, {result['warmed']:.1f} MB once every user had a notebook and a "
           f"kernel, {result['loaded']:.1f} MB after the load (peak {peak:.1f} MB): {per_user:.2f} MB per user")
