@@ -49,7 +49,7 @@ def hub(tmp_path_factory):
         },
     }
     hub = start_hub(tmp_path_factory.mktemp("hub"), proxy_bin(), services=[service], port=port)
-    for user in ("alice", "bob", "carol", "dave"):
+    for user in ("alice", "bob", "carol", "dave", "erin", "broken"):
         hub.add_user(user)
     yield hub
     stop_hub(hub)
@@ -199,6 +199,25 @@ async def test_a_stopped_server_is_started_on_demand_with_progress(hub, direct):
     assert len(messages) >= 2, messages
     progresses = [p for p, _, _ in updates]
     assert progresses == sorted(progresses)
+
+
+async def test_a_refused_or_failed_start_is_a_clear_error(hub, direct):
+    # A token that may identify its user but not start servers: the Hub refuses the start.
+    status, body = hub.api("POST", "/users/erin/tokens", {"scopes": ["read:users:name!user"]})
+    assert status == 201, body
+    async with hub_client(direct.mcp_url, body["token"]) as erin:
+        refused = await erin.call_tool("execute_code", {"code": "1"})
+        assert refused.is_error, joined(refused)
+        assert f"the JupyterHub at {hub.url}" in joined(refused) and "refused to start your server" in joined(refused)
+    # A spawn that fails on the Hub's side.
+    token, _ = hub.new_token("broken")
+    async with hub_client(direct.mcp_url, token) as broken:
+        failed = await broken.call_tool("execute_code", {"code": "1"})
+        assert failed.is_error, joined(failed)
+        text = joined(failed)
+        assert f"the JupyterHub at {hub.url}" in text and ("failed to start" in text or "refused to start" in text), text
+        # The server keeps serving: the same user's next call gets the same clear answer.
+        assert (await broken.call_tool("execute_code", {"code": "1"})).is_error
 
 
 async def test_a_server_stopped_under_a_user_is_reported_then_restarted(hub, direct):
