@@ -677,16 +677,18 @@ impl PreparedCall {
     async fn run(mut self) -> Result<CallToolResult, McpError> {
         let (log_tx, mut log_rx) = mpsc::unbounded_channel::<LoggingMessageNotificationParam>();
         let hub = self.state.hub.as_ref().zip(self.caller.as_ref());
-        let mut tool_context = self.tool_context;
+        let tool_context = self.tool_context;
         let arguments = self.request.arguments.take();
         let (state, view, name) = (&self.state, self.view.as_ref(), &self.request.name);
         let traceparent = self.traceparent;
         let call = async move {
+            let mut tool_context = tool_context;
             // Hub mode: the caller's own server, started first when it is not running (an
-            // unknown tool starts nothing: dispatch refuses it).
+            // unknown tool starts nothing: dispatch refuses it). The Hub path's futures are
+            // boxed so they do not enlarge every single-user call's future.
             if let Some((hub, caller)) = hub.filter(|_| state.tools.get(name).is_some()) {
                 let progress = tool_context.progress.clone();
-                match hub.users.ready_domain(caller, progress.as_deref()).await {
+                match Box::pin(hub.users.ready_domain(caller, progress.as_deref())).await {
                     Ok(domain) => tool_context.domain = domain,
                     Err(e) => {
                         return Ok(CallToolResult::error(vec![
@@ -706,31 +708,9 @@ impl PreparedCall {
                 tool_context,
                 traceparent,
             );
-            let Some((hub, caller)) = hub else {
-                return dispatched.await;
-            };
-            // Hub mode: a server stopped under the call ends it, said plainly.
-            tokio::pin!(dispatched);
-            let result = tokio::select! {
-                result = &mut dispatched => result,
-                why = hub.users.watch_server(caller) => {
-                    cancel.cancel();
-                    // Let the call wind down (hooks see its end), briefly: its server is gone.
-                    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), dispatched).await;
-                    return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(why)]));
-                }
-            };
-            match result {
-                // A failure because the caller's server went away says so plainly.
-                Ok(mut result) if result.is_error == Some(true) => {
-                    if let Some(why) = hub.users.explain_failure(caller).await {
-                        result
-                            .content
-                            .insert(0, rmcp::model::ContentBlock::text(why));
-                    }
-                    Ok(result)
-                }
-                other => other,
+            match hub {
+                Some((hub, caller)) => Box::pin(watched(hub, caller, dispatched, cancel)).await,
+                None => dispatched.await,
             }
         };
         let call = async move {
@@ -779,6 +759,37 @@ impl PreparedCall {
             apps::shape_result(&mut result, self.rich_outputs);
         }
         Ok(result)
+    }
+}
+
+/// A Hub user's call: a server stopped under it ends it, and a failure because the server went
+/// away says so plainly.
+async fn watched(
+    hub: &hub::HubFront,
+    caller: &Caller,
+    dispatched: impl std::future::Future<Output = Result<CallToolResult, McpError>>,
+    cancel: CancellationToken,
+) -> Result<CallToolResult, McpError> {
+    tokio::pin!(dispatched);
+    let result = tokio::select! {
+        result = &mut dispatched => result,
+        why = hub.users.watch_server(caller) => {
+            cancel.cancel();
+            // Let the call wind down (hooks see its end), briefly: its server is gone.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), dispatched).await;
+            return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(why)]));
+        }
+    };
+    match result {
+        Ok(mut result) if result.is_error == Some(true) => {
+            if let Some(why) = hub.users.explain_failure(caller).await {
+                result
+                    .content
+                    .insert(0, rmcp::model::ContentBlock::text(why));
+            }
+            Ok(result)
+        }
+        other => other,
     }
 }
 
