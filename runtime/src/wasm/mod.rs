@@ -157,8 +157,13 @@ impl WasmHost {
             .exports(&self.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let has = |name: &str| exports.iter().any(|e| e == name);
-        if !has(v0_1_0::HOOKS_EXPORT) && !has(v0_1_0::EXTENSION_EXPORT) {
+        let pre = self.linker.instantiate_pre(component).map_err(|e| {
+            format!(
+                "it imports something this host does not offer ({e:#}); guests may import only \
+                 WASI 0.2 and the interfaces of jupyter-mcp:extension"
+            )
+        })?;
+        let Some(indices) = v0_1_0::Indices::of(&pre, &exports)? else {
             return Err(format!(
                 "it exports neither {} nor {} (it exports: {}); build it against a world of \
                  wit/v0.1.0",
@@ -170,33 +175,10 @@ impl WasmHost {
                     exports.join(", ")
                 }
             ));
-        }
-        let pre = self.linker.instantiate_pre(component).map_err(|e| {
-            format!(
-                "it imports something this host does not offer ({e:#}); guests may import only \
-                 WASI 0.2 and the interfaces of jupyter-mcp:extension"
-            )
-        })?;
-        let hooks = if has(v0_1_0::HOOKS_EXPORT) {
-            Some(
-                v0_1_0::hooks_export::GuestIndices::new(&pre)
-                    .map_err(|e| format!("its hooks export does not match the WIT: {e}"))?,
-            )
-        } else {
-            None
-        };
-        let extension = if has(v0_1_0::EXTENSION_EXPORT) {
-            Some(
-                v0_1_0::extension_export::GuestIndices::new(&pre)
-                    .map_err(|e| format!("its extension-api export does not match the WIT: {e}"))?,
-            )
-        } else {
-            None
         };
         Ok(Template {
             pre,
-            hooks,
-            extension,
+            exports: indices,
             settings,
         })
     }
@@ -220,8 +202,10 @@ impl WasmHost {
         let first = template
             .instantiate()
             .map_err(|e| refuse(format!("it failed to start: {}", e.root_cause())))?;
-        let (exports_hooks, exports_extension) =
-            (template.hooks.is_some(), template.extension.is_some());
+        let (exports_hooks, exports_extension) = (
+            template.exports.handles_hooks(),
+            template.exports.is_extension(),
+        );
         let guest = Arc::new(Guest::new(entry.path.clone(), template, first));
         // A guest refused from here on is stopped, so no instance outlives the refusal.
         let refuse = |reason: String| {
@@ -230,14 +214,14 @@ impl WasmHost {
         };
         // Its name first, so everything after (logs, errors) names it as it calls itself.
         let extension_name = if exports_extension {
-            let identity = guest
+            let name = guest
                 .call_blocking(CallKind::Load, |live| live.identity())
                 .map_err(|e| refuse(e.to_string()))?;
-            if identity.name.trim().is_empty() {
+            if name.trim().is_empty() {
                 return Err(refuse("its identity has an empty name".into()));
             }
-            guest.declare(&identity.name);
-            Some(identity.name)
+            guest.declare(&name);
+            Some(name)
         } else {
             None
         };
@@ -272,18 +256,10 @@ impl WasmHost {
             Some(name) => {
                 let capabilities = guest
                     .call_blocking(CallKind::Load, |live| live.capabilities())
-                    .map(|list| {
-                        list.into_iter()
-                            .map(v0_1_0::convert::capability_declaration)
-                            .collect()
-                    })
                     .map_err(|e| e.to_string());
                 let tools = guest
                     .call_blocking(CallKind::Load, |live| live.tools())
-                    .map_err(|e| refuse(e.to_string()))?
-                    .into_iter()
-                    .map(v0_1_0::convert::tool_declaration)
-                    .collect();
+                    .map_err(|e| refuse(e.to_string()))?;
                 Some(manifest::ExtensionManifest {
                     name,
                     capabilities,
