@@ -114,6 +114,15 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// Withdraws a tool by name; `false` when there is none. Watchers hear of it.
+    pub fn remove(&self, name: &str) -> bool {
+        let removed = self.write().remove(name).is_some();
+        if removed {
+            self.changed.send_modify(|version| *version += 1);
+        }
+        removed
+    }
+
     /// Withdraws an extension's tools (those of `names` it holds); watchers hear of it.
     pub fn remove_extension(&self, extension: &str, names: &[String]) {
         let mut tools = self.write();
