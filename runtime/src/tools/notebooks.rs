@@ -14,7 +14,7 @@ use super::format::brief_table;
 use super::{Tool, ToolContext, ToolError, ToolOutput, native};
 use crate::config::DocumentBackend;
 use crate::domain::kernelspecs::ChosenSpec;
-use crate::domain::notebooks::{KernelOrigin, NotebookInUse, Released};
+use crate::domain::notebooks::{self, KernelOrigin, NotebookInUse, Released};
 use crate::jupyter::Jupyter;
 use crate::jupyter::document::file::FileDocument;
 use crate::jupyter::document::live::LiveDocument;
@@ -111,6 +111,7 @@ async fn use_notebook(
     args: UseNotebookArgs,
 ) -> Result<ToolOutput, ToolError> {
     let domain = &context.domain;
+    let started = std::time::Instant::now();
     let name = args.notebook_name.clone();
     let path = args.notebook_path.trim_start_matches('/').to_owned();
     if name.is_empty() || path.is_empty() {
@@ -173,6 +174,7 @@ async fn use_notebook(
         None => None,
     };
     let documents = domain.documents_rest();
+    step_done(started, "kernelspec");
     let exists = match documents.get_file_hash(&path).await {
         Ok(_) => true,
         Err(RestError::NotFound { .. }) => false,
@@ -182,6 +184,7 @@ async fn use_notebook(
             )));
         }
     };
+    step_done(started, "exists");
     match args.mode {
         UseMode::Connect if !exists => {
             return Err(ToolError::Failed(format!(
@@ -203,66 +206,53 @@ async fn use_notebook(
             FileDocument::create(&documents, &path, &new_notebook(spec.as_ref()))
                 .await
                 .map_err(ToolError::failed)?;
+            step_done(started, "file created");
         }
         UseMode::Connect => {}
     }
-    let (document, backend_line) =
-        open_document(domain.settings.document_backend, documents, &path).await?;
-    // Read once up front: a file that is not a notebook is refused before a kernel is started.
-    let mut notebook = document.read().await.map_err(ToolError::failed)?;
-    if matches!(args.mode, UseMode::Create) {
-        notebook = drop_placeholder_cell(document.as_ref(), notebook).await?;
-    }
-
     let jupyter = domain.jupyter();
-    let (kernel, origin, kernel_line) = match &args.kernel_id {
-        Some(kernel_id) => {
-            let kernel = jupyter.kernel(kernel_id).await.map_err(|e| match e {
-                KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
-                    "Kernel '{kernel_id}' not found in jupyter server, please check whether the kernel already exists using 'list_kernels' tool."
-                )),
-                other => ToolError::failed(other),
-            })?;
-            let line = format!(
-                "[INFO] Connected to kernel '{kernel_id}' (given by kernel_id; it is left running when the notebook is released)."
-            );
-            (kernel, KernelOrigin::Given, line)
-        }
-        None => {
-            let rest = jupyter.rest().clone();
-            let existing = rest
-                .list_sessions()
-                .await
-                .map_err(ToolError::failed)?
-                .into_iter()
-                .find(|s| s.path == path);
-            let adopt = context
-                .domain
-                .capabilities
-                .enabled(crate::capabilities::ADOPT_SESSION);
-            let their_kernel = existing
-                .as_ref()
-                .and_then(|s| s.kernel.as_ref())
-                .map(|k| k.id.clone());
-            // A chosen kernelspec means a kernel of our own, never the session's.
-            let adopt = adopt && spec.is_none();
-            if let (true, Some(session), Some(theirs)) = (adopt, &existing, their_kernel) {
-                let kernel = jupyter.kernel(&theirs).await.map_err(ToolError::failed)?;
-                let line = format!(
-                    "[INFO] Adopted kernel '{theirs}' of the Jupyter session already open on '{path}' (kernel.adopt-session is on); it is shared, and left running when the notebook is released."
-                );
-                let origin = KernelOrigin::Adopted {
-                    session_id: session.id.clone(),
-                };
-                (kernel, origin, line)
-            } else {
-                let kernel = start_kernel(&jupyter, spec.as_ref(), &name)
-                    .await
-                    .map_err(|e| {
-                        ToolError::Failed(format!("Could not start a kernel for '{path}': {e}"))
-                    })?;
-                let (origin, line) = attach_session(&jupyter, &path, &kernel, existing).await?;
-                (kernel, origin, line)
+    // The next spare (kernel.prewarm) is started once this call is answered, not during it.
+    let _hold = jupyter.hold_spares();
+    let open = open_notebook(
+        domain.settings.document_backend,
+        documents,
+        &path,
+        args.mode,
+        started,
+    );
+    let acquire = acquire_kernel(
+        &context,
+        &jupyter,
+        args.kernel_id.as_deref(),
+        spec.as_ref(),
+        &name,
+        &path,
+        started,
+    );
+    let ((document, notebook, backend_line), (kernel, origin, kernel_line)) = match args.mode {
+        // A notebook we just created is known to be one: its room and its kernel are set up
+        // at once, and whichever fails first undoes the other.
+        UseMode::Create => match tokio::join!(open, acquire) {
+            (Ok(opened), Ok(acquired)) => (opened, acquired),
+            (Ok((document, ..)), Err(e)) => {
+                let _ = document.close().await;
+                return Err(e);
+            }
+            (Err(e), Ok((kernel, origin, _))) => {
+                notebooks::release_kernel(&jupyter, &kernel, &origin).await;
+                return Err(e);
+            }
+            (Err(e), Err(_)) => return Err(e),
+        },
+        // Read first: a file that is not a notebook is refused before a kernel is started.
+        UseMode::Connect => {
+            let opened = open.await?;
+            match acquire.await {
+                Ok(acquired) => (opened, acquired),
+                Err(e) => {
+                    let _ = opened.0.close().await;
+                    return Err(e);
+                }
             }
         }
     };
@@ -279,6 +269,7 @@ async fn use_notebook(
                 .map_err(ToolError::failed)?;
         }
     }
+    step_done(started, "ready");
     let kernel_line = match &spec {
         Some(spec) => format!(
             "{kernel_line}\n[INFO] The kernel runs kernelspec '{}' ({}).",
@@ -296,6 +287,107 @@ async fn use_notebook(
         origin,
         format!("{kernel_line}\n{backend_line}"),
     )
+}
+
+/// Opens the notebook's document and reads it; a notebook just created loses the placeholder
+/// cell a room gives an empty notebook.
+async fn open_notebook(
+    choice: DocumentBackend,
+    documents: JupyterRest,
+    path: &str,
+    mode: UseMode,
+    started: std::time::Instant,
+) -> Result<(Arc<dyn Document>, Notebook, String), ToolError> {
+    let (document, backend_line) = open_document(choice, documents, path).await?;
+    step_done(started, "document opened");
+    let read = async {
+        let notebook = document.read().await.map_err(ToolError::failed)?;
+        match mode {
+            UseMode::Create => drop_placeholder_cell(document.as_ref(), notebook).await,
+            UseMode::Connect => Ok(notebook),
+        }
+    };
+    match read.await {
+        Ok(notebook) => {
+            step_done(started, "document read");
+            Ok((document, notebook, backend_line))
+        }
+        Err(e) => {
+            let _ = document.close().await;
+            Err(e)
+        }
+    }
+}
+
+/// The notebook's kernel: `kernel_id`'s, the kernel of a session already open on the path
+/// (`kernel.adopt-session`), or one we start (or take from the spares) with a session for the
+/// path. Returns it, how it came, and the line that says so.
+async fn acquire_kernel(
+    context: &ToolContext,
+    jupyter: &Jupyter,
+    kernel_id: Option<&str>,
+    spec: Option<&ChosenSpec>,
+    name: &str,
+    path: &str,
+    started: std::time::Instant,
+) -> Result<(Arc<Kernel>, KernelOrigin, String), ToolError> {
+    if let Some(kernel_id) = kernel_id {
+        let kernel = jupyter.kernel(kernel_id).await.map_err(|e| match e {
+            KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
+                "Kernel '{kernel_id}' not found in jupyter server, please check whether the kernel already exists using 'list_kernels' tool."
+            )),
+            other => ToolError::failed(other),
+        })?;
+        let line = format!(
+            "[INFO] Connected to kernel '{kernel_id}' (given by kernel_id; it is left running when the notebook is released)."
+        );
+        return Ok((kernel, KernelOrigin::Given, line));
+    }
+    let existing = jupyter
+        .rest()
+        .list_sessions()
+        .await
+        .map_err(ToolError::failed)?
+        .into_iter()
+        .find(|s| s.path == path);
+    step_done(started, "sessions listed");
+    // A chosen kernelspec means a kernel of our own, never the session's.
+    let adopt = spec.is_none()
+        && context
+            .domain
+            .capabilities
+            .enabled(crate::capabilities::ADOPT_SESSION);
+    let their_kernel = existing
+        .as_ref()
+        .and_then(|s| s.kernel.as_ref())
+        .map(|k| k.id.clone());
+    if let (true, Some(session), Some(theirs)) = (adopt, &existing, their_kernel) {
+        let kernel = jupyter.kernel(&theirs).await.map_err(ToolError::failed)?;
+        let line = format!(
+            "[INFO] Adopted kernel '{theirs}' of the Jupyter session already open on '{path}' (kernel.adopt-session is on); it is shared, and left running when the notebook is released."
+        );
+        let origin = KernelOrigin::Adopted {
+            session_id: session.id.clone(),
+        };
+        return Ok((kernel, origin, line));
+    }
+    let kernel = start_kernel(jupyter, spec, name)
+        .await
+        .map_err(|e| ToolError::Failed(format!("Could not start a kernel for '{path}': {e}")))?;
+    step_done(started, "kernel");
+    let (origin, line) = attach_session(jupyter, path, &kernel, existing).await?;
+    step_done(started, "session");
+    Ok((kernel, origin, line))
+}
+
+/// Logs how far into use_notebook a step finished (`RUST_LOG=jupyter_mcp_server=debug`): where
+/// the time of opening a notebook goes.
+fn step_done(started: std::time::Instant, step: &str) {
+    tracing::debug!(
+        step,
+        ms = format!("{:.1}", started.elapsed().as_secs_f64() * 1e3),
+        "use_notebook"
+    );
 }
 
 /// A room opened on a notebook without cells shows one empty code cell (jupyter_ydoc adds it); a

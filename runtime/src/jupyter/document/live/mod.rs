@@ -312,6 +312,8 @@ impl Document for LiveDocument {
 
 /// Opens a connection to the notebook's room and waits until the first sync is done.
 async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
+    let started = std::time::Instant::now();
+    let elapsed = || format!("{:.1}", started.elapsed().as_secs_f64() * 1e3);
     let attempt = async {
         let session = rest
             .collaboration_session(path)
@@ -323,6 +325,7 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
                 },
                 other => other.into(),
             })?;
+        tracing::debug!(ms = elapsed(), "room of '{path}': session");
         let url = rest.collaboration_room_url(&session)?;
         let (socket, _) = websocket::dial_server(rest, &url, None)
             .await
@@ -331,6 +334,7 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
                     "could not join the collaboration room of '{path}': {e}"
                 ))
             })?;
+        tracing::debug!(ms = elapsed(), "room of '{path}': socket open");
         let notebook = Arc::new(Mutex::new(YNotebook::new()));
         let (outgoing, queued) = mpsc::unbounded_channel();
         let (answers_tx, mut answers) = watch::channel(0u64);
@@ -351,6 +355,7 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
             }
             _ = closed_rx.wait_for(Option::is_some) => return Err(closed_error(path, &closed)),
         }
+        tracing::debug!(ms = elapsed(), "room of '{path}': synced");
         Ok(Link {
             notebook,
             outgoing,
