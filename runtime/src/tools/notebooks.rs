@@ -20,7 +20,7 @@ use crate::jupyter::document::file::FileDocument;
 use crate::jupyter::document::live::LiveDocument;
 use crate::jupyter::document::{Document, Edit};
 use crate::jupyter::kernel::{ConnectError, Kernel, KernelError, Liveness};
-use crate::jupyter::notebook::{CellType, Notebook};
+use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::JupyterRest;
 use crate::jupyter::rest::{RestError, SessionModel};
 
@@ -185,6 +185,7 @@ async fn use_notebook(
         }
     };
     step_done(started, "exists");
+    let mut created = None;
     match args.mode {
         UseMode::Connect if !exists => {
             return Err(ToolError::Failed(format!(
@@ -203,9 +204,11 @@ async fn use_notebook(
                     "'{parent}' not found in jupyter server, please check the directory path already exists."
                 )));
             }
-            FileDocument::create(&documents, &path, &new_notebook(spec.as_ref()))
+            let written = new_notebook(spec.as_ref());
+            FileDocument::create(&documents, &path, &written)
                 .await
                 .map_err(ToolError::failed)?;
+            created = Some(written);
             step_done(started, "file created");
         }
         UseMode::Connect => {}
@@ -217,7 +220,7 @@ async fn use_notebook(
         domain.settings.document_backend,
         documents,
         &path,
-        args.mode,
+        created.as_ref(),
         started,
     );
     let acquire = acquire_kernel(
@@ -289,34 +292,29 @@ async fn use_notebook(
     )
 }
 
-/// Opens the notebook's document and reads it; a notebook just created loses the placeholder
-/// cell a room gives an empty notebook.
+/// Opens the notebook's document and reads it, or, for a notebook we just wrote (`created`),
+/// takes that as read: its room may still be being joined (`LiveDocument::open_created`).
 async fn open_notebook(
     choice: DocumentBackend,
     documents: JupyterRest,
     path: &str,
-    mode: UseMode,
+    created: Option<&Notebook>,
     started: std::time::Instant,
 ) -> Result<(Arc<dyn Document>, Notebook, String), ToolError> {
-    let (document, backend_line) = open_document(choice, documents, path).await?;
+    let (document, backend_line) =
+        open_document(choice, documents, path, created.is_some()).await?;
     step_done(started, "document opened");
-    let read = async {
-        let notebook = document.read().await.map_err(ToolError::failed)?;
-        match mode {
-            UseMode::Create => drop_placeholder_cell(document.as_ref(), notebook).await,
-            UseMode::Connect => Ok(notebook),
-        }
+    let notebook = match created {
+        Some(written) => written.clone(),
+        None => match document.read().await {
+            Ok(notebook) => notebook,
+            Err(e) => {
+                let _ = document.close().await;
+                return Err(ToolError::failed(e));
+            }
+        },
     };
-    match read.await {
-        Ok(notebook) => {
-            step_done(started, "document read");
-            Ok((document, notebook, backend_line))
-        }
-        Err(e) => {
-            let _ = document.close().await;
-            Err(e)
-        }
-    }
+    Ok((document, notebook, backend_line))
 }
 
 /// The notebook's kernel: `kernel_id`'s, the kernel of a session already open on the path
@@ -388,37 +386,6 @@ fn step_done(started: std::time::Instant, step: &str) {
         ms = format!("{:.1}", started.elapsed().as_secs_f64() * 1e3),
         "use_notebook"
     );
-}
-
-/// A room opened on a notebook without cells shows one empty code cell (jupyter_ydoc adds it); a
-/// notebook we just created is given back empty whichever the backend, so an agent inserts what it
-/// needs and nothing else.
-async fn drop_placeholder_cell(
-    document: &dyn Document,
-    notebook: Notebook,
-) -> Result<Notebook, ToolError> {
-    let placeholder = |nb: &Notebook| match nb.cells.as_slice() {
-        [only]
-            if only.cell_type == CellType::Code
-                && only.source.is_empty()
-                && only.outputs.is_empty() =>
-        {
-            Some(only.id.clone())
-        }
-        _ => None,
-    };
-    if placeholder(&notebook).is_none() {
-        return Ok(notebook);
-    }
-    let (_, after) = document
-        .update(Box::new(move |nb| {
-            Ok(placeholder(nb)
-                .map(|id| vec![Edit::Delete { cell_ids: vec![id] }])
-                .unwrap_or_default())
-        }))
-        .await
-        .map_err(ToolError::failed)?;
-    Ok(after)
 }
 
 /// A kernel of the chosen kernelspec, or of the default one.
@@ -497,6 +464,7 @@ async fn open_document(
     choice: DocumentBackend,
     rest: JupyterRest,
     path: &str,
+    created: bool,
 ) -> Result<(Arc<dyn Document>, String), ToolError> {
     let file = |rest| -> (Arc<dyn Document>, String) {
         (
@@ -507,9 +475,18 @@ async fn open_document(
     if choice == DocumentBackend::File {
         return Ok(file(rest));
     }
-    match LiveDocument::open(rest.clone(), path).await {
+    let live = if created {
+        LiveDocument::open_created(rest.clone(), path)
+            .await
+            .map(|live| live as Arc<dyn Document>)
+    } else {
+        LiveDocument::open(rest.clone(), path)
+            .await
+            .map(|live| Arc::new(live) as Arc<dyn Document>)
+    };
+    match live {
         Ok(live) => Ok((
-            Arc::new(live),
+            live,
             "[INFO] Editing live through the notebook's collaboration room (live backend): people with it open see each change as it happens.".into(),
         )),
         Err(e) if choice == DocumentBackend::Auto && e.no_collaboration() => Ok(file(rest)),
