@@ -234,7 +234,7 @@ async fn use_notebook(
     );
     let ((document, notebook, backend_line), (kernel, origin, kernel_line)) = match args.mode {
         // A notebook we just created is known to be one: its room and its kernel are set up
-        // at once, and whichever fails first undoes the other.
+        // at once, and when one of them fails the other is undone.
         UseMode::Create => match tokio::join!(open, acquire) {
             (Ok(opened), Ok(acquired)) => (opened, acquired),
             (Ok((document, ..)), Err(e)) => {
