@@ -21,7 +21,7 @@ use jupyter_mcp_server::hooks::{HookEvent, Hooks};
 use jupyter_mcp_server::jupyter::Jupyter;
 use jupyter_mcp_server::jupyter::rest::JupyterRest;
 use jupyter_mcp_server::tools::{ToolContext, ToolOutput, native};
-use jupyter_mcp_server::wasm::{GuestSettings, WasmHookHandler, WasmHost};
+use jupyter_mcp_server::wasm::{GuestSettings, WasmHost};
 use jupyter_mcp_server::wasm::{load_all, register_tools};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -69,9 +69,10 @@ fn main() {
         .template(&policy, settings("policy", deny.clone()))
         .expect("policy guest");
 
-    // Raw call: event lowering, the guest's work and the answer, on a live instance.
+    // Raw call: the event's conversion and lowering, the guest's work and the answer, on a live
+    // instance.
     let mut live = template.instantiate().expect("instance");
-    let event = WasmHookHandler::to_wit(&HookEvent::before_execute("kernel-1", "print(6 * 7)"));
+    let event = HookEvent::before_execute("kernel-1", "print(6 * 7)");
     let mut samples = Vec::with_capacity(20_000);
     for i in 0..22_000 {
         let started = Instant::now();
@@ -219,7 +220,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
             Ok(ToolOutput::text(format!("declares echo: {arguments}")))
         },
     ));
-    register_tools(&mut tools, &guests, &capabilities);
+    register_tools(&tools, &guests, &capabilities);
     let domain = domain(capabilities);
     let tools = Arc::new(tools);
     let time_calls = |name: &'static str| {
@@ -263,8 +264,8 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
         let guests = load_all(&wasm, Arc::default());
         let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
         let capabilities = Capabilities::build(&declarations, &settings).expect("capabilities");
-        let mut tools = ToolRegistry::builtin();
-        register_tools(&mut tools, &guests, &capabilities);
+        let tools = ToolRegistry::builtin();
+        register_tools(&tools, &guests, &capabilities);
         samples.push(started.elapsed());
         for guest in &guests {
             guest.guest.stop();

@@ -21,8 +21,11 @@ mod guest;
 mod hook;
 mod imports;
 mod limits;
+mod loading;
+mod manifest;
 mod output;
 mod sandbox;
+mod slot;
 mod tool;
 mod v0_1_0;
 mod wait;
@@ -38,11 +41,15 @@ pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
+use loading::extension_tools;
+pub use loading::{Loader, Loading, compile_all, load_all};
+pub use manifest::Manifest;
 pub use sandbox::{GuestSettings, GuestState, HostLink};
+pub use slot::{GuestSlot, SlotError};
 pub use tool::{ExtensionTool, register_tools};
 
 use crate::capabilities::Declaration;
-use crate::config::{ExtensionConfig, WasmConfig};
+use crate::config::ExtensionConfig;
 
 /// How often the epoch advances: the granularity of the CPU-time check.
 const TICK: Duration = Duration::from_millis(10);
@@ -68,6 +75,8 @@ pub struct Loaded {
     pub extension: Option<(String, Result<Vec<Declaration>, String>)>,
     /// The tools it adds (when it is an extension whose `tools` answered).
     pub tools: Vec<Arc<ExtensionTool>>,
+    /// What it declared, to be cached for the next start.
+    pub manifest: Manifest,
 }
 
 impl Loaded {
@@ -103,6 +112,7 @@ impl WasmHost {
             .concurrency_support(false)
             // Backtraces cost time on every trap and are not shown to anyone.
             .wasm_backtrace_max_frames(None);
+        compile_in_the_background();
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         // Every host function is linked for every guest: a guest may import any of them, and
@@ -148,8 +158,13 @@ impl WasmHost {
             .exports(&self.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let has = |name: &str| exports.iter().any(|e| e == name);
-        if !has(v0_1_0::HOOKS_EXPORT) && !has(v0_1_0::EXTENSION_EXPORT) {
+        let pre = self.linker.instantiate_pre(component).map_err(|e| {
+            format!(
+                "it imports something this host does not offer ({e:#}); guests may import only \
+                 WASI 0.2 and the interfaces of jupyter-mcp:extension"
+            )
+        })?;
+        let Some(indices) = v0_1_0::Indices::of(&pre, &exports)? else {
             return Err(format!(
                 "it exports neither {} nor {} (it exports: {}); build it against a world of \
                  wit/v0.1.0",
@@ -161,33 +176,10 @@ impl WasmHost {
                     exports.join(", ")
                 }
             ));
-        }
-        let pre = self.linker.instantiate_pre(component).map_err(|e| {
-            format!(
-                "it imports something this host does not offer ({e:#}); guests may import only \
-                 WASI 0.2 and the interfaces of jupyter-mcp:extension"
-            )
-        })?;
-        let hooks = if has(v0_1_0::HOOKS_EXPORT) {
-            Some(
-                v0_1_0::hooks_export::GuestIndices::new(&pre)
-                    .map_err(|e| format!("its hooks export does not match the WIT: {e}"))?,
-            )
-        } else {
-            None
-        };
-        let extension = if has(v0_1_0::EXTENSION_EXPORT) {
-            Some(
-                v0_1_0::extension_export::GuestIndices::new(&pre)
-                    .map_err(|e| format!("its extension-api export does not match the WIT: {e}"))?,
-            )
-        } else {
-            None
         };
         Ok(Template {
             pre,
-            hooks,
-            extension,
+            exports: indices,
             settings,
         })
     }
@@ -211,8 +203,10 @@ impl WasmHost {
         let first = template
             .instantiate()
             .map_err(|e| refuse(format!("it failed to start: {}", e.root_cause())))?;
-        let (exports_hooks, exports_extension) =
-            (template.hooks.is_some(), template.extension.is_some());
+        let (exports_hooks, exports_extension) = (
+            template.exports.handles_hooks(),
+            template.exports.is_extension(),
+        );
         let guest = Arc::new(Guest::new(entry.path.clone(), template, first));
         // A guest refused from here on is stopped, so no instance outlives the refusal.
         let refuse = |reason: String| {
@@ -221,21 +215,23 @@ impl WasmHost {
         };
         // Its name first, so everything after (logs, errors) names it as it calls itself.
         let extension_name = if exports_extension {
-            let identity = guest
+            let name = guest
                 .call_blocking(CallKind::Load, |live| live.identity())
                 .map_err(|e| refuse(e.to_string()))?;
-            if identity.name.trim().is_empty() {
+            if name.trim().is_empty() {
                 return Err(refuse("its identity has an empty name".into()));
             }
-            guest.declare(&identity.name);
-            Some(identity.name)
+            guest.declare(&name);
+            Some(name)
         } else {
             None
         };
+        let mut asked_critical = None;
         let hook_critical = if exports_hooks {
             let asked = guest
                 .call_blocking(CallKind::Load, |live| live.propagate_errors())
                 .map_err(|e| refuse(e.to_string()))?;
+            asked_critical = Some(asked);
             let applied = entry.critical.unwrap_or(asked);
             let kind = |critical: bool| if critical { "critical" } else { "optional" };
             match entry.critical {
@@ -257,158 +253,67 @@ impl WasmHost {
         } else {
             None
         };
-        let extension = if let Some(name) = extension_name {
-            let declarations = guest
-                .call_blocking(CallKind::Load, |live| live.capabilities())
-                .map(|list| {
-                    list.into_iter()
-                        .map(|c| Declaration {
-                            name: c.name,
-                            description: c.description,
-                            enabled: c.enabled,
-                        })
-                        .collect()
-                })
-                .map_err(|e| e.to_string());
-            Some((name, declarations))
-        } else {
-            None
-        };
-        let tools = match &extension {
-            Some((name, _)) => {
-                let specs = guest
+        let extension = match extension_name {
+            Some(name) => {
+                let capabilities = guest
+                    .call_blocking(CallKind::Load, |live| live.capabilities())
+                    .map_err(|e| e.to_string());
+                let tools = guest
                     .call_blocking(CallKind::Load, |live| live.tools())
                     .map_err(|e| refuse(e.to_string()))?;
-                let mut tools = Vec::with_capacity(specs.len());
-                for spec in specs {
-                    tools.push(Arc::new(
-                        ExtensionTool::new(guest.clone(), name, spec).map_err(refuse)?,
-                    ));
-                }
-                tools
+                Some(manifest::ExtensionManifest {
+                    name,
+                    capabilities,
+                    tools,
+                })
             }
-            None => Vec::new(),
+            None => None,
         };
+        let manifest = Manifest {
+            hooks: asked_critical,
+            extension,
+        };
+        let slot = GuestSlot::ready(guest.clone());
+        let tools = extension_tools(&manifest, &slot, entry).map_err(refuse)?;
+        let extension = manifest.extension.as_ref().map(|e| e.declarations());
         Ok(Loaded {
             guest,
             hook_critical,
             extension,
             tools,
+            manifest,
         })
     }
 }
 
-/// Loads every configured guest, all at once, and keeps them in the configured order. One that
-/// fails is logged with its file and reason; the others still load. Compiling can take seconds: call this off the async runtime.
-pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
-    if config.extensions.is_empty() {
-        return Vec::new();
-    }
-    let host = match WasmHost::with_link(config.cache_dir.clone(), link) {
-        Ok(host) => host,
-        Err(e) => {
-            tracing::error!("cannot start the WebAssembly runtime, so no guest is loaded: {e}");
-            return Vec::new();
+/// Cranelift compiles on rayon's global pool. Ours has a thread per core (no more: compiling
+/// two guests at once shares them) at a lower priority, so a guest compiling for a minute
+/// takes only the CPU that answering calls leaves (a pool a core smaller doubles a compile's
+/// time on 2 cores, and a busy server still waits for its share).
+fn compile_in_the_background() {
+    static POOL: std::sync::Once = std::sync::Once::new();
+    POOL.call_once(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let built = rayon::ThreadPoolBuilder::new()
+            .num_threads(cores)
+            .thread_name(|i| format!("wasm-compile-{i}"))
+            .start_handler(|_| lower_this_threads_priority())
+            .build_global();
+        if let Err(e) = built {
+            tracing::debug!("compiling on the existing thread pool: {e}");
         }
-    };
-    // Compiled side by side (a cold start with two large guests takes the longer one, not the
-    // sum); checked and registered in the operator's order.
-    let outcomes: Vec<Result<Loaded, LoadError>> = std::thread::scope(|scope| {
-        let loads: Vec<_> = config
-            .extensions
-            .iter()
-            .map(|entry| scope.spawn(|| host.load(entry)))
-            .collect();
-        loads
-            .into_iter()
-            .zip(&config.extensions)
-            .map(|(load, entry)| {
-                load.join().unwrap_or_else(|_| {
-                    Err(LoadError {
-                        path: entry.path.clone(),
-                        reason: "loading it failed (a bug in the server: please report it)".into(),
-                    })
-                })
-            })
-            .collect()
     });
-    let mut loaded: Vec<Loaded> = Vec::new();
-    for (entry, outcome) in config.extensions.iter().zip(outcomes) {
-        match outcome {
-            Ok(guest) => {
-                // The name is the source of its capabilities and names it in logs: one each.
-                if let Some((name, _)) = &guest.extension
-                    && let Some(other) = loaded
-                        .iter()
-                        .find(|l| l.extension.as_ref().is_some_and(|(n, _)| n == name))
-                {
-                    tracing::error!(
-                        "refused wasm guest {}: extension name '{name}' is taken by {}; the \
-                         server goes on without it",
-                        entry.path.display(),
-                        other.guest.path.display()
-                    );
-                    guest.guest.stop();
-                    continue;
-                }
-                tracing::info!(
-                    guest = guest.guest.name(),
-                    "loaded wasm guest {}{}{}",
-                    entry.path.display(),
-                    match guest.hook_critical {
-                        Some(true) => " (critical hook handler)",
-                        Some(false) => " (optional hook handler)",
-                        None => "",
-                    },
-                    match &guest.extension {
-                        Some((name, _)) => format!(
-                            " (extension '{name}', {} tool{})",
-                            guest.tools.len(),
-                            if guest.tools.len() == 1 { "" } else { "s" }
-                        ),
-                        None => String::new(),
-                    }
-                );
-                loaded.push(guest);
-            }
-            Err(e) => tracing::error!("{e}; the server goes on without it"),
-        }
-    }
-    loaded
 }
 
-/// Compiles each guest into the cache (or finds it there) and checks that it links, as a start
-/// would, without instantiating it: `extension compile`. One line per guest, in order.
-pub fn compile_all(config: &WasmConfig) -> Result<Vec<Result<String, LoadError>>, String> {
-    let host = WasmHost::new(config.cache_dir.clone().or_else(CompileCache::default_dir))
-        .map_err(|e| format!("cannot start the WebAssembly runtime: {e}"))?;
-    Ok(config
-        .extensions
-        .iter()
-        .map(|entry| {
-            let started = std::time::Instant::now();
-            let settings = Arc::new(GuestSettings::new(
-                file_stem(&entry.path),
-                "{}".into(),
-                Grants::default(),
-                entry.limits,
-                Arc::default(),
-            ));
-            host.template(&entry.path, settings)
-                .map(|_| {
-                    format!(
-                        "{} is compiled and cached in {} ({:.1?})",
-                        entry.path.display(),
-                        host.cache.location(),
-                        started.elapsed()
-                    )
-                })
-                .map_err(|reason| LoadError {
-                    path: entry.path.clone(),
-                    reason,
-                })
-        })
-        .collect())
+/// A lower priority (nice 5) for the calling thread only (Linux schedules threads by their own nice value).
+#[allow(unsafe_code)]
+pub(crate) fn lower_this_threads_priority() {
+    let tid = nix::unistd::gettid().as_raw() as nix::libc::id_t;
+    // SAFETY: a system call on this thread's own id with integer arguments; no memory is passed.
+    let result = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid, 5) };
+    if result != 0 {
+        tracing::debug!("could not lower a compile thread's priority");
+    }
 }
 
 fn file_stem(path: &Path) -> String {
@@ -554,9 +459,9 @@ mod tests {
             &Default::default(),
         )
         .unwrap();
-        let mut tools = crate::dispatch::ToolRegistry::builtin();
+        let tools = crate::dispatch::ToolRegistry::builtin();
         let core = tools.names().len();
-        register_tools(&mut tools, &[first, second], &capabilities);
+        register_tools(&tools, &[first, second], &capabilities);
         assert_eq!(tools.names().len(), core + 1, "one 'hello', not two");
         let kept = tools.get("hello").unwrap();
         assert_eq!(kept.extension_name(), Some("hello"));
