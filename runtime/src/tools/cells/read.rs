@@ -115,6 +115,7 @@ pub(super) async fn read_cell(
     pieces.extend(outputs::render_outputs(shown, limits, &hint));
     let mut output = ToolOutput::content(outputs::to_content(pieces));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
-    output.structured = Some(outputs::bundles(shown, limits, &hint));
+    let widgets = crate::jupyter::kernel::widgets::saved_state_shown_in(&notebook.metadata, shown);
+    output.structured = Some(outputs::bundles(shown, widgets, limits, &hint));
     Ok(with_cell_id(output, &cell.id))
 }
