@@ -187,8 +187,8 @@ def test_an_mcp_apps_host_shows_widgets_in_their_current_state(http_server, tmp_
 
 
 def test_cell_tools_carry_the_widget_state_of_what_they_show(http_server, jupyter_server):
-    """read_cell takes widget state from the notebook's saved metadata.widgets; an executed cell
-    from the kernel's widget comms. Only the models shown (and what they refer to) are sent."""
+    """An executed cell carries the widget state its kernel's comms told; read_cell the kernel's too,
+    else the notebook's saved metadata.widgets. Only the models shown (and those they refer to)."""
     view = lambda model: {"output_type": "display_data", "metadata": {},  # noqa: E731
                           "data": {"application/vnd.jupyter.widget-view+json": {"model_id": model, "version_major": 2,
                                                                                    "version_minor": 0},
@@ -221,6 +221,9 @@ def test_cell_tools_carry_the_widget_state_of_what_they_show(http_server, jupyte
     kinds = sorted(m["model_name"] for m in models.values())
     assert {"IntSliderModel", "VBoxModel", "CheckboxModel", "DropdownModel"} <= set(kinds), kinds
     assert next(m for m in models.values() if m["model_name"] == "IntSliderModel")["state"]["value"] == 7
+    # Read back: the notebook saved no state for these, the kernel holds it.
+    reread = call("read_cell", {"cell_index": 1})["structuredContent"]["widgets"]["state"]
+    assert set(reread) == set(models), (list(reread), list(models))
     # A client without the extension gets neither outputs nor widgets in structured content.
     plain = answer(modern(http_server, "tools/call", {"name": "read_cell", "arguments": {"cell_index": 0}}))["result"]
     assert "structuredContent" not in plain

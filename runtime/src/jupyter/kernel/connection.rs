@@ -160,12 +160,16 @@ impl KernelConnection {
     }
 
     /// The widget state of the models `outputs` show (see `widgets::WidgetStates::shown_in`).
-    pub fn widget_state(&self, outputs: &[Value]) -> Option<Value> {
+    pub fn widget_state(
+        &self,
+        outputs: &[Value],
+        saved: Option<&serde_json::Map<String, Value>>,
+    ) -> Option<Value> {
         self.shared
             .widgets
             .lock()
             .expect("widgets lock")
-            .shown_in(outputs)
+            .shown_in(outputs, saved)
     }
 
     /// Marks the kernel's end as ours (we are shutting it down).

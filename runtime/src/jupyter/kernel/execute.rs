@@ -454,7 +454,7 @@ pub(super) async fn run(
     let outputs = collector.into_outputs();
     Ok(ExecutionOutcome {
         execution_count,
-        widgets: connection.widget_state(&outputs),
+        widgets: connection.widget_state(&outputs, None),
         outputs,
         reply_status,
         completion,

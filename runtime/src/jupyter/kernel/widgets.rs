@@ -99,33 +99,36 @@ impl WidgetStates {
         }
     }
 
-    /// The widget state of the models `outputs` show, and of those they refer to; `None` when
-    /// they show no widget this kernel told us about.
-    pub fn shown_in(&self, outputs: &[Value]) -> Option<Value> {
+    /// One model in nbformat's widget-state shape, if this kernel told us about it.
+    fn model(&self, id: &str) -> Option<Value> {
+        let model = self.models.get(id)?;
+        let text = |key: &str| model.state.get(key).cloned().unwrap_or(Value::Null);
+        Some(json!({
+            "model_name": text("_model_name"),
+            "model_module": text("_model_module"),
+            "model_module_version": text("_model_module_version"),
+            "state": model.state,
+        }))
+    }
+
+    /// The widget state of the models `outputs` show, and of those they refer to: as the kernel
+    /// holds them now, else as `saved` (a notebook's `metadata.widgets`, see `saved_models`)
+    /// has them; `None` when they show no widget known either way.
+    pub fn shown_in(&self, outputs: &[Value], saved: Option<&Map<String, Value>>) -> Option<Value> {
         select(outputs, |id| {
-            let model = self.models.get(id)?;
-            let text = |key: &str| model.state.get(key).cloned().unwrap_or(Value::Null);
-            Some(json!({
-                "model_name": text("_model_name"),
-                "model_module": text("_model_module"),
-                "model_module_version": text("_model_module_version"),
-                "state": model.state,
-            }))
+            self.model(id)
+                .or_else(|| saved.and_then(|models| models.get(id)).cloned())
         })
     }
 }
 
-/// The part of a notebook's saved widget state (`metadata.widgets`) that `outputs` show.
-pub fn saved_state_shown_in(
-    notebook_metadata: &Map<String, Value>,
-    outputs: &[Value],
-) -> Option<Value> {
-    let saved = notebook_metadata
+/// The models a notebook saved with its widget state (`metadata.widgets`), by model id.
+pub fn saved_models(notebook_metadata: &Map<String, Value>) -> Option<&Map<String, Value>> {
+    notebook_metadata
         .get("widgets")?
         .get(STATE_MIME)?
         .get("state")?
-        .as_object()?;
-    select(outputs, |id| saved.get(id).cloned())
+        .as_object()
 }
 
 /// The models `outputs` show and, transitively, the models their states refer to
@@ -203,13 +206,15 @@ mod tests {
             "comm_open",
             &json!({"comm_id": "x", "target_name": "other", "data": {}}),
         );
-        let shown = states.shown_in(&[view("slider"), view("unknown")]).unwrap();
+        let shown = states
+            .shown_in(&[view("slider"), view("unknown")], None)
+            .unwrap();
         let models = shown["state"].as_object().unwrap();
         assert_eq!(models.keys().collect::<Vec<_>>(), ["layout", "slider"]);
         assert_eq!(shown["state"]["slider"]["state"]["value"], 7);
         assert_eq!(shown["state"]["slider"]["model_name"], "IntSliderModel");
         states.observe("comm_close", &json!({"comm_id": "slider"}));
-        assert_eq!(states.shown_in(&[view("slider")]), None);
+        assert_eq!(states.shown_in(&[view("slider")], None), None);
         states.clear();
         assert_eq!(states.bytes, 0);
     }
@@ -220,22 +225,36 @@ mod tests {
         let big = "x".repeat(MAX_STATE_BYTES / 2 + 1);
         open(&mut states, "a", json!({"value": big}));
         open(&mut states, "b", json!({"value": big}));
-        assert!(states.shown_in(&[view("a")]).is_some());
-        assert_eq!(states.shown_in(&[view("b")]), None);
+        assert!(states.shown_in(&[view("a")], None).is_some());
+        assert_eq!(states.shown_in(&[view("b")], None), None);
         states.observe(
             "comm_msg",
             &json!({"comm_id": "a", "data": {"method": "update", "state": {"more": big}}}),
         );
-        assert_eq!(states.shown_in(&[view("a")]), None);
+        assert_eq!(states.shown_in(&[view("a")], None), None);
         assert_eq!(states.bytes, 0);
     }
 
     #[test]
-    fn a_notebooks_saved_state_is_read_too() {
+    fn a_notebooks_saved_state_fills_in_what_the_kernel_does_not_know() {
         let metadata = json!({"widgets": {STATE_MIME: {"state": {
-            "s": {"model_name": "IntSliderModel", "state": {"value": 3}}}}}});
-        let shown = saved_state_shown_in(metadata.as_object().unwrap(), &[view("s")]).unwrap();
+            "s": {"model_name": "IntSliderModel", "state": {"value": 3, "layout": "IPY_MODEL_l"}},
+            "l": {"model_name": "LayoutModel", "state": {}},
+            "live": {"model_name": "IntSliderModel", "state": {"value": 0}}}}}});
+        let saved = saved_models(metadata.as_object().unwrap());
+        assert!(saved.is_some());
+        let mut states = WidgetStates::default();
+        open(
+            &mut states,
+            "live",
+            json!({"_model_name": "IntSliderModel", "value": 5}),
+        );
+        let shown = states.shown_in(&[view("s"), view("live")], saved).unwrap();
+        let models = shown["state"].as_object().unwrap();
+        assert_eq!(models.keys().collect::<Vec<_>>(), ["l", "live", "s"]);
         assert_eq!(shown["state"]["s"]["state"]["value"], 3);
-        assert_eq!(saved_state_shown_in(&Map::new(), &[view("s")]), None);
+        // The kernel's current value wins over what was saved.
+        assert_eq!(shown["state"]["live"]["state"]["value"], 5);
+        assert_eq!(saved_models(&Map::new()), None);
     }
 }
