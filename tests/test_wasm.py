@@ -4,17 +4,19 @@ contained with a clear error while the server goes on answering."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of, serve, start_http_server,
-                      toml_str, wait_for_log, write_config)
+from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of, serve, server_binary, server_env,
+                      start_http_server, toml_str, wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
 
@@ -75,7 +77,9 @@ HOSTILE = {
     "loop": "used up its CPU time of 1500 ms for one call (limits.cpu_ms_per_call)",
     "memory": "reached its memory limit of 24 MiB (limits.memory_mb)",
     "trap": "trapped: wasm `unreachable` executed",
-    "panic": "trapped: wasm `unreachable` executed (a Rust panic or abort ends this way)",
+    # What the guest wrote to stderr (here Rust's panic message) reaches the caller.
+    "panic": "trapped: wasm `unreachable` executed; only this call failed (failure 1 of 5 in a row "
+             "before the guest is switched off). The guest's last lines on stderr:\nthread '<unnamed>'",
     # Rust keeps big frames on a stack in linear memory, which runs out before the wasm stack does.
     "stack": ("overflowed its stack", "trapped: wasm trap: out of bounds memory access"),
     # Small frames: the wasm stack (max_wasm_stack) runs out first.
@@ -125,7 +129,15 @@ async def test_hostile_guests_are_contained(jupyter_server, tmp_path):
             assert answered_at < finished["loop_at"]
             assert not other.is_error
             assert "used up its CPU time" in joined(finished["loop"])
+            panicked = await client.call_tool("execute_code", {"code": "print('HOSTILE-panic')"})
+            assert "the hostile guest panics on purpose" in joined(panicked), joined(panicked)
+            # The error claims no language: stderr says what the guest's runtime knows.
+            assert "Rust" not in joined(panicked)
         log = log_of(server)
+        # What a guest prints reaches the log, named by the guest.
+        assert "the hostile guest is about to panic" in log, log
+        line = next(line for line in log.splitlines() if "the hostile guest is about to panic" in line)
+        assert "hostile-panic" in line and "stdout" in line, line
         assert "refused a call to host function 'read-cells': not granted" in log, log
         assert "add \"read-cells\" to grants" in log, log
     finally:
@@ -135,7 +147,8 @@ async def test_hostile_guests_are_contained(jupyter_server, tmp_path):
 async def test_repeated_failures_switch_a_guest_off(jupyter_server, tmp_path):
     optional = tmp_path / "lenient.wasm"
     shutil.copy(guest("hostile"), optional)
-    body = extension_entry(optional, {"mode": "trap", "critical": False, "trigger": "LENIENT"},
+    body = extension_entry(optional, {"mode": "trap", "critical": False, "trigger": "LENIENT",
+                                      "name": "lenient"},
                            max_consecutive_failures=1)
     server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
@@ -151,7 +164,8 @@ async def test_repeated_failures_switch_a_guest_off(jupyter_server, tmp_path):
 
     critical = tmp_path / "strict.wasm"
     shutil.copy(guest("hostile"), critical)
-    body = extension_entry(critical, {"mode": "panic", "always": True}, max_consecutive_failures=2)
+    body = extension_entry(critical, {"mode": "panic", "always": True, "name": "strict"},
+                           max_consecutive_failures=2)
     server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
@@ -194,7 +208,7 @@ async def test_bad_files_are_refused_and_the_others_still_load(jupyter_server, t
         assert f"refused wasm guest {broken}: not a valid component" in log, log
         assert f"refused wasm guest {missing}: cannot read it" in log, log
         unknown = next(line for line in log.splitlines() if "unknown-import.wasm:" in line)
-        assert "imports something this host does not offer" in unknown and "evil:escape/door" in unknown, unknown
+        assert "it imports evil:escape/door, which this host does not offer" in unknown, unknown
         assert "its grants name 'launch-missiles', which is no host function" in log, log
         assert log.count("loaded wasm guest") == 1, log
     finally:
@@ -266,3 +280,149 @@ def test_no_shared_or_foreign_cache_directory(jupyter_server, tmp_path):
     finally:
         server.stop()
     assert not list(shared.iterdir())
+
+
+async def log_count_reaches(server, text: str, count: int, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while log_of(server).count(text) < count:
+        assert time.monotonic() < deadline, f"{text!r} not {count} times in:\n{log_of(server)[-4000:]}"
+        await anyio.sleep(0.05)
+
+
+async def test_a_guest_parked_in_a_wasi_wait_is_stopped_at_its_deadline(jupyter_server, tmp_path):
+    """A guest sleeping forever inside WASI, as a hook handler (default hook deadline: 2 s) and as
+    a tool (the operator's wall_ms_per_call), is stopped at its deadline; meanwhile another
+    client's calls are answered at once, and SIGTERM ends the server within 2 s."""
+    hook = tmp_path / "napper.wasm"
+    shutil.copy(guest("hostile"), hook)
+    tool = tmp_path / "sleeper.wasm"
+    shutil.copy(guest("hostile"), tool)
+    body = (extension_entry(hook, {"mode": "sleep", "trigger": "NAP", "name": "napper"})
+            + extension_entry(tool, {"mode": "sleep", "trigger": "NEVER", "name": "sleeper"},
+                              wall_ms_per_call=1500))
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client, http_client(server, "legacy") as other:
+            await other.call_tool("list_kernels", {})  # warm: instances and connections exist
+            finished = {}
+
+            async def napping():
+                started = time.monotonic()
+                finished["nap"] = await client.call_tool("execute_code", {"code": "print('NAP')"})
+                finished["nap_took"] = time.monotonic() - started
+
+            async def sleeping():
+                started = time.monotonic()
+                finished["sleep"] = await client.call_tool("sleeper_run", {})
+                finished["sleep_took"] = time.monotonic() - started
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(napping)
+                tg.start_soon(sleeping)
+                # Both guests are parked now (each said so on stderr); the other client's core
+                # tool goes through both guests' hooks (on instances of their own) at once.
+                await log_count_reaches(server, "goes to sleep", 2)
+                timings = []
+                for _ in range(5):
+                    started = time.monotonic()
+                    answer = await other.call_tool("list_kernels", {})
+                    timings.append(time.monotonic() - started)
+                    assert not answer.is_error, joined(answer)
+                assert "nap" not in finished and "sleep" not in finished, "still parked meanwhile"
+            # The median against the issue's bound of 100 ms (one call may meet a busy machine).
+            assert sorted(timings)[len(timings) // 2] < 0.1, timings
+
+            nap = joined(finished["nap"])
+            assert finished["nap"].is_error, nap
+            assert "wasm guest 'napper' exceeded its wall-clock time of 2000 ms for one call " \
+                   "(limits.wall_ms_per_call)" in nap, nap
+            assert "only this call failed (failure 1 of 5" in nap, nap
+            assert 1.9 < finished["nap_took"] < 10, finished["nap_took"]
+            slept = joined(finished["sleep"])
+            assert "wasm guest 'sleeper' exceeded its wall-clock time of 1500 ms" in slept, slept
+            assert 1.4 < finished["sleep_took"] < 10, finished["sleep_took"]
+
+            # Rebuilt: both answer the next calls.
+            assert not (await client.call_tool("execute_code", {"code": "print('awake')"})).is_error
+
+        # A call parked in a guest does not hold up shutdown. (The session's own teardown then
+        # finds the server gone, which is not what this checks.)
+        took = None
+        with contextlib.suppress(Exception):
+            async with http_client(server, "legacy") as doomed, anyio.create_task_group() as tg:
+                async def parked():
+                    with contextlib.suppress(Exception):
+                        await doomed.call_tool("execute_code", {"code": "print('NAP')"})
+                tg.start_soon(parked)
+                await log_count_reaches(server, "goes to sleep", 3)
+                started = time.monotonic()
+                server.process.terminate()
+                await anyio.to_thread.run_sync(server.process.wait, 10)
+                took = time.monotonic() - started
+                tg.cancel_scope.cancel()
+        assert took is not None and took < 2, f"SIGTERM took {took} s\n{log_of(server)[-3000:]}"
+    finally:
+        server.stop()
+
+
+async def test_one_name_and_the_operators_critical(jupyter_server, tmp_path):
+    """A guest is named by what it declares (not its file), and `critical` from the config wins
+    over the guest's own flag, in both directions, with the log saying which applied."""
+    lenient = tmp_path / "wordcount.wasm"
+    shutil.copy(guest("hostile"), lenient)
+    strict = tmp_path / "lenient-by-its-flag.wasm"
+    shutil.copy(guest("hostile"), strict)
+    body = (extension_entry(lenient, {"mode": "trap", "trigger": "WORDS", "name": "jsdemo"})
+            .replace("[[extension]]\n", "[[extension]]\ncritical = false\n")
+            + extension_entry(strict, {"mode": "trap", "trigger": "FLAG", "name": "flagged",
+                                       "critical": False})
+            .replace("[[extension]]\n", "[[extension]]\ncritical = true\n"))
+    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            # The guest asks to be critical; the operator said no: its trap is logged, not fatal.
+            result = await client.call_tool("execute_code", {"code": "print('WORDS')"})
+            assert not result.is_error and "WORDS" in joined(result), joined(result)
+            # The guest asks to be optional; the operator said critical: its trap fails the call.
+            result = await client.call_tool("execute_code", {"code": "print('FLAG')"})
+            assert result.is_error and "wasm guest 'flagged' trapped" in joined(result), joined(result)
+        log = log_of(server)
+        assert "hook handler is optional: critical = false in its [[extension]] entry (the guest " \
+               "asks to be critical)" in log, log
+        assert "hook handler is critical: critical = true in its [[extension]] entry (the guest " \
+               "asks to be optional)" in log, log
+        failed = next(line for line in log.splitlines() if "call failed (1 of 5 in a row)" in line)
+        assert "jsdemo" in failed and "wordcount" not in failed, failed
+    finally:
+        server.stop()
+
+
+def test_extension_compile_fills_the_cache_ahead_of_a_start(jupyter_server, tmp_path):
+    """`extension compile` compiles what a config names into its cache_dir, so the server's first
+    start compiles nothing; a file that is not a usable component fails the command, named."""
+    cache = tmp_path / "cache"
+    component = tmp_path / "greeting.wasm"
+    shutil.copy(guest("hello"), component)
+    config = tmp_path / "server.toml"
+    config.write_text(f"cache_dir = {json.dumps(str(cache))}\n" + extension_entry(component))
+    done = subprocess.run([server_binary(), "extension", "compile", "--config", str(config)],
+                          capture_output=True, text=True, env=server_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{component} is compiled and cached in {cache}" in done.stderr, done.stderr
+    assert len(list(cache.glob("*.cwasm"))) == 1
+
+    server = serve(jupyter_server, "--config", str(config))
+    try:
+        log = wait_for_log(server, "loaded wasm guest")
+        assert "compiled a component" not in log, log
+    finally:
+        server.stop()
+
+    broken = tmp_path / "broken.wasm"
+    broken.write_text("not wasm")
+    failed = subprocess.run([server_binary(), "extension", "compile", str(guest("unknown-import")), str(broken)],
+                            capture_output=True, text=True, env=server_env({"XDG_CACHE_HOME": str(tmp_path)}),
+                            timeout=300)
+    assert failed.returncode != 0
+    assert f"refused wasm guest {broken}: not a WebAssembly file" in failed.stderr, failed.stderr
+    assert "it imports evil:escape/door, which this host does not offer" in failed.stderr, failed.stderr

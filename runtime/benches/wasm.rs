@@ -32,13 +32,13 @@ fn median(mut samples: Vec<Duration>) -> Duration {
 }
 
 fn settings(name: &str, config: serde_json::Value) -> Arc<GuestSettings> {
-    Arc::new(GuestSettings {
-        name: name.into(),
-        config_json: config.to_string(),
-        grants: Default::default(),
-        limits: GuestLimits::default(),
-        link: Default::default(),
-    })
+    Arc::new(GuestSettings::new(
+        name.into(),
+        config.to_string(),
+        Default::default(),
+        GuestLimits::default(),
+        Default::default(),
+    ))
 }
 
 fn cache_dir() -> PathBuf {

@@ -71,6 +71,40 @@ async fn load_guests(config: &Config) -> (Vec<wasm::Loaded>, Arc<wasm::HostLink>
     (guests, link)
 }
 
+/// `extension compile`: fills the compile cache ahead of time. Returns a line per guest
+/// compiled, or the guests refused (each with its reason).
+pub fn compile_extensions(args: config::CompileArgs) -> Result<Vec<String>, String> {
+    let wasm = args.resolve().map_err(|e| e.to_string())?;
+    if wasm.extensions.is_empty() {
+        return Err(
+            "no component to compile: give their paths, or --config with [[extension]] \
+                    entries"
+                .into(),
+        );
+    }
+    #[cfg(feature = "wasm")]
+    {
+        let (mut compiled, mut refused) = (Vec::new(), Vec::new());
+        for outcome in wasm::compile_all(&wasm)? {
+            match outcome {
+                Ok(line) => compiled.push(line),
+                Err(e) => refused.push(e.to_string()),
+            }
+        }
+        if refused.is_empty() {
+            Ok(compiled)
+        } else {
+            Err(compiled
+                .into_iter()
+                .chain(refused)
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
+    }
+    #[cfg(not(feature = "wasm"))]
+    Err(RunError::NoWasmHost.to_string())
+}
+
 /// A build without the wasm host refuses guests instead of ignoring them.
 #[cfg(not(feature = "wasm"))]
 fn refuse_guests(config: &Config) -> Result<(), RunError> {
@@ -162,6 +196,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         http: config.http.clone(),
     });
 
+    #[cfg(feature = "wasm")]
+    let running_guests: Vec<Arc<wasm::Guest>> = guests.iter().map(|g| g.guest.clone()).collect();
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
@@ -169,6 +205,12 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         outcome = served => outcome,
         signal = shutdown_signal() => {
             tracing::info!("received {signal}; shutting down");
+            // Guests first: a call parked in one ends now, and the cleanup below fires no
+            // event into them.
+            #[cfg(feature = "wasm")]
+            for guest in &running_guests {
+                guest.stop();
+            }
             stop.cancel();
             Ok(())
         }

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use jupyter_mcp_server::config::{Cli, Command, Config};
+use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand};
 use jupyter_mcp_server::mcp::control::remote_control;
 use reqwest::Method;
 
@@ -56,6 +56,14 @@ fn main() -> anyhow::Result<()> {
                 .map_err(anyhow::Error::msg)
                 .context("connect failed")?;
             eprintln!("{answer}");
+        }
+        Command::Extension(ExtensionCommand::Compile(args)) => {
+            let compiled = jupyter_mcp_server::compile_extensions(args)
+                .map_err(anyhow::Error::msg)
+                .context("extension compile failed")?;
+            for line in compiled {
+                eprintln!("{line}");
+            }
         }
         Command::Stop(args) => {
             let call = remote_control(

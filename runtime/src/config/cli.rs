@@ -32,6 +32,26 @@ pub enum Command {
     Connect(ConnectArgs),
     /// Ask a running Streamable HTTP server to shut down.
     Stop(StopArgs),
+    /// Work with WebAssembly extensions without starting the server.
+    #[command(subcommand)]
+    Extension(ExtensionCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExtensionCommand {
+    /// Compile components into the compile cache ahead of time (for deploys), so the server's
+    /// first start loads them at once instead of compiling them.
+    Compile(CompileArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompileArgs {
+    /// The components (.wasm) to compile; without any, the [[extension]] entries of --config.
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The server's config file: its cache_dir is filled (else the default cache directory).
+    #[arg(long, env = "JUPYTER_MCP_CONFIG")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -45,6 +45,9 @@ struct ExtensionEntry {
     limits: LimitsEntry,
     #[serde(default)]
     config: toml::Table,
+    /// Whether a failure of this hook handler fails the call it guards; the guest's own
+    /// `propagate-errors` when left out.
+    critical: Option<bool>,
 }
 
 /// The `limits` table of an entry; what it leaves out keeps its default.
@@ -53,6 +56,7 @@ struct ExtensionEntry {
 struct LimitsEntry {
     memory_mb: Option<NonZeroU64>,
     cpu_ms_per_call: Option<NonZeroU64>,
+    wall_ms_per_call: Option<NonZeroU64>,
     max_consecutive_failures: Option<NonZeroU32>,
 }
 
@@ -67,6 +71,7 @@ impl LimitsEntry {
             max_consecutive_failures: self
                 .max_consecutive_failures
                 .map_or(defaults.max_consecutive_failures, NonZeroU32::get),
+            wall_ms_per_call: self.wall_ms_per_call.map(NonZeroU64::get),
         }
     }
 }
@@ -99,6 +104,7 @@ impl FileConfig {
                 limits: entry.limits.resolve(),
                 config: serde_json::to_value(entry.config)
                     .unwrap_or_else(|_| serde_json::Value::Object(Default::default())),
+                critical: entry.critical,
             })
             .collect();
         let mut prewarm = crate::jupyter::spares::SparePolicy::default();

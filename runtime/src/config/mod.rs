@@ -15,8 +15,8 @@ use url::Url;
 use crate::jupyter::auth::Auth;
 
 pub use cli::{
-    Cli, Command, ConnectArgs, DocumentBackend, PythonServerArgs, StartArgs, StopArgs, Transport,
-    parse_bool,
+    Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionCommand, PythonServerArgs,
+    StartArgs, StopArgs, Transport, parse_bool,
 };
 use file::FileConfig;
 
@@ -98,6 +98,9 @@ pub struct ExtensionConfig {
     pub limits: GuestLimits,
     /// The `config` table, handed to the guest as this JSON object.
     pub config: serde_json::Value,
+    /// `critical = true|false`: whether a failure of this hook handler fails the call it guards.
+    /// The operator's word wins over the guest's `propagate-errors`; unset, the guest's applies.
+    pub critical: Option<bool>,
 }
 
 impl ExtensionConfig {
@@ -107,6 +110,7 @@ impl ExtensionConfig {
             grants: Vec::new(),
             limits: GuestLimits::default(),
             config: serde_json::Value::Object(Default::default()),
+            critical: None,
         }
     }
 }
@@ -122,6 +126,10 @@ pub struct GuestLimits {
     /// Failed calls in a row (trap, timeout, out of memory) before the guest is switched off
     /// (default 5).
     pub max_consecutive_failures: u32,
+    /// Wall-clock time one call may take, in ms, waits in WASI and in host functions included.
+    /// Unset, each kind of call has its own default (a hook event 2 s, a tool call 120 s, the
+    /// calls made while loading 10 s); set, it bounds every call.
+    pub wall_ms_per_call: Option<u64>,
 }
 
 impl Default for GuestLimits {
@@ -130,6 +138,7 @@ impl Default for GuestLimits {
             memory_mb: 128,
             cpu_ms_per_call: 1000,
             max_consecutive_failures: 5,
+            wall_ms_per_call: None,
         }
     }
 }
@@ -331,6 +340,28 @@ impl Config {
     }
 }
 
+impl CompileArgs {
+    /// The guests to compile and where their compiled forms go, as the server would see them.
+    pub fn resolve(self) -> Result<WasmConfig, ConfigError> {
+        let file = match &self.config {
+            Some(path) => FileConfig::read(path)?,
+            None => FileConfig::default(),
+        };
+        let extensions = if self.paths.is_empty() {
+            file.extensions
+        } else {
+            self.paths
+                .into_iter()
+                .map(ExtensionConfig::with_defaults)
+                .collect()
+        };
+        Ok(WasmConfig {
+            cache_dir: file.cache_dir,
+            extensions,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,7 +459,8 @@ mod tests {
         std::fs::write(
             &good,
             "cache_dir = \"cache\"\n[[extension]]\npath = \"policy.wasm\"\ngrants = [\"read-cells\"]\n\
-             limits = { memory_mb = 32 }\nconfig = { deny = [\"rm -rf\"] }\n",
+             limits = { memory_mb = 32, wall_ms_per_call = 500 }\nconfig = { deny = [\"rm -rf\"] }\n\
+             critical = false\n",
         )
         .unwrap();
         let config = Config::from_args_and_env(
@@ -456,6 +488,9 @@ mod tests {
         assert_eq!(policy.grants, ["read-cells"]);
         assert_eq!(policy.limits.memory_mb, 32);
         assert_eq!(policy.limits.cpu_ms_per_call, 1000);
+        assert_eq!(policy.limits.wall_ms_per_call, Some(500));
+        assert_eq!(policy.critical, Some(false));
+        assert_eq!(config.wasm.extensions[1].critical, None);
         assert_eq!(policy.config, serde_json::json!({"deny": ["rm -rf"]}));
         std::fs::write(&good, "[[extension]]\ngrants = []\n").unwrap();
         let err =

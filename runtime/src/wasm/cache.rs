@@ -85,6 +85,14 @@ impl CompileCache {
         }
     }
 
+    /// Where compiled guests are kept, for messages: the directory, or that there is none.
+    pub fn location(&self) -> String {
+        match &self.disk {
+            Some(disk) => disk.dir.display().to_string(),
+            None => "memory only (no safe cache directory)".into(),
+        }
+    }
+
     /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/...`; never a shared directory.
     pub fn default_dir() -> Option<PathBuf> {
         let base = std::env::var_os("XDG_CACHE_HOME")

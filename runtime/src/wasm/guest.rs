@@ -1,14 +1,16 @@
-//! One loaded guest: its live instance (entered by one call at a time, never on an async worker),
-//! the `InstancePre` it is rebuilt from after a failure, and its health.
+//! One loaded guest: a few instances (each entered by one call at a time, never on an async
+//! worker), the `InstancePre` they are built from, and its health.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use wasmtime::component::InstancePre;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::limits::memory_limit_message;
+pub use super::limits::CallKind;
+use super::limits::{Stopped, memory_limit_message};
 use super::sandbox::{GuestSettings, GuestState};
 use super::v0_1_0::{extension_export, hooks_export, types};
 
@@ -17,13 +19,17 @@ use super::v0_1_0::{extension_export, hooks_export, types};
 pub enum GuestError {
     #[error(
         "wasm guest '{guest}' {what}; only this call failed (failure {failures} of {max} in a row \
-         before the guest is switched off)"
+         before the guest is switched off){}",
+        stderr_note(stderr)
     )]
     Failed {
         guest: String,
         what: String,
         failures: u32,
         max: u32,
+        /// The last lines the guest wrote to stderr in the failed call, where its runtime says
+        /// why (a panic message, an exception and its stack).
+        stderr: Option<String>,
     },
     #[error(
         "wasm guest '{guest}' is switched off: {reason}. Fix the guest or its limits in the config \
@@ -36,6 +42,16 @@ pub enum GuestError {
     )]
     Reentrant { guest: String },
     #[error(
+        "wasm guest '{guest}' is busy with {busy} other calls and none ended within this call's \
+         {} ms (its wall-clock limit); try again, or raise limits.wall_ms_per_call",
+        limit.as_millis()
+    )]
+    Busy {
+        guest: String,
+        busy: usize,
+        limit: Duration,
+    },
+    #[error(
         "the host failed while calling wasm guest '{guest}' (a bug in the server: please report it)"
     )]
     HostPanic { guest: String },
@@ -43,17 +59,32 @@ pub enum GuestError {
     BadAnswer { guest: String, reason: String },
 }
 
+fn stderr_note(stderr: &Option<String>) -> String {
+    match stderr {
+        Some(lines) => format!(". The guest's last lines on stderr:\n{lines}"),
+        None => String::new(),
+    }
+}
+
 /// A live instance and the exports it has.
 pub struct GuestInstance {
     pub store: Store<GuestState>,
     hooks: Option<hooks_export::Guest>,
     extension: Option<extension_export::Guest>,
+    /// The deadline of the next call, when the guest set it (counting the wait for this
+    /// instance); else each call gets its kind's whole limit from when it begins.
+    next_deadline: Option<Instant>,
 }
 
 impl GuestInstance {
-    /// Starts the CPU clock of a call.
-    fn begin(&mut self) {
-        self.store.data_mut().start_call();
+    /// Starts the clocks of a call.
+    fn begin(&mut self, kind: CallKind) {
+        let limit = kind.wall_limit(&self.store.data().settings.limits);
+        let deadline = self
+            .next_deadline
+            .take()
+            .unwrap_or_else(|| Instant::now() + limit);
+        self.store.data_mut().start_call(deadline, limit);
         self.store.set_epoch_deadline(1);
     }
 
@@ -70,7 +101,7 @@ impl GuestInstance {
     }
 
     pub fn propagate_errors(&mut self) -> wasmtime::Result<bool> {
-        self.begin();
+        self.begin(CallKind::Load);
         self.hooks()?.clone().call_propagate_errors(&mut self.store)
     }
 
@@ -79,25 +110,25 @@ impl GuestInstance {
         event: &types::HookEvent,
         context: &str,
     ) -> wasmtime::Result<Result<Option<String>, String>> {
-        self.begin();
+        self.begin(CallKind::Hook);
         let hooks = self.hooks()?.clone();
         hooks.call_on_event(&mut self.store, event, context)
     }
 
     pub fn identity(&mut self) -> wasmtime::Result<extension_export::ExtensionIdentity> {
-        self.begin();
+        self.begin(CallKind::Load);
         let extension = self.extension()?.clone();
         extension.call_identity(&mut self.store)
     }
 
     pub fn capabilities(&mut self) -> wasmtime::Result<Vec<types::Capability>> {
-        self.begin();
+        self.begin(CallKind::Load);
         let extension = self.extension()?.clone();
         extension.call_capabilities(&mut self.store)
     }
 
     pub fn tools(&mut self) -> wasmtime::Result<Vec<types::ToolSpec>> {
-        self.begin();
+        self.begin(CallKind::Load);
         let extension = self.extension()?.clone();
         extension.call_tools(&mut self.store)
     }
@@ -107,7 +138,7 @@ impl GuestInstance {
         name: &str,
         arguments: &str,
     ) -> wasmtime::Result<Result<types::ToolResult, String>> {
-        self.begin();
+        self.begin(CallKind::Tool);
         let extension = self.extension()?.clone();
         extension.call_call_tool(&mut self.store, name, arguments)
     }
@@ -122,18 +153,19 @@ pub struct Template {
 }
 
 impl Template {
-    /// A new `Store` and instance; the instance's start-up runs under the same CPU cap as a call.
+    /// A new `Store` and instance; the instance's start-up runs under the limits of a call.
     pub fn instantiate(&self) -> wasmtime::Result<GuestInstance> {
         let mut store = Store::new(self.pre.engine(), GuestState::new(self.settings.clone()));
         store.limiter(|state| state.limiter());
         store.epoch_deadline_callback(|mut store| {
-            Ok(if store.data_mut().clock.expired() {
+            Ok(if store.data_mut().must_stop() {
                 UpdateDeadline::Interrupt
             } else {
                 UpdateDeadline::Continue(1)
             })
         });
-        store.data_mut().start_call();
+        let limit = CallKind::Load.wall_limit(&self.settings.limits);
+        store.data_mut().start_call(Instant::now() + limit, limit);
         store.set_epoch_deadline(1);
         let instance = self.pre.instantiate(&mut store)?;
         let hooks = match &self.hooks {
@@ -148,6 +180,7 @@ impl Template {
             store,
             hooks,
             extension,
+            next_deadline: None,
         })
     }
 }
@@ -155,11 +188,25 @@ impl Template {
 /// What went wrong in a call, in words an operator can act on.
 fn describe(error: &wasmtime::Error, state: &GuestState) -> String {
     let limits = &state.settings.limits;
-    if state.clock.exceeded {
-        return format!(
-            "used up its CPU time of {} ms for one call (limits.cpu_ms_per_call)",
-            limits.cpu_ms_per_call
-        );
+    match state.clock.stopped {
+        Some(Stopped::Cpu) => {
+            return format!(
+                "used up its CPU time of {} ms for one call (limits.cpu_ms_per_call)",
+                limits.cpu_ms_per_call
+            );
+        }
+        Some(Stopped::Wall) => {
+            return format!(
+                "exceeded its wall-clock time of {} ms for one call (limits.wall_ms_per_call)",
+                state.clock.wall_limit.as_millis()
+            );
+        }
+        Some(Stopped::Shutdown) => {
+            return "was stopped in the middle of a call: the guest was switched off or the \
+                    server is shutting down"
+                .into();
+        }
+        None => {}
     }
     let root = error.root_cause().to_string();
     if root.contains(&memory_limit_message(limits.memory_mb)) {
@@ -167,9 +214,8 @@ fn describe(error: &wasmtime::Error, state: &GuestState) -> String {
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::StackOverflow) => "overflowed its stack".into(),
-        Some(Trap::UnreachableCodeReached) => {
-            "trapped: wasm `unreachable` executed (a Rust panic or abort ends this way)".into()
-        }
+        // Any language's panic, abort or uncaught exception ends this way; stderr says which.
+        Some(Trap::UnreachableCodeReached) => "trapped: wasm `unreachable` executed".into(),
         Some(trap) => format!("trapped: {trap}"),
         None => format!("failed: {root}"),
     }
@@ -205,43 +251,82 @@ impl Drop for Running {
     }
 }
 
-/// A loaded guest: one instance, entered by one call at a time, rebuilt after a failure.
+/// Instances one guest may have at once: a call that finds them all busy makes another, so a
+/// guest busy (or parked) in one call does not hold up the others, up to this many.
+const MAX_INSTANCES: usize = 4;
+
+/// The instances of a guest not in a call, and how many exist.
+#[derive(Default)]
+struct Pool {
+    idle: Vec<GuestInstance>,
+    total: usize,
+    /// Calls waiting for an instance: only then is `freed` signalled (a futex wake per call
+    /// would cost more than the call).
+    waiting: usize,
+}
+
+/// A loaded guest: instances entered by one call at a time, rebuilt after a failure.
 pub struct Guest {
-    pub name: String,
     pub path: PathBuf,
     id: u64,
     template: Template,
-    live: Mutex<Option<GuestInstance>>,
+    pool: Mutex<Pool>,
+    /// Signalled when an instance is returned (or dropped) and when the guest is stopped.
+    freed: Condvar,
     max_failures: u32,
     failures: AtomicU32,
     switched_off: Mutex<Option<String>>,
+    /// Whether `switched_off` is set.
+    off: AtomicBool,
+    /// Set by [`Guest::stop`]: the server is going away (not the guest's fault).
+    stopped: AtomicBool,
 }
 
 impl std::fmt::Debug for Guest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Guest")
-            .field("name", &self.name)
+            .field("name", &self.name())
             .field("path", &self.path)
             .finish()
     }
 }
 
 impl Guest {
-    pub fn new(name: String, path: PathBuf, template: Template, first: GuestInstance) -> Self {
+    pub fn new(path: PathBuf, template: Template, first: GuestInstance) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Guest {
             max_failures: template.settings.limits.max_consecutive_failures.max(1),
-            name,
             path,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             template,
-            live: Mutex::new(Some(first)),
+            pool: Mutex::new(Pool {
+                idle: vec![first],
+                total: 1,
+                waiting: 0,
+            }),
+            freed: Condvar::new(),
             failures: AtomicU32::new(0),
             switched_off: Mutex::new(None),
+            off: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
         }
     }
 
+    /// Its declared name once known, else its file's.
+    pub fn name(&self) -> &str {
+        self.template.settings.name()
+    }
+
+    /// Names the guest by what it declared, from now on everywhere.
+    pub fn declare(&self, name: &str) {
+        self.template.settings.declare(name);
+    }
+
     pub fn switched_off(&self) -> Option<String> {
+        // Checked on every call: the lock only once it is off.
+        if !self.off.load(Ordering::Acquire) {
+            return None;
+        }
         lock(&self.switched_off).clone()
     }
 
@@ -250,110 +335,209 @@ impl Guest {
     /// which costs ~45 µs on a small VM); elsewhere on the blocking pool.
     pub async fn call<R: Send + 'static>(
         self: &Arc<Self>,
+        kind: CallKind,
         call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R> + Send + 'static,
     ) -> Result<R, GuestError> {
         // Checked on the caller's thread, where a re-entrant call would come from.
         self.check_entry()?;
         match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
             Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-                tokio::task::block_in_place(|| self.run(call))
+                tokio::task::block_in_place(|| self.run(kind, call))
             }
             Ok(_) => {
                 let guest = self.clone();
-                tokio::task::spawn_blocking(move || guest.run(call))
+                tokio::task::spawn_blocking(move || guest.run(kind, call))
                     .await
                     .unwrap_or_else(|_| {
                         Err(GuestError::HostPanic {
-                            guest: self.name.clone(),
+                            guest: self.name().to_owned(),
                         })
                     })
             }
-            Err(_) => self.run(call),
+            Err(_) => self.run(kind, call),
         }
     }
 
     /// Like [`Guest::call`], for threads outside the async runtime (loading, benchmarks).
     pub fn call_blocking<R>(
         &self,
+        kind: CallKind,
         call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
     ) -> Result<R, GuestError> {
-        self.run(call)
+        self.run(kind, call)
     }
 
     fn check_entry(&self) -> Result<(), GuestError> {
-        let guest = self.name.clone();
+        let guest = || self.name().to_owned();
         if Running::contains(self.id) {
-            return Err(GuestError::Reentrant { guest });
+            return Err(GuestError::Reentrant { guest: guest() });
         }
         if let Some(reason) = self.switched_off() {
-            return Err(GuestError::SwitchedOff { guest, reason });
+            return Err(GuestError::SwitchedOff {
+                guest: guest(),
+                reason,
+            });
         }
         Ok(())
     }
 
     fn run<R>(
         &self,
+        kind: CallKind,
         call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
     ) -> Result<R, GuestError> {
-        // Before the lock: a call from inside this guest's own call would wait for itself.
+        // Before waiting: a call from inside this guest's own call would wait for itself.
         self.check_entry()?;
-        let mut slot = lock(&self.live);
+        let limit = kind.wall_limit(&self.template.settings.limits);
+        let deadline = Instant::now() + limit;
+        let mut live = self.take(deadline, limit)?;
         let _running = Running::enter(self.id);
-        if slot.is_none() {
-            match self.template.instantiate() {
-                Ok(live) => *slot = Some(live),
-                Err(e) => {
-                    let what = format!("could not be instantiated again: {}", e.root_cause());
-                    return Err(self.failed(what));
-                }
-            }
-        }
-        let live = slot.as_mut().expect("instance set above");
-        match call(live) {
+        live.next_deadline = Some(deadline);
+        match call(&mut live) {
             Ok(value) => {
                 self.failures.store(0, Ordering::Relaxed);
+                self.give_back(live);
                 Ok(value)
             }
             Err(e) => {
                 // A failed instance may be left in any state: it is never entered again.
                 let what = describe(&e, live.store.data());
-                *slot = None;
-                let error = self.failed(what);
+                let stderr = live.store.data().output.stderr_tail();
+                drop(live);
+                self.forget_one();
+                let error = self.failed(what, stderr);
                 if self.switched_off().is_none() {
                     // Rebuilt now so the next call finds it ready.
-                    *slot = self.template.instantiate().ok();
+                    if let Ok(fresh) = self.template.instantiate() {
+                        lock(&self.pool).total += 1;
+                        self.give_back(fresh);
+                    }
                 }
                 Err(error)
             }
         }
     }
 
+    /// An idle instance, or a new one while there are fewer than the cap; else waits for one
+    /// to be returned, until `deadline`.
+    fn take(&self, deadline: Instant, limit: Duration) -> Result<GuestInstance, GuestError> {
+        let mut pool = lock(&self.pool);
+        loop {
+            if let Some(reason) = self.switched_off() {
+                return Err(GuestError::SwitchedOff {
+                    guest: self.name().to_owned(),
+                    reason,
+                });
+            }
+            if let Some(live) = pool.idle.pop() {
+                return Ok(live);
+            }
+            if pool.total < MAX_INSTANCES {
+                pool.total += 1;
+                drop(pool);
+                return self.template.instantiate().map_err(|e| {
+                    self.forget_one();
+                    self.failed(
+                        format!("could not be instantiated again: {}", e.root_cause()),
+                        None,
+                    )
+                });
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(GuestError::Busy {
+                    guest: self.name().to_owned(),
+                    busy: pool.total,
+                    limit,
+                });
+            }
+            pool.waiting += 1;
+            pool = self
+                .freed
+                .wait_timeout(pool, deadline - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+            pool.waiting -= 1;
+        }
+    }
+
+    /// Returns an instance after a call; a guest switched off meanwhile drops it.
+    fn give_back(&self, live: GuestInstance) {
+        let mut pool = lock(&self.pool);
+        if self.switched_off().is_some() {
+            pool.total = pool.total.saturating_sub(1);
+        } else {
+            pool.idle.push(live);
+        }
+        let waiting = pool.waiting > 0;
+        drop(pool);
+        if waiting {
+            self.freed.notify_one();
+        }
+    }
+
+    /// An instance that is gone for good.
+    fn forget_one(&self) {
+        let mut pool = lock(&self.pool);
+        pool.total = pool.total.saturating_sub(1);
+        let waiting = pool.waiting > 0;
+        drop(pool);
+        if waiting {
+            self.freed.notify_one();
+        }
+    }
+
     /// Counts a failure, switching the guest off at the limit.
-    fn failed(&self, what: String) -> GuestError {
-        let guest = self.name.clone();
+    fn failed(&self, what: String, stderr: Option<String>) -> GuestError {
+        let guest = self.name().to_owned();
         let (failures, max) = (
             self.failures.fetch_add(1, Ordering::Relaxed) + 1,
             self.max_failures,
         );
-        tracing::warn!(guest, "call failed ({failures} of {max} in a row): {what}");
+        tracing::warn!(
+            guest,
+            "call failed ({failures} of {max} in a row): {what}{}",
+            stderr_note(&stderr)
+        );
         if failures < max {
             return GuestError::Failed {
                 guest,
                 what,
                 failures,
                 max,
+                stderr,
             };
         }
         let reason = format!("{failures} calls failed in a row, the last one {what}");
         tracing::error!(guest, "switching the guest off: {reason}");
-        *lock(&self.switched_off) = Some(reason.clone());
+        self.switch_off(reason.clone());
         GuestError::SwitchedOff { guest, reason }
     }
 
-    /// Drops the instance; later calls fail.
+    /// Later calls fail; calls in progress end at once (their waits and the epoch check see the
+    /// stop); idle instances are dropped now, busy ones when their call returns. Never waits.
+    fn switch_off(&self, reason: String) {
+        lock(&self.switched_off).get_or_insert(reason);
+        self.off.store(true, Ordering::Release);
+        self.template.settings.stop.cancel();
+        let idle = {
+            let mut pool = lock(&self.pool);
+            pool.total -= pool.idle.len();
+            std::mem::take(&mut pool.idle)
+        };
+        drop(idle);
+        self.freed.notify_all();
+    }
+
+    /// Stops the guest for good (at shutdown, or when it is refused after loading).
     pub fn stop(&self) {
-        lock(&self.switched_off).get_or_insert_with(|| "the server is shutting down".into());
-        lock(&self.live).take();
+        self.stopped.store(true, Ordering::Relaxed);
+        self.switch_off("the server is shutting down".into());
+    }
+
+    /// Whether [`Guest::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::Relaxed)
     }
 }
 

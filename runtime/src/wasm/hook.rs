@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::guest::{Guest, GuestError};
+use super::guest::{CallKind, Guest, GuestError};
 use super::v0_1_0::{convert, types};
-use crate::hooks::{HookEvent, HookFuture, HookHandler};
+use crate::hooks::{HookEvent, HookFuture, HookHandler, HookKind};
 
 pub struct WasmHookHandler {
     guest: Arc<Guest>,
@@ -34,13 +34,13 @@ impl WasmHookHandler {
         let context = Value::Object(context.clone()).to_string();
         let answer = self
             .guest
-            .call(move |live| live.on_event(&wit, &context))
+            .call(CallKind::Hook, move |live| live.on_event(&wit, &context))
             .await?;
         match answer {
             Ok(Some(text)) => match serde_json::from_str(&text) {
                 Ok(Value::Object(map)) => Ok(Ok(Some(map))),
                 _ => Err(GuestError::BadAnswer {
-                    guest: self.guest.name.clone(),
+                    guest: self.guest.name().to_owned(),
                     reason: "the context it returned is not a JSON object".into(),
                 }),
             },
@@ -52,7 +52,7 @@ impl WasmHookHandler {
 
 impl HookHandler for WasmHookHandler {
     fn name(&self) -> &str {
-        &self.guest.name
+        self.guest.name()
     }
 
     fn propagate_errors(&self) -> bool {
@@ -65,6 +65,22 @@ impl HookHandler for WasmHookHandler {
         context: &'a mut Map<String, Value>,
     ) -> HookFuture<'a> {
         Box::pin(async move {
+            if self.guest.is_stopped() {
+                // Shutting down: the clean-up's events skip the guest; a critical one still
+                // refuses what it guards.
+                let guards = matches!(
+                    event.kind(),
+                    HookKind::BeforeToolCall | HookKind::BeforeExecute
+                );
+                return if self.critical && guards {
+                    Err(format!(
+                        "'{}' is stopped: the server is shutting down",
+                        self.name()
+                    ))
+                } else {
+                    Ok(())
+                };
+            }
             match self.deliver(event, context).await {
                 Ok(Ok(Some(map))) => {
                     *context = map;

@@ -4,10 +4,14 @@
 //! - `v0_1_0/`: one WIT version: its bindings, its host functions and every conversion between
 //!   its types and ours (a later version is a folder beside it);
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
+//! - `imports`: what a guest may import, checked before it is compiled;
 //! - `limits`: the memory cap and the per-call CPU clock;
 //! - `grants`: the operator's grants, parsed once into a typed set;
 //! - `sandbox`: a guest's store data and the grant check every notebook host function passes;
-//! - `guest`: a guest's instance and calls into it, failure counting, rebuild from `InstancePre`;
+//! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
+//! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
+//! - `guest`: a guest's instances and calls into them, failure counting, rebuild from
+//!   `InstancePre`;
 //! - `hook`: a hook-handler guest on the hooks bus;
 //! - `tool`: an extension's tool in the tool registry.
 
@@ -15,10 +19,13 @@ mod cache;
 mod grants;
 mod guest;
 mod hook;
+mod imports;
 mod limits;
+mod output;
 mod sandbox;
 mod tool;
 mod v0_1_0;
+mod wait;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,7 +36,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
-pub use guest::{Guest, GuestError, GuestInstance, Template};
+pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
 pub use sandbox::{GuestSettings, GuestState, HostLink};
 pub use tool::{ExtensionTool, register_tools};
@@ -53,7 +60,8 @@ pub struct LoadError {
 /// A guest that loaded, and what it offers.
 pub struct Loaded {
     pub guest: Arc<Guest>,
-    /// Set when it exports `hooks`: its `propagate-errors`.
+    /// Set when it exports `hooks`: whether its failures fail the calls it guards (the
+    /// operator's `critical` when set, else the guest's `propagate-errors`).
     pub hook_critical: Option<bool>,
     /// Set when it exports `extension-api`: its name (from `identity`, the `source` of its
     /// capabilities) and its capability declarations (or why they failed).
@@ -100,6 +108,8 @@ impl WasmHost {
         // Every host function is linked for every guest: a guest may import any of them, and
         // grants are checked when one is called.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        // Its `wasi:io/poll` waits without bound; ours ends at the call's deadline.
+        wait::link_poll(&mut linker)?;
         v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         start_ticker(&engine)?;
         Ok(WasmHost {
@@ -119,6 +129,8 @@ impl WasmHost {
     pub fn template(&self, path: &Path, settings: Arc<GuestSettings>) -> Result<Template, String> {
         let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
         check_header(&bytes)?;
+        // Before compiling: a missing import is refused in microseconds, not after a minute.
+        imports::check(&bytes)?;
         let component = self
             .cache
             .load(&self.engine, &bytes)
@@ -188,42 +200,66 @@ impl WasmHost {
             reason,
         };
         let grants = Grants::parse(&entry.grants).map_err(refuse)?;
-        let name = entry
-            .path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "guest".into());
-        let settings = Arc::new(GuestSettings {
-            name: name.clone(),
-            config_json: entry.config.to_string(),
+        let settings = Arc::new(GuestSettings::new(
+            file_stem(&entry.path),
+            entry.config.to_string(),
             grants,
-            limits: entry.limits,
-            link: self.link.clone(),
-        });
+            entry.limits,
+            self.link.clone(),
+        ));
         let template = self.template(&entry.path, settings).map_err(refuse)?;
         let first = template
             .instantiate()
             .map_err(|e| refuse(format!("it failed to start: {}", e.root_cause())))?;
         let (exports_hooks, exports_extension) =
             (template.hooks.is_some(), template.extension.is_some());
-        let guest = Arc::new(Guest::new(name, entry.path.clone(), template, first));
-        let hook_critical = if exports_hooks {
-            let critical = guest
-                .call_blocking(|live| live.propagate_errors())
-                .map_err(|e| refuse(e.to_string()))?;
-            Some(critical)
-        } else {
-            None
+        let guest = Arc::new(Guest::new(entry.path.clone(), template, first));
+        // A guest refused from here on is stopped, so no instance outlives the refusal.
+        let refuse = |reason: String| {
+            guest.stop();
+            refuse(reason)
         };
-        let extension = if exports_extension {
+        // Its name first, so everything after (logs, errors) names it as it calls itself.
+        let extension_name = if exports_extension {
             let identity = guest
-                .call_blocking(|live| live.identity())
+                .call_blocking(CallKind::Load, |live| live.identity())
                 .map_err(|e| refuse(e.to_string()))?;
             if identity.name.trim().is_empty() {
                 return Err(refuse("its identity has an empty name".into()));
             }
+            guest.declare(&identity.name);
+            Some(identity.name)
+        } else {
+            None
+        };
+        let hook_critical = if exports_hooks {
+            let asked = guest
+                .call_blocking(CallKind::Load, |live| live.propagate_errors())
+                .map_err(|e| refuse(e.to_string()))?;
+            let applied = entry.critical.unwrap_or(asked);
+            let kind = |critical: bool| if critical { "critical" } else { "optional" };
+            match entry.critical {
+                Some(set) => tracing::info!(
+                    guest = guest.name(),
+                    "hook handler is {}: critical = {set} in its [[extension]] entry (the guest \
+                     asks to be {})",
+                    kind(set),
+                    kind(asked)
+                ),
+                None => tracing::info!(
+                    guest = guest.name(),
+                    "hook handler is {}, as the guest asks (set critical = true|false in its \
+                     [[extension]] entry to decide)",
+                    kind(asked)
+                ),
+            }
+            Some(applied)
+        } else {
+            None
+        };
+        let extension = if let Some(name) = extension_name {
             let declarations = guest
-                .call_blocking(|live| live.capabilities())
+                .call_blocking(CallKind::Load, |live| live.capabilities())
                 .map(|list| {
                     list.into_iter()
                         .map(|c| Declaration {
@@ -234,14 +270,14 @@ impl WasmHost {
                         .collect()
                 })
                 .map_err(|e| e.to_string());
-            Some((identity.name, declarations))
+            Some((name, declarations))
         } else {
             None
         };
         let tools = match &extension {
             Some((name, _)) => {
                 let specs = guest
-                    .call_blocking(|live| live.tools())
+                    .call_blocking(CallKind::Load, |live| live.tools())
                     .map_err(|e| refuse(e.to_string()))?;
                 let mut tools = Vec::with_capacity(specs.len());
                 for spec in specs {
@@ -262,8 +298,8 @@ impl WasmHost {
     }
 }
 
-/// Loads every configured guest, in order. One that fails is logged with its file and reason;
-/// the others still load. Compiling can take seconds: call this off the async runtime.
+/// Loads every configured guest, all at once, and keeps them in the configured order. One that
+/// fails is logged with its file and reason; the others still load. Compiling can take seconds: call this off the async runtime.
 pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
     if config.extensions.is_empty() {
         return Vec::new();
@@ -275,9 +311,30 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
             return Vec::new();
         }
     };
+    // Compiled side by side (a cold start with two large guests takes the longer one, not the
+    // sum); checked and registered in the operator's order.
+    let outcomes: Vec<Result<Loaded, LoadError>> = std::thread::scope(|scope| {
+        let loads: Vec<_> = config
+            .extensions
+            .iter()
+            .map(|entry| scope.spawn(|| host.load(entry)))
+            .collect();
+        loads
+            .into_iter()
+            .zip(&config.extensions)
+            .map(|(load, entry)| {
+                load.join().unwrap_or_else(|_| {
+                    Err(LoadError {
+                        path: entry.path.clone(),
+                        reason: "loading it failed (a bug in the server: please report it)".into(),
+                    })
+                })
+            })
+            .collect()
+    });
     let mut loaded: Vec<Loaded> = Vec::new();
-    for entry in &config.extensions {
-        match host.load(entry) {
+    for (entry, outcome) in config.extensions.iter().zip(outcomes) {
+        match outcome {
             Ok(guest) => {
                 // The name is the source of its capabilities and names it in logs: one each.
                 if let Some((name, _)) = &guest.extension
@@ -295,7 +352,7 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
                     continue;
                 }
                 tracing::info!(
-                    guest = guest.guest.name,
+                    guest = guest.guest.name(),
                     "loaded wasm guest {}{}{}",
                     entry.path.display(),
                     match guest.hook_critical {
@@ -318,6 +375,46 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
         }
     }
     loaded
+}
+
+/// Compiles each guest into the cache (or finds it there) and checks that it links, as a start
+/// would, without instantiating it: `extension compile`. One line per guest, in order.
+pub fn compile_all(config: &WasmConfig) -> Result<Vec<Result<String, LoadError>>, String> {
+    let host = WasmHost::new(config.cache_dir.clone().or_else(CompileCache::default_dir))
+        .map_err(|e| format!("cannot start the WebAssembly runtime: {e}"))?;
+    Ok(config
+        .extensions
+        .iter()
+        .map(|entry| {
+            let started = std::time::Instant::now();
+            let settings = Arc::new(GuestSettings::new(
+                file_stem(&entry.path),
+                "{}".into(),
+                Grants::default(),
+                entry.limits,
+                Arc::default(),
+            ));
+            host.template(&entry.path, settings)
+                .map(|_| {
+                    format!(
+                        "{} is compiled and cached in {} ({:.1?})",
+                        entry.path.display(),
+                        host.cache.location(),
+                        started.elapsed()
+                    )
+                })
+                .map_err(|reason| LoadError {
+                    path: entry.path.clone(),
+                    reason,
+                })
+        })
+        .collect())
+}
+
+fn file_stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "guest".into())
 }
 
 /// Says plainly what a file is when it is not a component.
@@ -393,6 +490,43 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs the built guests (guests/build); tests/run runs it"]
+    fn a_missing_import_is_refused_before_anything_is_compiled() {
+        let dir = policy_guest().parent().map(Path::to_path_buf).unwrap();
+        let cache = std::env::temp_dir().join(format!("jmcp-imports-{}", std::process::id()));
+        let host = WasmHost::new(Some(cache.clone())).unwrap();
+        let started = std::time::Instant::now();
+        let refused = host
+            .template(
+                &dir.join("unknown-import.wasm"),
+                Arc::new(GuestSettings::for_tests("intruder")),
+            )
+            .err()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(
+            refused.contains("it imports evil:escape/door, which this host does not offer"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("wasi:io/{error,poll,streams}")
+                && refused.contains("jupyter-mcp:extension/{types,log,config,notebook}@0.1.x"),
+            "{refused}"
+        );
+        // Nothing was compiled (so nothing cached), and the refusal took no compile's time.
+        let compiled = std::fs::read_dir(&cache)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
+            })
+            .unwrap_or(false);
+        assert!(!compiled, "a refused guest was compiled");
+        let _ = std::fs::remove_dir_all(&cache);
+        assert!(took < Duration::from_secs(1), "{took:?}");
+    }
+
+    #[test]
     fn unknown_grants_are_refused() {
         let mut entry = ExtensionConfig::with_defaults("x.wasm".into());
         entry.grants = vec!["format-disk".into()];
@@ -439,7 +573,9 @@ mod tests {
         // A call made from the guest's own thread, as a host function firing the guest's own
         // hook would make it.
         let nested = guest
-            .call_blocking(move |_live| Ok(inner.call_blocking(|live| live.propagate_errors())))
+            .call_blocking(CallKind::Load, move |_live| {
+                Ok(inner.call_blocking(CallKind::Load, |live| live.propagate_errors()))
+            })
             .unwrap();
         assert!(
             matches!(nested, Err(GuestError::Reentrant { .. })),
@@ -447,7 +583,7 @@ mod tests {
         );
         // And the guest still answers.
         assert_eq!(
-            guest.call_blocking(|live| live.propagate_errors()),
+            guest.call_blocking(CallKind::Load, |live| live.propagate_errors()),
             Ok(true)
         );
         guest.stop();

@@ -5,16 +5,19 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::grants::{Grants, HostFunction};
-use super::limits::{CallClock, MemoryCap};
+use super::limits::{CallClock, MemoryCap, Stopped};
+use super::output::{GuestOutput, LogBudget};
+use super::wait::time_boxed;
 use crate::config::GuestLimits;
 use crate::domain::Domain;
 use crate::domain::notebooks::NotebookInUse;
@@ -22,18 +25,68 @@ use crate::domain::notebooks::NotebookInUse;
 /// What does not change between instances of one guest.
 #[derive(Debug)]
 pub struct GuestSettings {
-    pub name: String,
+    /// The file's stem: the guest's name until it declares one.
+    pub file_name: String,
+    /// The name from its `identity`, once asked.
+    declared: OnceLock<String>,
     /// The guest's `config` table as JSON.
     pub config_json: String,
     pub grants: Grants,
     pub limits: GuestLimits,
     /// Shared by every guest of the process.
     pub link: Arc<HostLink>,
+    /// Cancelled when the guest is switched off or the server stops: every wait of its calls
+    /// ends at once.
+    pub stop: CancellationToken,
+    pub log_budget: LogBudget,
+}
+
+impl GuestSettings {
+    pub fn new(
+        file_name: String,
+        config_json: String,
+        grants: Grants,
+        limits: GuestLimits,
+        link: Arc<HostLink>,
+    ) -> Self {
+        GuestSettings {
+            file_name,
+            declared: OnceLock::new(),
+            config_json,
+            grants,
+            limits,
+            link,
+            stop: CancellationToken::new(),
+            log_budget: LogBudget::default(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn for_tests(name: &str) -> Self {
+        Self::new(
+            name.into(),
+            "{}".into(),
+            Grants::default(),
+            GuestLimits::default(),
+            Arc::default(),
+        )
+    }
+
+    /// One name everywhere: the declared one once known, the file's before.
+    pub fn name(&self) -> &str {
+        self.declared.get().unwrap_or(&self.file_name)
+    }
+
+    /// Records the name the guest declared (the first one counts).
+    pub fn declare(&self, name: &str) {
+        let _ = self.declared.set(name.to_owned());
+    }
 }
 
 pub struct GuestState {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(super) table: ResourceTable,
+    pub output: GuestOutput,
     limiter: MemoryCap,
     pub settings: Arc<GuestSettings>,
     pub clock: CallClock,
@@ -45,12 +98,17 @@ pub struct GuestState {
 
 impl GuestState {
     pub fn new(settings: Arc<GuestSettings>) -> Self {
-        // Nothing inherited: stdin closed, stdout/stderr discarded, no env, args, preopens or
-        // sockets (WASI's defaults; we never add to them).
-        let wasi = WasiCtxBuilder::new().build();
+        // Nothing inherited: stdin closed, no env, args, preopens or sockets (WASI's defaults; we
+        // never add to them). Stdout and stderr go to the server's log.
+        let output = GuestOutput::new(settings.clone());
+        let wasi = WasiCtxBuilder::new()
+            .stdout(output.stdout())
+            .stderr(output.stderr())
+            .build();
         GuestState {
             wasi,
             table: ResourceTable::new(),
+            output,
             limiter: MemoryCap::new(settings.limits.memory_mb),
             clock: CallClock::new(Duration::from_millis(settings.limits.cpu_ms_per_call)),
             settings,
@@ -62,10 +120,19 @@ impl GuestState {
         &mut self.limiter
     }
 
-    /// Each call into the guest starts with a fresh clock and nothing seen.
-    pub fn start_call(&mut self) {
-        self.clock.start();
+    /// Each call into the guest starts with fresh clocks, nothing seen and no stderr.
+    pub fn start_call(&mut self, deadline: Instant, wall_limit: Duration) {
+        self.clock.start(deadline, wall_limit);
         self.seen.clear();
+        self.output.start_call();
+    }
+
+    /// Checked at each epoch tick: whether the call must stop now.
+    pub fn must_stop(&mut self) -> bool {
+        if self.settings.stop.is_cancelled() {
+            self.clock.stopped.get_or_insert(Stopped::Shutdown);
+        }
+        self.clock.expired().is_some()
     }
 }
 
@@ -112,6 +179,8 @@ pub enum HostCallError {
     NotGranted(String),
     NotAvailable(String),
     Failed(String),
+    /// The call's deadline passed (or the server stopped) while the host function waited.
+    Stopped(Stopped),
 }
 
 impl From<crate::domain::Error> for HostCallError {
@@ -133,14 +202,14 @@ impl GuestSettings {
             .map(|n| format!(" on notebook '{n}'"))
             .unwrap_or_default();
         tracing::warn!(
-            guest = self.name,
+            guest = self.name(),
             "refused a call to host function '{function}'{on}: not granted. To allow it, add \
              {grant} to grants of this guest's [[extension]] entry in the config file"
         );
         HostCallError::NotGranted(format!(
             "host function '{function}'{on} is not granted to '{}'; the operator can add {grant} \
              to this guest's grants",
-            self.name
+            self.name()
         ))
     }
 }
@@ -148,7 +217,7 @@ impl GuestSettings {
 impl GuestState {
     /// Every grantable function passes here, off the guest's CPU clock: refused unless granted
     /// for the notebook it resolves to; otherwise `work` runs on the server's runtime while this
-    /// (blocking-permitted) thread waits.
+    /// (blocking-permitted) thread waits, no longer than the call's deadline.
     pub fn on_notebook<R, F, Fut>(
         &mut self,
         function: HostFunction,
@@ -160,7 +229,8 @@ impl GuestState {
         Fut: std::future::Future<Output = HostResult<R>>,
     {
         let settings = self.settings.clone();
-        self.clock.off_the_clock(|| {
+        let deadline = self.clock.deadline;
+        let outcome = self.clock.off_the_clock(|| {
             if !settings.grants.allows(function, None) {
                 return Err(settings.refuse(function, None));
             }
@@ -173,8 +243,15 @@ impl GuestState {
             if !settings.grants.allows(function, Some(&in_use.name)) {
                 return Err(settings.refuse(function, Some(&in_use.name)));
             }
-            handle.block_on(work(in_use, domain))
-        })
+            let _enter = handle.enter();
+            time_boxed(deadline, &settings.stop, work(in_use, domain))
+                .unwrap_or_else(|why| Err(HostCallError::Stopped(why)))
+        });
+        if let Err(HostCallError::Stopped(why)) = &outcome {
+            // The guest gets the error back, and the epoch check ends it as soon as it runs on.
+            self.clock.stopped = Some(*why);
+        }
+        outcome
     }
 }
 
@@ -187,11 +264,8 @@ mod tests {
         let settings = |grants: &[&str]| {
             let grants: Vec<String> = grants.iter().map(|g| g.to_string()).collect();
             Arc::new(GuestSettings {
-                name: "g".into(),
-                config_json: "{}".into(),
                 grants: Grants::parse(&grants).unwrap(),
-                limits: GuestLimits::default(),
-                link: Arc::default(),
+                ..GuestSettings::for_tests("g")
             })
         };
         let never = |_: Arc<NotebookInUse>, _: Arc<Domain>| async { Ok(()) };

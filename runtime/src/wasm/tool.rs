@@ -9,7 +9,7 @@ use rmcp::model::{ContentBlock as Content, JsonObject};
 use serde_json::Value;
 
 use super::Loaded;
-use super::guest::Guest;
+use super::guest::{CallKind, Guest};
 use super::v0_1_0::types;
 use crate::capabilities::Capabilities;
 use crate::dispatch::ToolRegistry;
@@ -199,7 +199,9 @@ impl Tool for ExtensionTool {
             let arguments = Value::Object(arguments).to_string();
             let answer = self
                 .guest
-                .call(move |live| live.call_tool(&name, &arguments))
+                .call(CallKind::Tool, move |live| {
+                    live.call_tool(&name, &arguments)
+                })
                 .await
                 .map_err(ToolError::failed)?;
             match answer {

@@ -35,6 +35,10 @@ pub fn host_error(error: HostCallError) -> types::HostError {
         HostCallError::NotGranted(m) => types::HostError::NotGranted(m),
         HostCallError::NotAvailable(m) => types::HostError::NotAvailable(m),
         HostCallError::Failed(m) => types::HostError::Failed(m),
+        HostCallError::Stopped(why) => types::HostError::Failed(format!(
+            "the host function did not finish: {}",
+            why.describe_short()
+        )),
     }
 }
 

@@ -18,7 +18,7 @@ impl types::Host for GuestState {}
 
 impl log::Host for GuestState {
     fn log(&mut self, level: log::Level, message: String) {
-        let guest = self.settings.name.as_str();
+        let guest = self.settings.name();
         match level {
             log::Level::Trace => tracing::trace!(guest, "{message}"),
             log::Level::Debug => tracing::debug!(guest, "{message}"),
