@@ -57,6 +57,14 @@ display({"application/vnd.vegalite.v5+json": {"mark": "rect",
          "data": {"values": [{"a": a, "b": b, "n": i * 3 + b} for i, a in enumerate("xyz") for b in range(3)]},
          "encoding": {"x": {"field": "a", "type": "nominal"}, "y": {"field": "b", "type": "ordinal"},
                       "color": {"field": "n", "type": "quantitative"}}}, "text/plain": "vega heatmap"}, raw=True)
+display({"application/vnd.vega.v5+json": {"width": 120, "height": 60,
+         "data": [{"name": "t", "values": [{"k": "a", "v": 1}, {"k": "b", "v": 3}]}],
+         "scales": [{"name": "x", "type": "band", "domain": {"data": "t", "field": "k"}, "range": "width"},
+                    {"name": "y", "domain": {"data": "t", "field": "v"}, "range": "height"}],
+         "marks": [{"type": "rect", "from": {"data": "t"}, "encode": {"enter": {
+             "x": {"scale": "x", "field": "k"}, "width": {"scale": "x", "band": 1},
+             "y": {"scale": "y", "field": "v"}, "y2": {"signal": "scale('y', 0)"}}}}]},
+         "text/plain": "vega"}, raw=True)
 from IPython.display import Latex
 display(Latex(r"$$\\frac{a}{b} = \\sqrt{x^2 + 1}$$"))
 display(Markdown(r"Euler: $e^{i\\pi} + 1 = 0$, and in display: $$\\int_0^1 x\\,dx = \\frac{1}{2}$$ (`$not math$`)"))
@@ -65,7 +73,8 @@ display(Markdown(r"Euler: $e^{i\\pi} + 1 = 0$, and in display: $$\\int_0^1 x\\,d
 WIDGET_CODE = """
 import ipywidgets as w
 slider = w.IntSlider(value=3, min=0, max=10, description="level")
-box = w.VBox([w.Checkbox(value=True, description="on"), w.Dropdown(options=["red", "green", "blue"], value="green")])
+box = w.VBox([w.Checkbox(value=True, description="on"), w.Dropdown(options=["red", "green", "blue"], value="green"),
+              w.IntProgress(value=30, max=40), w.HTMLMath(value=r"Area: $\\pi r^2$")])
 display(slider, box)
 slider.value = 7
 """
@@ -147,12 +156,14 @@ def test_an_mcp_apps_host_renders_tables_charts_math_and_images(http_server, tmp
     assert bars["bars"] == 3 and bars["title"] == "Plotly bars", bars
     assert heatmap["heatmapImages"] == 1 and heatmap["title"] == "Plotly heatmap", heatmap
     assert pie["slices"] == 4, pie
-    # vega drew every Vega-Lite spec, whatever its mark.
-    points, area, rect = seen["vega"]
+    # vega drew every Vega-Lite spec, whatever its mark, and a Vega spec.
+    points, area, rect, vega = seen["vega"]
     assert all(v["svgs"] == 1 for v in seen["vega"]), seen["vega"]
     assert points["marks"].get("symbol") == 2, points
     assert area["marks"].get("area") == 1, area
     assert rect["marks"].get("rect") == 9, rect
+    # A full Vega spec too, its expression (scale('y', 0)) run by the interpreter, not eval.
+    assert vega["marks"] == {"rect": 2}, vega
     # KaTeX turned the LaTeX output and the Markdown's math into MathML; code stayed code.
     latex = [m for m in seen["math"] if m["within"] == "latex"]
     assert len(latex) == 1 and latex[0]["display"] == "block", seen["math"]
@@ -183,6 +194,9 @@ def test_an_mcp_apps_host_shows_widgets_in_their_current_state(http_server, tmp_
     box = by_kind["widget-VBox widget-box"]
     assert by_kind["widget-Checkbox"]["checked"] is True and by_kind["widget-Checkbox"]["inside"] is not None, by_kind
     assert by_kind["widget-Dropdown"]["selected"] == "green", by_kind
+    assert by_kind["widget-IntProgress"]["progress"] == 30 and by_kind["widget-IntProgress"]["inside"], by_kind
+    [math] = seen["math"]
+    assert math["within"] == "html-math" and math["tex"] == "\\pi r^2", seen["math"]
     assert box["inside"] is None, box
 
 

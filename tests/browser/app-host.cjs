@@ -81,13 +81,14 @@ async function main() {
       math: [...document.querySelectorAll(".output math")].map((m) => ({
         display: m.getAttribute("display"), tex: m.querySelector("annotation")?.textContent ?? null,
         fractions: m.querySelectorAll("mfrac").length, roots: m.querySelectorAll("msqrt").length,
-        width: Math.round(m.getBoundingClientRect().width), within: m.closest(".markdown, .latex")?.className ?? null })),
+        width: Math.round(m.getBoundingClientRect().width), within: m.closest(".markdown, .latex, .html-math")?.className ?? null })),
       widgets: [...document.querySelectorAll(".widget[data-model-id]")].map((w) => ({
         kind: w.className.replace("widget ", ""), label: w.querySelector(":scope > label")?.textContent ?? null,
         range: w.querySelector(":scope > input[type=range]")?.value ?? null,
         value: w.querySelector(":scope > output")?.textContent ?? null,
         checked: w.querySelector(":scope > input[type=checkbox]")?.checked ?? null,
         selected: w.querySelector(":scope > select")?.selectedOptions[0]?.textContent ?? null,
+        progress: w.querySelector(":scope > progress")?.value ?? null,
         inside: w.parentElement.closest(".widget")?.dataset.modelId ?? null })),
       notes: [...document.querySelectorAll(".note")].map((n) => n.textContent),
       images: [...document.querySelectorAll("img")].map((i) => ({ src: i.src.slice(0, 22), width: i.naturalWidth })),
