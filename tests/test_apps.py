@@ -65,6 +65,9 @@ display({"application/vnd.vega.v5+json": {"width": 120, "height": 60,
              "x": {"scale": "x", "field": "k"}, "width": {"scale": "x", "band": 1},
              "y": {"scale": "y", "field": "v"}, "y2": {"signal": "scale('y', 0)"}}}}]},
          "text/plain": "vega"}, raw=True)
+display({"application/vnd.vegalite.v5+json": {"mark": "bar", "data": {"url": "https://example.com/data.csv"},
+         "encoding": {"x": {"field": "a", "type": "nominal"}, "y": {"field": "b", "type": "quantitative"}}},
+         "text/plain": "vega from a URL"}, raw=True)
 from IPython.display import Latex
 display(Latex(r"$$\\frac{a}{b} = \\sqrt{x^2 + 1}$$"))
 display(Markdown(r"Euler: $e^{i\\pi} + 1 = 0$, and in display: $$\\int_0^1 x\\,dx = \\frac{1}{2}$$ (`$not math$`)"))
@@ -157,13 +160,16 @@ def test_an_mcp_apps_host_renders_tables_charts_math_and_images(http_server, tmp
     assert heatmap["heatmapImages"] == 1 and heatmap["title"] == "Plotly heatmap", heatmap
     assert pie["slices"] == 4, pie
     # vega drew every Vega-Lite spec, whatever its mark, and a Vega spec.
-    points, area, rect, vega = seen["vega"]
+    points, area, rect, vega, remote = seen["vega"]
     assert all(v["svgs"] == 1 for v in seen["vega"]), seen["vega"]
     assert points["marks"].get("symbol") == 2, points
     assert area["marks"].get("area") == 1, area
     assert rect["marks"].get("rect") == 9, rect
     # A full Vega spec too, its expression (scale('y', 0)) run by the interpreter, not eval.
     assert vega["marks"] == {"rect": 2}, vega
+    # A spec that loads its data from a URL: nothing is fetched (checked below), and it says so.
+    assert remote["marks"] == {"rect": 0}, remote
+    assert any("https://example.com/data.csv" in n and "no network" in n for n in seen["notes"]), seen["notes"]
     # KaTeX turned the LaTeX output and the Markdown's math into MathML; code stayed code.
     latex = [m for m in seen["math"] if m["within"] == "latex"]
     assert len(latex) == 1 and latex[0]["display"] == "block", seen["math"]
