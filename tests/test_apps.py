@@ -42,6 +42,7 @@ pio.renderers.default = "plotly_mimetype"
 go.Figure(go.Bar(x=["a", "b", "c"], y=[3, 1, 2], name="bars"), layout={"title": {"text": "Plotly bars"}}).show()
 go.Figure(go.Heatmap(z=[[1, 20, 30], [20, 1, 60], [30, 60, 1]]), layout={"title": {"text": "Plotly heatmap"}}).show()
 go.Figure(go.Pie(labels=["tea", "coffee", "water", "juice"], values=[4, 3, 2, 1])).show()
+go.Figure(go.Scattergeo(lon=[2.35], lat=[48.85])).show()
 plt.plot([1, 2, 3], [1, 4, 9])
 plt.title("matplotlib line")
 plt.show()
@@ -115,7 +116,7 @@ def test_only_clients_with_the_extension_see_the_viewer(http_server):
     assert "structuredContent" not in without and [c["text"] for c in without["content"]] == texts
 
 
-def host_renders(http_server, tmp_path, code, screenshot_name, least_screenshot_bytes=10_000):
+def host_renders(http_server, tmp_path, code, screenshot_name, least_screenshot_bytes=10_000, may_fail=()):
     """Runs `code` through execute_code as a client with the extension, then has the test host
     render the result in the viewer; returns the result and what the view rendered."""
     node = shutil.which("node")
@@ -139,14 +140,15 @@ def host_renders(http_server, tmp_path, code, screenshot_name, least_screenshot_
     assert "error" not in seen, f"{seen} ({out.stderr[-2000:]}); see {screenshot}"
     assert seen["hostLog"][:2] == ["ui/initialize", "ui/notifications/initialized"], seen["hostLog"]
     assert "ui/notifications/size-changed" in seen["hostLog"]
-    assert not [n for n in seen["notes"] if "Could not" in n], f"{seen['notes']}; see {screenshot}"
+    failed = [n for n in seen["notes"] if "Could not" in n and not any(m in n for m in may_fail)]
+    assert not failed, f"{seen['notes']}; see {screenshot}"
     assert seen["scripts"] == 0 and seen["requests"] == [], "no script survives, nothing is fetched"
     assert screenshot.stat().st_size > least_screenshot_bytes
     return result, seen
 
 
 def test_an_mcp_apps_host_renders_tables_charts_math_and_images(http_server, tmp_path):
-    result, seen = host_renders(http_server, tmp_path, RICH_CODE, "mcp-app-outputs.png")
+    result, seen = host_renders(http_server, tmp_path, RICH_CODE, "mcp-app-outputs.png", may_fail=("scattergeo",))
     mimes = [m for o in result["structuredContent"]["outputs"] for m in o.get("data", {})]
     for mime in ("text/html", "application/vnd.plotly.v1+json", "image/png", "text/latex", "text/markdown"):
         assert mime in mimes, f"{mime} missing from {mimes}: {result}"
@@ -154,11 +156,14 @@ def test_an_mcp_apps_host_renders_tables_charts_math_and_images(http_server, tmp
 
     assert any("Paris" in t and "2102650" in t for t in seen["tables"]), seen["tables"]
     # plotly.js drew every figure: bars, a heatmap (a trace the old hand-made plotter never knew), a pie.
-    bars, heatmap, pie = seen["plotly"]
-    assert all(p["svgs"] >= 2 for p in seen["plotly"]), seen["plotly"]
+    bars, heatmap, pie, geo = seen["plotly"]
+    assert all(p["svgs"] >= 2 for p in (bars, heatmap, pie)), seen["plotly"]
     assert bars["bars"] == 3 and bars["title"] == "Plotly bars", bars
     assert heatmap["heatmapImages"] == 1 and heatmap["title"] == "Plotly heatmap", heatmap
     assert pie["slices"] == 4, pie
+    # A map needs geography plotly.js would fetch: not attempted (no request, checked in
+    # host_renders), and the view says why, with the figure's data.
+    assert geo["svgs"] == 0 and any("scattergeo" in n and "network" in n for n in seen["notes"]), seen["notes"]
     # vega drew every Vega-Lite spec, whatever its mark, and a Vega spec.
     points, area, rect, vega, remote = seen["vega"]
     assert all(v["svgs"] == 1 for v in seen["vega"]), seen["vega"]
