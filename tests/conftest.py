@@ -276,6 +276,18 @@ def serve(jupyter_server, *args: str, env: dict[str, str] | None = None):
                               jupyter_server.token, "--document-backend", "file", *args], env)
 
 
+# Logged once every configured wasm guest has loaded or been refused (they load after the
+# server starts serving).
+GUESTS_READY = "every wasm guest has loaded"
+
+
+def serve_guests(jupyter_server, *args: str, env: dict[str, str] | None = None):
+    """`serve`, then wait until the configured guests are ready (a cold compile takes seconds)."""
+    server = serve(jupyter_server, *args, env=env)
+    wait_for_log(server, GUESTS_READY, timeout=300)
+    return server
+
+
 def log_of(server) -> str:
     return server.log.read_text(errors="replace")
 

@@ -332,9 +332,13 @@ async def test_files_round_trip_binary_and_text_and_refuse_what_they_must(jupyte
 # ---- toolsets ----
 
 def hello_extension(tmp_path) -> list[str]:
-    """The example guest whose extension tool is 'hello', allowed to read cells."""
-    from conftest import extension_entry, guest, write_config
-    return ["--config", str(write_config(tmp_path, extension_entry(guest("hello"), grants=["read-cells"])))]
+    """The example guest whose extension tool is 'hello', allowed to read cells; compiled ahead
+    (`extension compile`, as a deploy would), so a start lists its tool at once."""
+    from conftest import extension_entry, guest, server_binary, server_env, write_config
+    config = str(write_config(tmp_path, extension_entry(guest("hello"), grants=["read-cells"])))
+    subprocess.run([server_binary(), "extension", "compile", "--config", config], env=server_env(),
+                   check=True, capture_output=True, timeout=300)
+    return ["--config", config]
 
 
 async def listed(client) -> set[str]:

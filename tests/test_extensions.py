@@ -14,7 +14,7 @@ import anyio
 import nbformat
 import pytest
 
-from conftest import (extension_entry, guest, http_client, joined, log_of, lose_kernel, notebook_with_kernel, serve,
+from conftest import (wait_for_log, GUESTS_READY, serve_guests, extension_entry, guest, http_client, joined, log_of, lose_kernel, notebook_with_kernel, serve,
                       start_http_server, texts, write_config)
 
 pytestmark = pytest.mark.anyio
@@ -52,7 +52,7 @@ async def test_examples_add_tools_and_capabilities(jupyter_server, tmp_path):
             + extension_entry(guest("greeter"))
             # The same extension twice: its name is taken, so the second copy is refused.
             + extension_entry(again, grants=["read-cells"]))
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         log = log_of(server)
         assert "snapshot.wasm (extension 'snapshot', 3 tools)" in log, log
@@ -138,7 +138,7 @@ async def test_grants_and_capabilities_are_the_operators(jupyter_server, tmp_pat
     # No grants: the snapshot tools are listed but their host functions are refused.
     body = ('[capabilities]\n"declares.demo" = true\n'
             + extension_entry(guest("snapshot")) + extension_entry(guest("declares")))
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             names = await tool_names(client)
@@ -161,7 +161,7 @@ async def test_grants_and_capabilities_are_the_operators(jupyter_server, tmp_pat
     # execute-code goes through the kernel's execute path: the policy guest's hook still decides.
     body = (extension_entry(guest("policy"), {"deny": ["import subprocess"]})
             + extension_entry(guest("declares"), grants=["execute-code", "overwrite-cell", "move-cell"]))
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             path = f"ext-{uuid.uuid4().hex[:8]}.ipynb"
@@ -188,7 +188,7 @@ async def test_grants_and_capabilities_are_the_operators(jupyter_server, tmp_pat
     # The operator turns the extension's capability off: its tools are hidden and refused.
     body = ('[capabilities]\n"snapshot.cells" = false\n'
             + extension_entry(guest("snapshot"), grants=SNAPSHOT_GRANTS))
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             names = await tool_names(client)
@@ -208,6 +208,7 @@ async def test_snapshot_round_trip_on_the_live_backend(jupyter_server, tmp_path)
     body = extension_entry(guest("snapshot"), grants=SNAPSHOT_GRANTS)
     server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token",
                                 jupyter_server.token, "--config", str(write_config(tmp_path, body))])
+    wait_for_log(server, GUESTS_READY, timeout=300)
     try:
         async with http_client(server, "legacy") as client:
             path = f"live-{uuid.uuid4().hex[:8]}.ipynb"
@@ -235,7 +236,7 @@ async def test_an_extension_declares_only_under_its_own_name(jupyter_server, tmp
     # `declares` loads first and also claims `snapshot.cells` and `beta.on`: both refused, so the
     # real `snapshot` extension still owns its capability.
     body = extension_entry(guest("declares")) + extension_entry(guest("snapshot"), grants=SNAPSHOT_GRANTS)
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         log = log_of(server)
         for name in ("snapshot.cells", "beta.on"):
@@ -257,7 +258,7 @@ async def test_an_extension_declares_only_under_its_own_name(jupyter_server, tmp
 async def test_guest_execute_code_follows_kernel_readiness_like_execute_cell(jupyter_server, tmp_path, auto_restart):
     body = ('[capabilities]\n"kernel.auto-restart" = true\n' if auto_restart else "") \
         + extension_entry(guest("declares"), grants=["execute-code"])
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             kernel_id = await notebook_with_kernel(client, jupyter_server, "nb")
@@ -290,7 +291,7 @@ async def test_a_guest_answer_is_bounded(jupyter_server, tmp_path):
     from harness import peak_rss_mb
 
     body = extension_entry(guest("declares"), memory_mb=512)
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)), "--max-output-chars", "1000")
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)), "--max-output-chars", "1000")
     try:
         async with http_client(server, "legacy") as client:
             # 100 MiB of text and 8 MiB of structured content in one answer.
@@ -312,7 +313,7 @@ async def test_a_guest_answer_is_bounded(jupyter_server, tmp_path):
 
 async def test_guest_overwrite_of_a_cell_changed_since_it_read_it_is_a_conflict(jupyter_server, tmp_path):
     body = extension_entry(guest("declares"), grants=["read-cells", "execute-code", "overwrite-cell"])
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             path = f"race-{uuid.uuid4().hex[:8]}.ipynb"

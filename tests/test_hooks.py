@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import anyio
 import pytest
 
-from conftest import (RawStdio, client_for, extension_entry, guest, server_env, start_http_server, wait_for_log,
+from conftest import (GUESTS_READY, RawStdio, client_for, extension_entry, guest, server_env, start_http_server, wait_for_log,
                       write_config)
 
 pytestmark = pytest.mark.anyio
@@ -172,6 +172,7 @@ def test_api_connect_fires_the_tool_hooks_and_writes_a_span(jupyter_server, tmp_
     config = write_config(tmp_path, extension_entry(guest("audit")))
     server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
                                 "--otel-file", str(spans_file), "--config", str(config)], log_dir=tmp_path)
+    wait_for_log(server, GUESTS_READY, timeout=300)
     try:
         body = json.dumps({"jupyter_url": jupyter_server.url, "jupyter_token": jupyter_server.token}).encode()
         request = urllib.request.Request(server.base + "/api/connect", data=body, method="PUT", headers={

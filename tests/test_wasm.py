@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import (CACHE, extension_entry, guest, http_client, joined, log_of, serve, server_binary, server_env,
+from conftest import (GUESTS_READY, serve_guests, CACHE, extension_entry, guest, http_client, joined, log_of, serve, server_binary, server_env,
                       start_http_server, toml_str, wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +28,7 @@ async def test_examples_load_and_work_with_the_config_file(jupyter_server, tmp_p
                           + extension_entry(guest("policy"), {"deny": ["import subprocess", "os.system"]})
                           + extension_entry(guest("declares")))
     # The audit guest comes from the environment, the policy from the config file.
-    server = serve(jupyter_server, "--config", str(config),
+    server = serve_guests(jupyter_server, "--config", str(config),
                    env={"JUPYTER_MCP_EXTENSIONS": str(guest("audit"))})
     try:
         log = log_of(server)
@@ -95,7 +96,7 @@ async def test_hostile_guests_are_contained(jupyter_server, tmp_path):
         shutil.copy(guest("hostile"), copy)
         body += extension_entry(copy, {"mode": mode, "trigger": f"HOSTILE-{mode}"},
                                 memory_mb=24, cpu_ms_per_call=1500)
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             for mode, expected in HOSTILE.items():
@@ -150,7 +151,7 @@ async def test_repeated_failures_switch_a_guest_off(jupyter_server, tmp_path):
     body = extension_entry(optional, {"mode": "trap", "critical": False, "trigger": "LENIENT",
                                       "name": "lenient"},
                            max_consecutive_failures=1)
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             # An optional guest's failure is logged and suppressed; the call goes on.
@@ -166,7 +167,7 @@ async def test_repeated_failures_switch_a_guest_off(jupyter_server, tmp_path):
     shutil.copy(guest("hostile"), critical)
     body = extension_entry(critical, {"mode": "panic", "always": True, "name": "strict"},
                            max_consecutive_failures=2)
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             # Failures count in a row (any answer resets the count); this guest fails on every
@@ -193,7 +194,7 @@ async def test_bad_files_are_refused_and_the_others_still_load(jupyter_server, t
     missing = tmp_path / "missing.wasm"
     body = (extension_entry(guest("policy"), {"deny": ["forbidden"]})
             + extension_entry(guest("policy"), grants=["launch-missiles"]))
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)),
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)),
                    "--extension", str(text), "--extension", str(core), "--extension", str(broken),
                    "--extension", str(guest("unknown-import")),
                    env={"JUPYTER_MCP_EXTENSIONS": str(missing)})
@@ -224,7 +225,7 @@ def test_a_planted_compiled_artifact_is_refused(jupyter_server, tmp_path):
     def start(name: str, grants: list[str] | None = None):
         config = tmp_path / f"{name}.toml"
         config.write_text(f"cache_dir = {toml_str(cache)}\n" + extension_entry(guest(name), grants=grants))
-        return serve(jupyter_server, "--config", str(config))
+        return serve_guests(jupyter_server, "--config", str(config))
 
     def artifacts() -> set[Path]:
         return set(cache.glob("*.cwasm"))
@@ -260,6 +261,7 @@ def test_no_shared_or_foreign_cache_directory(jupyter_server, tmp_path):
     config.write_text(extension_entry(guest("hello"), grants=["read-cells"]))
     server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
                                 "--config", str(config)], env=env)
+    wait_for_log(server, GUESTS_READY, timeout=300)
     try:
         log = log_of(server)
         assert "compiled guests are kept in memory only" in log, log
@@ -272,7 +274,7 @@ def test_no_shared_or_foreign_cache_directory(jupyter_server, tmp_path):
     shared.mkdir()
     shared.chmod(0o777)
     config.write_text(f"cache_dir = {toml_str(shared)}\n" + extension_entry(guest("hello"), grants=["read-cells"]))
-    server = serve(jupyter_server, "--config", str(config))
+    server = serve_guests(jupyter_server, "--config", str(config))
     try:
         log = log_of(server)
         assert f"not using {shared} as the compile cache: other users may write to it (mode 777)" in log, log
@@ -300,7 +302,7 @@ async def test_a_guest_parked_in_a_wasi_wait_is_stopped_at_its_deadline(jupyter_
     body = (extension_entry(hook, {"mode": "sleep", "trigger": "NAP", "name": "napper"})
             + extension_entry(tool, {"mode": "sleep", "trigger": "NEVER", "name": "sleeper"},
                               wall_ms_per_call=1500))
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client, http_client(server, "legacy") as other:
             await other.call_tool("list_kernels", {})  # warm: instances and connections exist
@@ -377,7 +379,7 @@ async def test_one_name_and_the_operators_critical(jupyter_server, tmp_path):
             + extension_entry(strict, {"mode": "trap", "trigger": "FLAG", "name": "flagged",
                                        "critical": False})
             .replace("[[extension]]\n", "[[extension]]\ncritical = true\n"))
-    server = serve(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             # The guest asks to be critical; the operator said no: its trap is logged, not fatal.
@@ -411,7 +413,7 @@ def test_extension_compile_fills_the_cache_ahead_of_a_start(jupyter_server, tmp_
     assert f"{component} is compiled and cached in {cache}" in done.stderr, done.stderr
     assert len(list(cache.glob("*.cwasm"))) == 1
 
-    server = serve(jupyter_server, "--config", str(config))
+    server = serve_guests(jupyter_server, "--config", str(config))
     try:
         log = wait_for_log(server, "loaded wasm guest")
         assert "compiled a component" not in log, log
@@ -426,3 +428,149 @@ def test_extension_compile_fills_the_cache_ahead_of_a_start(jupyter_server, tmp_
     assert failed.returncode != 0
     assert f"refused wasm guest {broken}: not a WebAssembly file" in failed.stderr, failed.stderr
     assert "it imports evil:escape/door, which this host does not offer" in failed.stderr, failed.stderr
+
+
+# ---- start never waits for a compile (guests load after the handshake) ----
+
+def raw_server(jupyter_server, config: Path) -> subprocess.Popen:
+    return subprocess.Popen([server_binary(), "start", "--jupyter-url", jupyter_server.url, "--jupyter-token",
+                             jupyter_server.token, "--document-backend", "file", "--config", str(config)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env=server_env())
+
+
+class Lines:
+    """JSON-RPC lines from a server's stdout, read on a thread so waits can time out."""
+
+    def __init__(self, proc: subprocess.Popen):
+        import queue
+        import threading
+        self.proc, self.queue, self.seen = proc, queue.Queue(), []
+
+        def pump():
+            for line in proc.stdout:
+                self.queue.put(json.loads(line))
+        threading.Thread(target=pump, daemon=True).start()
+
+    def send(self, message: dict) -> None:
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def wait_for(self, match, timeout: float) -> dict:
+        import queue
+        for message in self.seen:
+            if match(message):
+                self.seen.remove(message)
+                return message
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no matching message within {timeout} s; seen: {self.seen}"
+            try:
+                message = self.queue.get(timeout=left)
+            except queue.Empty:
+                continue
+            if match(message):
+                return message
+            self.seen.append(message)
+
+    def reply(self, request_id, timeout: float = 60) -> dict:
+        return self.wait_for(lambda m: m.get("id") == request_id, timeout)
+
+
+def initialize(lines: Lines) -> float:
+    """Sends initialize and returns how long its answer took."""
+    started = time.monotonic()
+    lines.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+    answer = lines.reply("init", timeout=30)
+    took = time.monotonic() - started
+    assert answer["result"]["capabilities"]["tools"]["listChanged"] is True, answer
+    lines.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return took
+
+
+def tool_names(lines: Lines, request_id: int) -> set[str]:
+    lines.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
+    return {t["name"] for t in lines.reply(request_id)["result"]["tools"]}
+
+
+def declared_capabilities(lines: Lines, request_id: int) -> set[str]:
+    lines.send({"jsonrpc": "2.0", "id": request_id, "method": "resources/read",
+                "params": {"uri": "capabilities://"}})
+    text = lines.reply(request_id)["result"]["contents"][0]["text"]
+    return {c["name"] for c in json.loads(text)["declared"]}
+
+
+def stop(proc: subprocess.Popen) -> float:
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return time.monotonic() - started
+
+
+def test_initialize_never_waits_for_a_compile(jupyter_server, tmp_path):
+    """A cold cache and a large guest (the Python example, ~18 MB): initialize is answered at once,
+    the guest's tool and capabilities appear later with tools/list_changed and an update of
+    capabilities://; the next start lists them at once from the cache, and a call made before the
+    guest is ready waits for it."""
+    cold = tmp_path / "cold-cache"
+    config = tmp_path / "cold.toml"
+    config.write_text(f"cache_dir = {toml_str(cold)}\n" + extension_entry(guest("greeter"))
+                      + extension_entry(guest("declares")))
+    started = time.monotonic()
+    proc = raw_server(jupyter_server, config)
+    lines = Lines(proc)
+    try:
+        took = initialize(lines)
+        since_start = time.monotonic() - started
+        assert since_start < 1.0, f"initialize answered {since_start:.2f} s after the start ({took:.2f} s)"
+        lines.send({"jsonrpc": "2.0", "id": "sub", "method": "resources/subscribe",
+                    "params": {"uri": "capabilities://"}})
+        lines.reply("sub")
+        before = tool_names(lines, 1)
+        assert "greet" not in before, "the Python guest cannot have compiled this soon"
+        assert "list_kernels" in before
+        lines.wait_for(lambda m: m.get("method") == "notifications/tools/list_changed", timeout=300)
+        lines.wait_for(lambda m: m.get("method") == "notifications/resources/updated"
+                       and m["params"]["uri"] == "capabilities://", timeout=300)
+        # Both guests ready: every tool and capability of theirs is listed.
+        deadline = time.monotonic() + 300
+        while not {"greet", "declares_run"} <= tool_names(lines, 2):
+            assert time.monotonic() < deadline, "the guests' tools never appeared"
+            lines.wait_for(lambda m: m.get("method") == "notifications/tools/list_changed", timeout=300)
+        assert "declares.demo" in declared_capabilities(lines, 3)
+    finally:
+        stop(proc)
+    assert list(cold.glob("*.manifest.json")), "what the guests declared is cached"
+
+    # Warm: listed at once, and a call that arrives while the guest loads waits for it.
+    proc = raw_server(jupyter_server, config)
+    lines = Lines(proc)
+    try:
+        initialize(lines)
+        assert {"greet", "declares_run"} <= tool_names(lines, 1)
+        assert "declares.demo" in declared_capabilities(lines, 2)
+        lines.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "greet", "arguments": {"who": "Ada"}}})
+        result = lines.reply(3, timeout=120)["result"]
+        assert not result.get("isError"), result
+        assert "Ada" in json.dumps(result["content"]), result
+    finally:
+        stop(proc)
+
+
+def test_sigterm_while_a_guest_compiles_exits_at_once(jupyter_server, tmp_path):
+    config = tmp_path / "cold.toml"
+    config.write_text(f"cache_dir = {toml_str(tmp_path / 'cold-cache')}\n" + extension_entry(guest("greeter")))
+    proc = raw_server(jupyter_server, config)
+    lines = Lines(proc)
+    try:
+        initialize(lines)
+    finally:
+        took = stop(proc)
+    assert took < 2.0, f"exit took {took:.2f} s while a guest compiled"

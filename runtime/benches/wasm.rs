@@ -219,7 +219,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
             Ok(ToolOutput::text(format!("declares echo: {arguments}")))
         },
     ));
-    register_tools(&mut tools, &guests, &capabilities);
+    register_tools(&tools, &guests, &capabilities);
     let domain = domain(capabilities);
     let tools = Arc::new(tools);
     let time_calls = |name: &'static str| {
@@ -263,8 +263,8 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
         let guests = load_all(&wasm, Arc::default());
         let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
         let capabilities = Capabilities::build(&declarations, &settings).expect("capabilities");
-        let mut tools = ToolRegistry::builtin();
-        register_tools(&mut tools, &guests, &capabilities);
+        let tools = ToolRegistry::builtin();
+        register_tools(&tools, &guests, &capabilities);
         samples.push(started.elapsed());
         for guest in &guests {
             guest.guest.stop();

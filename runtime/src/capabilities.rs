@@ -4,8 +4,13 @@
 //! Sources apply in this order, later ones winning: the defaults, extensions' declarations, the
 //! config file, `JUPYTER_MCP_CAPABILITIES`, `--capability`. An extension declares what it adds and
 //! its default state, but never undoes an operator's explicit setting.
+//!
+//! Extensions may declare after the server started (a guest still compiling when the first
+//! client connected): their capabilities join the registry then, the operator's settings apply to
+//! them as they would have at start, and watchers of [`Capabilities::changes`] hear of it.
 
 use std::collections::BTreeMap;
+use std::sync::RwLock;
 
 use serde_json::{Value, json};
 
@@ -90,12 +95,33 @@ pub fn parse_setting(entry: &str) -> Option<(String, bool)> {
     })
 }
 
-#[derive(Debug, Clone)]
+/// The registry: shared by the whole server, read on every call, written when an extension
+/// declares.
+#[derive(Debug)]
 pub struct Capabilities {
+    table: RwLock<Table>,
+    /// The operator's settings, kept to apply to what extensions declare later.
+    settings: Settings,
+    /// Bumped on every change of the table.
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Debug, Clone)]
+struct Table {
     declared: BTreeMap<String, Capability>,
 }
 
 impl Default for Capabilities {
+    fn default() -> Self {
+        Capabilities {
+            table: RwLock::new(Table::default()),
+            settings: Settings::default(),
+            changed: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+impl Default for Table {
     fn default() -> Self {
         let mut declared = BTreeMap::new();
         for (name, description) in [
@@ -128,7 +154,7 @@ impl Default for Capabilities {
                 },
             );
         }
-        Capabilities { declared }
+        Table { declared }
     }
 }
 
@@ -140,6 +166,31 @@ pub struct Settings {
     pub cli: Vec<String>,
 }
 
+impl Settings {
+    /// Every setting with its source, in the order they apply (later ones win).
+    fn entries(&self) -> Vec<(String, bool, Source)> {
+        let mut entries: Vec<(String, bool, Source)> = self
+            .config
+            .iter()
+            .map(|(name, enabled)| (name.clone(), *enabled, Source::Config))
+            .collect();
+        if let Some(env) = &self.env {
+            entries.extend(
+                env.split(',')
+                    .filter_map(parse_setting)
+                    .map(|(name, enabled)| (name, enabled, Source::Env)),
+            );
+        }
+        entries.extend(
+            self.cli
+                .iter()
+                .filter_map(|entry| parse_setting(entry))
+                .map(|(name, enabled)| (name, enabled, Source::Cli)),
+        );
+        entries
+    }
+}
+
 impl Capabilities {
     /// Builds the registry: core defaults, then each extension's declarations (in load order),
     /// then the operator's settings. Names are checked after extensions declared theirs.
@@ -147,42 +198,89 @@ impl Capabilities {
         extensions: &[(String, Result<Vec<Declaration>, String>)],
         settings: &Settings,
     ) -> Result<Self, CapabilityError> {
-        let mut registry = Capabilities::default();
+        let registry = Self::build_pending(extensions, settings);
+        registry.check_settings()?;
+        Ok(registry)
+    }
+
+    /// Like [`Capabilities::build`] while extensions may still declare: a setting naming no
+    /// capability yet waits for [`Capabilities::check_settings`], called once every extension
+    /// has declared.
+    pub fn build_pending(
+        extensions: &[(String, Result<Vec<Declaration>, String>)],
+        settings: &Settings,
+    ) -> Self {
+        let registry = Capabilities {
+            settings: settings.clone(),
+            ..Capabilities::default()
+        };
+        {
+            let mut table = registry.table.write().unwrap_or_else(|e| e.into_inner());
+            for (name, enabled, source) in settings.entries() {
+                if let Some(capability) = table.declared.get_mut(&name) {
+                    capability.enabled = enabled;
+                    capability.source = source;
+                }
+            }
+        }
         for (extension, declarations) in extensions {
-            match declarations {
-                Ok(declarations) => {
-                    for declaration in declarations {
-                        if let Err(e) = registry.declare(extension, declaration.clone()) {
-                            tracing::warn!("{e}");
-                        }
+            registry.declare_all(extension, declarations);
+        }
+        registry
+    }
+
+    /// Adds what one extension declares (each refusal, or its failure to declare, is logged;
+    /// it costs only its own declarations), then applies the operator's settings to them.
+    pub fn declare_all(&self, extension: &str, declarations: &Result<Vec<Declaration>, String>) {
+        match declarations {
+            Ok(declarations) => {
+                for declaration in declarations {
+                    if let Err(e) = self.declare(extension, declaration.clone()) {
+                        tracing::warn!("{e}");
                     }
                 }
-                Err(reason) => {
-                    tracing::warn!(
-                        "extension '{extension}' failed to declare its capabilities: {reason}"
-                    );
-                }
+            }
+            Err(reason) => {
+                tracing::warn!(
+                    "extension '{extension}' failed to declare its capabilities: {reason}"
+                );
             }
         }
-        for (name, enabled) in &settings.config {
-            registry.set(name, *enabled, Source::Config)?;
-        }
-        if let Some(env) = &settings.env {
-            for (name, enabled) in env.split(',').filter_map(parse_setting) {
-                registry.set(&name, enabled, Source::Env)?;
+    }
+
+    /// Errs on the first operator setting that names no capability; the error lists those that
+    /// exist.
+    pub fn check_settings(&self) -> Result<(), CapabilityError> {
+        let table = self.read();
+        for (name, _, source) in self.settings.entries() {
+            if !table.declared.contains_key(&name) {
+                return Err(CapabilityError::Unknown {
+                    name,
+                    origin: match source {
+                        Source::Cli => "--capability".into(),
+                        Source::Env => "JUPYTER_MCP_CAPABILITIES".into(),
+                        Source::Config => "the config file".into(),
+                        other => other.as_str().to_owned(),
+                    },
+                    known: table.known_names(),
+                });
             }
         }
-        for entry in &settings.cli {
-            if let Some((name, enabled)) = parse_setting(entry) {
-                registry.set(&name, enabled, Source::Cli)?;
-            }
-        }
-        Ok(registry)
+        Ok(())
+    }
+
+    /// A receiver that sees a new value after every change (a late declaration).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Adds an extension's capability (namespaced, not the core's, first declaration wins).
     pub fn declare(
-        &mut self,
+        &self,
         extension: &str,
         declaration: Declaration,
     ) -> Result<(), CapabilityError> {
@@ -208,45 +306,49 @@ impl Capabilities {
                  not under '{prefix}.'"
             )));
         }
-        if let Some(existing) = self.declared.get(&declaration.name) {
+        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(existing) = table.declared.get(&declaration.name) {
             return Err(refuse(&format!(
                 "already declared by {}",
                 existing.source.as_str()
             )));
         }
-        self.declared.insert(
-            declaration.name.clone(),
-            Capability {
-                name: declaration.name,
-                description: declaration.description,
-                enabled: declaration.enabled,
-                source: Source::Extension(extension.to_owned()),
-            },
-        );
+        let name = declaration.name.clone();
+        let mut capability = Capability {
+            name: declaration.name,
+            description: declaration.description,
+            enabled: declaration.enabled,
+            source: Source::Extension(extension.to_owned()),
+        };
+        // The operator's word wins over the extension's default, whenever it declares.
+        for (set, enabled, source) in self.settings.entries() {
+            if set == name {
+                capability.enabled = enabled;
+                capability.source = source;
+            }
+        }
+        table.declared.insert(name, capability);
+        drop(table);
+        self.changed.send_modify(|version| *version += 1);
         Ok(())
     }
 
-    fn set(&mut self, name: &str, enabled: bool, source: Source) -> Result<(), CapabilityError> {
-        let known = self.known_names();
-        match self.declared.get_mut(name) {
-            Some(capability) => {
-                capability.enabled = enabled;
-                capability.source = source;
-                Ok(())
-            }
-            None => Err(CapabilityError::Unknown {
-                name: name.to_owned(),
-                origin: match source {
-                    Source::Cli => "--capability".into(),
-                    Source::Env => "JUPYTER_MCP_CAPABILITIES".into(),
-                    Source::Config => "the config file".into(),
-                    other => other.as_str().to_owned(),
-                },
-                known,
-            }),
-        }
+    /// Whether a capability is on (an unknown name reads as off).
+    pub fn enabled(&self, name: &str) -> bool {
+        self.read().declared.get(name).is_some_and(|c| c.enabled)
     }
 
+    pub fn get(&self, name: &str) -> Option<Capability> {
+        self.read().declared.get(name).cloned()
+    }
+
+    /// The block shown in `server/discover`, `initialize` and the `capabilities://` resource.
+    pub fn block(&self) -> Value {
+        self.read().block()
+    }
+}
+
+impl Table {
     fn known_names(&self) -> String {
         if self.declared.is_empty() {
             "(none)".into()
@@ -255,17 +357,7 @@ impl Capabilities {
         }
     }
 
-    /// Whether a capability is on (an unknown name reads as off).
-    pub fn enabled(&self, name: &str) -> bool {
-        self.declared.get(name).is_some_and(|c| c.enabled)
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Capability> {
-        self.declared.get(name)
-    }
-
-    /// The block shown in `server/discover`, `initialize` and the `capabilities://` resource.
-    pub fn block(&self) -> Value {
+    fn block(&self) -> Value {
         let on: Vec<&str> = self
             .declared
             .values()
@@ -376,7 +468,7 @@ mod tests {
 
     #[test]
     fn extension_declarations_follow_the_rules() {
-        let mut r = Capabilities::default();
+        let r = Capabilities::default();
         let decl = |n: &str| Declaration {
             name: n.into(),
             description: "d".into(),

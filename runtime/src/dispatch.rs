@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use futures_util::FutureExt;
@@ -18,10 +18,56 @@ use crate::capabilities::Capabilities;
 use crate::hooks::{CALL_SCOPE, CallScope, HookEvent};
 use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
 
-/// Every tool the server offers, by name (so listing order is stable).
-#[derive(Default, Clone)]
+/// Every tool the server offers, by name (so listing order is stable). Extension tools may join
+/// after the server started (a guest still compiling when the first client connected); watchers
+/// of [`ToolRegistry::changes`] hear of it.
+#[derive(Default)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    tools: RwLock<BTreeMap<String, Arc<dyn Tool>>>,
+    /// The operator's `--tools`/`--exclude-tools`, kept to apply to tools that join later.
+    selection: Selection,
+    /// Tools the selection left out, by name: still names the operator may use.
+    dropped: RwLock<Vec<String>>,
+    /// Bumped on every change of the set.
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+/// A copy of the set and selection, watched by no one yet.
+impl Clone for ToolRegistry {
+    fn clone(&self) -> Self {
+        ToolRegistry {
+            tools: RwLock::new(self.read().clone()),
+            selection: self.selection.clone(),
+            dropped: RwLock::new(self.dropped_names()),
+            changed: tokio::sync::watch::Sender::new(0),
+        }
+    }
+}
+
+#[derive(Default, Clone)]
+struct Selection {
+    only: Vec<String>,
+    exclude: Vec<String>,
+}
+
+impl Selection {
+    fn names(names: &[String], name: &str, core: bool) -> bool {
+        names
+            .iter()
+            .any(|n| n == name || (core && n == CORE_TOOLSET))
+    }
+
+    fn keeps(&self, name: &str, core: bool) -> bool {
+        (self.only.is_empty() || Self::names(&self.only, name, core))
+            && !Self::names(&self.exclude, name, core)
+    }
+}
+
+/// Why an extension's tool did not join: the name is taken.
+#[derive(Debug, thiserror::Error)]
+#[error("the name is taken by {owner}")]
+pub struct NameTaken {
+    pub owner: String,
 }
 
 impl ToolRegistry {
@@ -34,29 +80,87 @@ impl ToolRegistry {
         registry
     }
 
+    /// Adds a tool while the registry is being built (no one watches yet).
     pub fn insert(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.insert(tool.spec().name.clone(), tool);
+        self.tools
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tool.spec().name.clone(), tool);
     }
 
-    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.get(name)
+    /// Adds a tool to a registry in use, unless its name is taken; a tool the operator's
+    /// selection leaves out is not added (and that is no error). Watchers hear of an addition.
+    pub fn add(&self, tool: Arc<dyn Tool>) -> Result<(), NameTaken> {
+        let name = tool.spec().name.clone();
+        let mut tools = self.write();
+        if let Some(holder) = tools.get(&name) {
+            return Err(NameTaken {
+                owner: match holder.extension_name() {
+                    Some(other) => format!("extension '{other}'"),
+                    None => "a core tool".to_owned(),
+                },
+            });
+        }
+        if !self.selection.keeps(&name, tool.extension_name().is_none()) {
+            self.dropped
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(name);
+            return Ok(());
+        }
+        tools.insert(name, tool);
+        drop(tools);
+        self.changed.send_modify(|version| *version += 1);
+        Ok(())
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.values()
+    /// Withdraws an extension's tools (those of `names` it holds); watchers hear of it.
+    pub fn remove_extension(&self, extension: &str, names: &[String]) {
+        let mut tools = self.write();
+        let before = tools.len();
+        tools.retain(|name, tool| {
+            !(names.contains(name) && tool.extension_name() == Some(extension))
+        });
+        let removed = tools.len() != before;
+        drop(tools);
+        if removed {
+            self.changed.send_modify(|version| *version += 1);
+        }
     }
 
-    pub fn names(&self) -> Vec<&str> {
-        self.tools.keys().map(String::as_str).collect()
+    /// A receiver that sees a new value after every change of the set.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<dyn Tool>>> {
+        self.tools.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<dyn Tool>>> {
+        self.tools.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.read().get(name).cloned()
+    }
+
+    /// Every tool, in name order.
+    pub fn all(&self) -> Vec<Arc<dyn Tool>> {
+        self.read().values().cloned().collect()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.read().keys().cloned().collect()
     }
 
     /// The tools a client sees: those whose capability (if any) is on.
-    pub fn visible<'a>(
-        &'a self,
-        capabilities: &'a Capabilities,
-    ) -> impl Iterator<Item = &'a Arc<dyn Tool>> {
-        self.iter()
+    pub fn visible(&self, capabilities: &Capabilities) -> Vec<Arc<dyn Tool>> {
+        self.read()
+            .values()
             .filter(|t| refusal(t.spec(), capabilities).is_none())
+            .cloned()
+            .collect()
     }
 }
 
@@ -94,6 +198,9 @@ impl ToolView {
     }
 }
 
+const ONLY_PLACE: &str = "--tools (JUPYTER_MCP_TOOLS)";
+const EXCLUDE_PLACE: &str = "--exclude-tools (JUPYTER_MCP_EXCLUDE_TOOLS)";
+
 impl ToolRegistry {
     /// Tool names and toolsets, expanded to the tools they name.
     fn expand(
@@ -101,16 +208,18 @@ impl ToolRegistry {
         names: &[String],
         place: &str,
     ) -> Result<std::collections::BTreeSet<String>, UnknownToolNames> {
+        let tools = self.read();
         let mut expanded = std::collections::BTreeSet::new();
         let mut unknown = Vec::new();
         for name in names {
             if name == CORE_TOOLSET {
                 expanded.extend(
-                    self.iter()
+                    tools
+                        .values()
                         .filter(|t| t.extension_name().is_none())
                         .map(|t| t.spec().name.clone()),
                 );
-            } else if self.tools.contains_key(name) {
+            } else if tools.contains_key(name) {
                 expanded.insert(name.clone());
             } else {
                 unknown.push(format!("'{name}'"));
@@ -122,7 +231,7 @@ impl ToolRegistry {
             Err(UnknownToolNames::Unknown {
                 place: place.to_owned(),
                 unknown: unknown.join(", "),
-                known: self.names().join(", "),
+                known: tools.keys().cloned().collect::<Vec<_>>().join(", "),
             })
         }
     }
@@ -130,23 +239,69 @@ impl ToolRegistry {
     /// Keeps the tools the operator chose: `only` (all when empty) minus `exclude`. Every name
     /// must be a tool (extension tools included) or a toolset; keeping none is refused too.
     pub fn select(&mut self, only: &[String], exclude: &[String]) -> Result<(), UnknownToolNames> {
+        self.select_pending(only, exclude);
+        self.check_selection()
+    }
+
+    /// Like [`ToolRegistry::select`] while extension tools may still join: names that are no
+    /// tool yet wait for [`ToolRegistry::check_selection`], called once every extension has
+    /// registered its tools.
+    pub fn select_pending(&mut self, only: &[String], exclude: &[String]) {
+        self.selection = Selection {
+            only: only.to_vec(),
+            exclude: exclude.to_vec(),
+        };
+        let selection = &self.selection;
+        let dropped = self.dropped.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.tools
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|name, tool| {
+                let keep = selection.keeps(name, tool.extension_name().is_none());
+                if !keep {
+                    dropped.push(name.clone());
+                }
+                keep
+            });
+    }
+
+    /// Errs when the operator's selection names something that is no tool, or keeps none.
+    /// Names of tools the selection dropped count as known.
+    pub fn check_selection(&self) -> Result<(), UnknownToolNames> {
+        let Selection { only, exclude } = &self.selection;
         if only.is_empty() && exclude.is_empty() {
             return Ok(());
         }
-        let kept = if only.is_empty() {
-            self.tools.keys().cloned().collect()
-        } else {
-            self.expand(only, "--tools (JUPYTER_MCP_TOOLS)")?
-        };
-        let dropped = self.expand(exclude, "--exclude-tools (JUPYTER_MCP_EXCLUDE_TOOLS)")?;
-        let kept: std::collections::BTreeSet<String> = kept.difference(&dropped).cloned().collect();
-        if kept.is_empty() {
+        let mut known: std::collections::BTreeSet<String> = self.names().into_iter().collect();
+        known.extend(self.dropped_names());
+        for (names, place) in [(only, ONLY_PLACE), (exclude, EXCLUDE_PLACE)] {
+            let unknown: Vec<String> = names
+                .iter()
+                .filter(|n| *n != CORE_TOOLSET && !known.contains(*n))
+                .map(|n| format!("'{n}'"))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(UnknownToolNames::Unknown {
+                    place: place.to_owned(),
+                    unknown: unknown.join(", "),
+                    known: known.into_iter().collect::<Vec<_>>().join(", "),
+                });
+            }
+        }
+        if self.read().is_empty() {
             return Err(UnknownToolNames::NoneLeft {
-                known: self.names().join(", "),
+                known: known.into_iter().collect::<Vec<_>>().join(", "),
             });
         }
-        self.tools.retain(|name, _| kept.contains(name));
         Ok(())
+    }
+
+    /// Extension tools that joined but that the selection left out, by name.
+    fn dropped_names(&self) -> Vec<String> {
+        self.dropped
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A narrower view for one client: names and toolsets among the tools served.
@@ -327,6 +482,7 @@ mod tests {
         let off = Capabilities::build(&[], &Settings::default()).unwrap();
         let names: Vec<_> = registry
             .visible(&off)
+            .iter()
             .map(|t| t.spec().name.clone())
             .collect();
         assert_eq!(names, vec!["open_tool"]);
@@ -343,7 +499,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(registry.visible(&on).count(), 2);
+        assert_eq!(registry.visible(&on).len(), 2);
         assert!(refusal(&spec, &on).is_none());
     }
 

@@ -49,26 +49,8 @@ pub enum RunError {
     Http(#[from] mcp::http::HttpError),
     #[error(transparent)]
     Toolset(#[from] dispatch::UnknownToolNames),
-}
-
-/// Loads the operator's wasm guests. Compiling may take seconds (only the first time: compiled
-/// forms are cached), so it happens off the async workers.
-/// Returns them with the link through which their host functions reach the server's state
-/// once it exists.
-#[cfg(feature = "wasm")]
-async fn load_guests(config: &Config) -> (Vec<wasm::Loaded>, Arc<wasm::HostLink>) {
-    let wasm_config = config.wasm.clone();
-    let link = Arc::new(wasm::HostLink::default());
-    let guest_link = link.clone();
-    let guests = tokio::task::spawn_blocking(move || wasm::load_all(&wasm_config, guest_link))
-        .await
-        .unwrap_or_else(|e| {
-            tracing::error!(
-                "loading the wasm guests failed ({e}); the server goes on without them"
-            );
-            Vec::new()
-        });
-    (guests, link)
+    #[error("{0}")]
+    GuestSettings(String),
 }
 
 /// `extension compile`: fills the compile cache ahead of time. Returns a line per guest
@@ -122,18 +104,26 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if matches!(config.transport, Transport::StreamableHttp) {
         mcp::http::check_auth(&config.http)?;
     }
-    // Guests first, since extensions declare capabilities.
+    // Guests are read and checked now (milliseconds), compiled once the server serves; what
+    // they declared at an earlier start is known at once.
     #[cfg(feature = "wasm")]
-    let (guests, link) = load_guests(&config).await;
+    let link = Arc::new(wasm::HostLink::default());
     #[cfg(feature = "wasm")]
-    let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
+    let loader = wasm::Loader::prepare(&config.wasm, link.clone());
+    #[cfg(feature = "wasm")]
+    let (declarations, all_declared) = (loader.declarations(), loader.complete());
     #[cfg(not(feature = "wasm"))]
-    let declarations = {
+    let (declarations, all_declared) = {
         refuse_guests(&config)?;
-        Vec::new()
+        (Vec::new(), true)
     };
-    // Checked before anything starts: a misspelt capability stops the server.
-    let capabilities = capabilities::Capabilities::build(&declarations, &config.capabilities)?;
+    // Checked before anything starts: a misspelt capability stops the server (once every guest
+    // has declared, when some are still compiling).
+    let capabilities = if all_declared {
+        capabilities::Capabilities::build(&declarations, &config.capabilities)?
+    } else {
+        capabilities::Capabilities::build_pending(&declarations, &config.capabilities)
+    };
     let hooks = Arc::new(hooks::Hooks::default());
     if config.otel_file.is_some() || config.otel_endpoint.is_some() {
         let handler = hooks::otel::OtelHandler::new(
@@ -150,7 +140,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     // After the built-in handlers, in the order the operator listed the guests.
     #[cfg(feature = "wasm")]
-    for handler in guests.iter().filter_map(wasm::Loaded::hook_handler) {
+    for handler in loader.hook_handlers() {
         hooks.register(handler);
     }
     let embedded = match &config.jupyter {
@@ -178,9 +168,15 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     // After the core tools, so an extension can never shadow one.
     #[cfg(feature = "wasm")]
-    wasm::register_tools(&mut tools, &guests, &capabilities);
-    // After every tool is known, extension tools included; an unknown name stops us.
-    tools.select(&config.toolset.only, &config.toolset.exclude)?;
+    loader.register_known_tools(&tools, &capabilities);
+    // After every tool is known, extension tools included; an unknown name stops us (once every
+    // guest has declared, when some are still compiling).
+    if all_declared {
+        tools.select(&config.toolset.only, &config.toolset.exclude)?;
+    } else {
+        tools.select_pending(&config.toolset.only, &config.toolset.exclude);
+    }
+    let tools = Arc::new(tools);
     let domain = Domain::new(
         domain::Settings::of(&config),
         Jupyter::new(rest, hooks.clone()),
@@ -197,7 +193,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     });
 
     #[cfg(feature = "wasm")]
-    let running_guests: Vec<Arc<wasm::Guest>> = guests.iter().map(|g| g.guest.clone()).collect();
+    let guests = loader.start(state.tools.clone(), domain.clone());
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
@@ -208,11 +204,18 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             // Guests first: a call parked in one ends now, and the cleanup below fires no
             // event into them.
             #[cfg(feature = "wasm")]
-            for guest in &running_guests {
-                guest.stop();
-            }
+            guests.stop();
             stop.cancel();
             Ok(())
+        }
+        failed = guests_loaded(
+            #[cfg(feature = "wasm")]
+            &guests,
+        ) => {
+            #[cfg(feature = "wasm")]
+            guests.stop();
+            stop.cancel();
+            Err(failed)
         }
     };
     // Leave collaboration rooms first, so edits still queued reach them; then release the
@@ -233,6 +236,17 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // Last, so the spans of the stops above are written too.
     hooks.shutdown();
     outcome
+}
+
+/// Resolves only when the guests have all loaded and the operator's settings name something
+/// none of them declared: the server must not go on as if the setting had taken effect.
+async fn guests_loaded(#[cfg(feature = "wasm")] guests: &wasm::Loading) -> RunError {
+    #[cfg(feature = "wasm")]
+    if let Err(e) = guests.finished().await {
+        tracing::error!("{e}");
+        return RunError::GuestSettings(e.to_string());
+    }
+    std::future::pending().await
 }
 
 async fn serve(

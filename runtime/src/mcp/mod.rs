@@ -57,7 +57,7 @@ small; the result says how to get the rest.";
 /// What the transports serve: the domain, the tools, and the HTTP transport's settings.
 pub struct ServerState {
     pub domain: Arc<Domain>,
-    pub tools: ToolRegistry,
+    pub tools: Arc<ToolRegistry>,
     pub http: HttpConfig,
 }
 
@@ -108,6 +108,20 @@ impl Drop for McpServer {
     }
 }
 
+/// Waits for a change and for the burst it starts to settle (a guest adds its tools one by one),
+/// so a client hears once; `false` when no change can come any more.
+async fn settled_change(changes: &mut tokio::sync::watch::Receiver<u64>) -> bool {
+    if changes.changed().await.is_err() {
+        return false;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    changes.borrow_and_update();
+    true
+}
+
+/// The key of a session's tool-list watcher among its subscriptions (no URI is empty).
+const TOOLS_WATCHER: &str = "";
+
 /// Waits for changes to the notebook a URI names; `None` when the change stream ends.
 async fn next_change_for(
     changes: &mut tokio::sync::broadcast::Receiver<String>,
@@ -143,6 +157,8 @@ impl ServerHandler for McpServer {
             .enable_resources()
             .enable_resources_subscribe()
             .enable_tools()
+            // Extension tools join when their guest is ready (compiled after the handshake).
+            .enable_tool_list_changed()
             .enable_tasks();
         #[cfg(feature = "conformance-fixtures")]
         let capabilities = {
@@ -192,6 +208,28 @@ impl ServerHandler for McpServer {
         ))
     }
 
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        // A session of the 2025-11-25 era hears of every change of the tools (an extension ready
+        // after the handshake); the 2026-07-28 era asks for it in `listen`.
+        let mut changes = self.state.tools.changes();
+        let peer = context.peer;
+        let watcher = tokio::spawn(async move {
+            while settled_change(&mut changes).await {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+        if let Some(old) = self
+            .subscriptions
+            .lock()
+            .expect("subscriptions lock")
+            .insert(TOOLS_WATCHER.to_owned(), watcher.abort_handle())
+        {
+            old.abort();
+        }
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -204,6 +242,7 @@ impl ServerHandler for McpServer {
             .state
             .tools
             .visible(&self.state.domain.capabilities)
+            .into_iter()
             .filter(|t| view.as_ref().is_none_or(|v| v.allows(&t.spec().name)))
             .map(|t| {
                 let mut tool = t.spec().to_mcp();
@@ -340,17 +379,33 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let uri = request.uri.clone();
-        let mut changes = self.state.domain.notebooks.watch_changes();
         let peer = context.peer.clone();
-        let watched = vec![uri.clone()];
-        let watcher = tokio::spawn(async move {
-            while next_change_for(&mut changes, &watched).await.is_some() {
-                let param = rmcp::model::ResourceUpdatedNotificationParam::new(watched[0].clone());
-                if peer.notify_resource_updated(param).await.is_err() {
-                    break;
+        let watcher = if uri == resources::CAPABILITIES_URI {
+            // Changes when an extension still loading at start declares its capabilities.
+            let mut changes = self.state.domain.capabilities.changes();
+            tokio::spawn(async move {
+                while settled_change(&mut changes).await {
+                    let param = rmcp::model::ResourceUpdatedNotificationParam::new(
+                        resources::CAPABILITIES_URI,
+                    );
+                    if peer.notify_resource_updated(param).await.is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            })
+        } else {
+            let mut changes = self.state.domain.notebooks.watch_changes();
+            let watched = vec![uri.clone()];
+            tokio::spawn(async move {
+                while next_change_for(&mut changes, &watched).await.is_some() {
+                    let param =
+                        rmcp::model::ResourceUpdatedNotificationParam::new(watched[0].clone());
+                    if peer.notify_resource_updated(param).await.is_err() {
+                        break;
+                    }
+                }
+            })
+        };
         if let Some(old) = self
             .subscriptions
             .lock()
@@ -384,10 +439,30 @@ impl ServerHandler for McpServer {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
+        let tools_wanted = context.accepted().tools_list_changed == Some(true);
+        let capabilities_wanted = uris.iter().any(|u| u == resources::CAPABILITIES_URI);
+        let mut tools = self.state.tools.changes();
+        let mut capabilities = self.state.domain.capabilities.changes();
         let mut changes = self.state.domain.notebooks.watch_changes();
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
+                changed = settled_change(&mut tools), if tools_wanted => {
+                    if !changed || context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+                changed = settled_change(&mut capabilities), if capabilities_wanted => {
+                    if !changed
+                        || context
+                            .sink()
+                            .notify_resource_updated(resources::CAPABILITIES_URI)
+                            .await
+                            .is_err()
+                    {
+                        return Ok(());
+                    }
+                }
                 hit = next_change_for(&mut changes, &uris), if !uris.is_empty() => {
                     let Some(hit) = hit else { return Ok(()) };
                     for uri in hit {

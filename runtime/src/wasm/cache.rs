@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::Manifest;
 use crate::private_file;
 
 /// Feeds `Hash` into SHA-256: `precompile_compatibility_hash` is only `impl Hash`, and std's
@@ -151,6 +152,55 @@ impl CompileCache {
     }
 }
 
+impl CompileCache {
+    /// Where the manifest of a component run with `config` is kept: it depends on both (a
+    /// guest's tools may depend on its config), not on the engine.
+    fn manifest_path(disk: &Disk, bytes: &[u8], config: &str) -> PathBuf {
+        let mut hasher = Sha256::new();
+        hasher.update(b"manifest\0");
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+        hasher.update(config.as_bytes());
+        let key: String = hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        disk.dir.join(format!("{key}.manifest.json"))
+    }
+
+    /// What the component declared when it last loaded with this config, if we wrote that down.
+    pub fn manifest(&self, bytes: &[u8], config: &str) -> Option<Manifest> {
+        let disk = self.disk.as_ref()?;
+        let path = Self::manifest_path(disk, bytes, config);
+        match disk.read_authentic(&path) {
+            Ok(Some(text)) => serde_json::from_slice(&text)
+                .inspect_err(|e| {
+                    tracing::warn!("ignoring the unreadable manifest {}: {e}", path.display())
+                })
+                .ok(),
+            Ok(None) => None,
+            Err(reason) => {
+                tracing::warn!("refusing the manifest {}: {reason}", path.display());
+                None
+            }
+        }
+    }
+
+    /// Writes down what the component declared; a failure costs only the next start's speed.
+    pub fn store_manifest(&self, bytes: &[u8], config: &str, manifest: &Manifest) {
+        let Some(disk) = &self.disk else { return };
+        let path = Self::manifest_path(disk, bytes, config);
+        let text = serde_json::to_vec(manifest).expect("a manifest serializes");
+        if let Err(e) = disk.store_bytes(&path, &text) {
+            tracing::warn!(
+                "could not cache what a guest declared in {}: {e}",
+                disk.dir.display()
+            );
+        }
+    }
+}
+
 fn compile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
     let started = std::time::Instant::now();
     let component = Component::from_binary(engine, bytes)?;
@@ -199,7 +249,11 @@ impl Disk {
 
     fn store(&self, path: &Path, component: &Component) -> Result<(), String> {
         let bytes = component.serialize().map_err(|e| e.to_string())?;
-        let tag = self.tag(path, &bytes).finalize().into_bytes();
+        self.store_bytes(path, &bytes)
+    }
+
+    fn store_bytes(&self, path: &Path, bytes: &[u8]) -> Result<(), String> {
+        let tag = self.tag(path, bytes).finalize().into_bytes();
         // Written aside and renamed, so a concurrent start never reads half a file; the aside
         // name is new (exclusive create, no symlink followed), and rename replaces whatever
         // sits at the final name without following it.
@@ -208,7 +262,7 @@ impl Disk {
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ));
-        let written = private_file::create(&partial, &[MAGIC.as_slice(), &tag, &bytes])
+        let written = private_file::create(&partial, &[MAGIC.as_slice(), &tag, bytes])
             .and_then(|()| std::fs::rename(&partial, path));
         if let Err(e) = written {
             let _ = std::fs::remove_file(&partial);

@@ -1,22 +1,85 @@
 //! A hook-handler guest on the hooks bus, treated exactly like a native handler: same events and
 //! data, its own context per before/after pair, its own `propagate_errors`.
+//!
+//! It is registered before its guest is compiled, so it keeps its place in the operator's order.
+//! While the guest loads, an optional handler lets events pass (it is not there yet); a critical
+//! one makes the calls it guards wait for the guest, up to its deadline, then refuses them: a
+//! policy must not be a way around itself while it starts.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
 use super::guest::{CallKind, Guest, GuestError};
+use super::slot::GuestSlot;
 use super::v0_1_0::{convert, types};
 use crate::hooks::{HookEvent, HookFuture, HookHandler, HookKind};
 
+const UNDECIDED: u8 = 0;
+const OPTIONAL: u8 = 1;
+const CRITICAL: u8 = 2;
+
 pub struct WasmHookHandler {
-    guest: Arc<Guest>,
-    critical: bool,
+    guest: Arc<GuestSlot>,
+    /// Until the guest says (or the operator decided), it counts as optional.
+    critical: AtomicU8,
+    /// How long a critical handler's event waits for a guest still loading.
+    wait: Duration,
+    /// Its guest once seen ready, whose declared name names the handler from then on.
+    loaded: std::sync::OnceLock<Arc<Guest>>,
+    /// Its name until then (the file's, or what it declared at an earlier start).
+    name: String,
 }
 
 impl WasmHookHandler {
     pub fn new(guest: Arc<Guest>, critical: bool) -> Self {
-        WasmHookHandler { guest, critical }
+        let handler = Self::pending(GuestSlot::ready(guest.clone()), Duration::ZERO);
+        handler.decide(critical);
+        handler
+    }
+
+    /// A handler for a guest that may still be loading; `decide` says whether it is critical.
+    pub fn pending(guest: Arc<GuestSlot>, wait: Duration) -> Self {
+        WasmHookHandler {
+            name: guest.name(),
+            loaded: std::sync::OnceLock::new(),
+            guest,
+            critical: AtomicU8::new(UNDECIDED),
+            wait,
+        }
+    }
+
+    pub fn decide(&self, critical: bool) {
+        self.critical.store(
+            if critical { CRITICAL } else { OPTIONAL },
+            Ordering::Release,
+        );
+    }
+
+    fn critical(&self) -> bool {
+        self.critical.load(Ordering::Acquire) == CRITICAL
+    }
+
+    /// Its guest, waiting for it when the events it guards must not pass without it.
+    async fn guest(&self) -> Result<Option<Arc<Guest>>, String> {
+        if let Some(guest) = self.loaded.get() {
+            return Ok(Some(guest.clone()));
+        }
+        match self.guest.now() {
+            Some(Ok(guest)) => Ok(Some(self.loaded.get_or_init(|| guest).clone())),
+            // Refused at load: the server goes on without it, as when it was never configured.
+            Some(Err(_)) => Ok(None),
+            None if !self.critical() => Ok(None),
+            None => match self.guest.wait(self.wait).await {
+                Ok(guest) => Ok(Some(self.loaded.get_or_init(|| guest).clone())),
+                Err(super::slot::SlotError::Refused { .. }) => Ok(None),
+                Err(e) => Err(format!(
+                    "{e}; it is critical, so what it guards waits for it"
+                )),
+            },
+        }
     }
 
     /// The event as the WIT carries it.
@@ -26,21 +89,20 @@ impl WasmHookHandler {
 
     /// One event into the guest; `Ok(Some(map))` replaces the handler's context.
     pub async fn deliver(
-        &self,
+        guest: &Arc<Guest>,
         event: &HookEvent,
         context: &Map<String, Value>,
     ) -> Result<Result<Option<Map<String, Value>>, String>, GuestError> {
         let wit = Self::to_wit(event);
         let context = Value::Object(context.clone()).to_string();
-        let answer = self
-            .guest
+        let answer = guest
             .call(CallKind::Hook, move |live| live.on_event(&wit, &context))
             .await?;
         match answer {
             Ok(Some(text)) => match serde_json::from_str(&text) {
                 Ok(Value::Object(map)) => Ok(Ok(Some(map))),
                 _ => Err(GuestError::BadAnswer {
-                    guest: self.guest.name().to_owned(),
+                    guest: guest.name().to_owned(),
                     reason: "the context it returned is not a JSON object".into(),
                 }),
             },
@@ -52,11 +114,11 @@ impl WasmHookHandler {
 
 impl HookHandler for WasmHookHandler {
     fn name(&self) -> &str {
-        self.guest.name()
+        self.loaded.get().map_or(&self.name, |guest| guest.name())
     }
 
     fn propagate_errors(&self) -> bool {
-        self.critical
+        self.critical()
     }
 
     fn on_event<'a>(
@@ -65,14 +127,19 @@ impl HookHandler for WasmHookHandler {
         context: &'a mut Map<String, Value>,
     ) -> HookFuture<'a> {
         Box::pin(async move {
-            if self.guest.is_stopped() {
+            let guest = match self.guest().await {
+                Ok(Some(guest)) => guest,
+                Ok(None) => return Ok(()),
+                Err(refusal) => return Err(refusal),
+            };
+            if guest.is_stopped() {
                 // Shutting down: the clean-up's events skip the guest; a critical one still
                 // refuses what it guards.
                 let guards = matches!(
                     event.kind(),
                     HookKind::BeforeToolCall | HookKind::BeforeExecute
                 );
-                return if self.critical && guards {
+                return if self.critical() && guards {
                     Err(format!(
                         "'{}' is stopped: the server is shutting down",
                         self.name()
@@ -81,7 +148,7 @@ impl HookHandler for WasmHookHandler {
                     Ok(())
                 };
             }
-            match self.deliver(event, context).await {
+            match Self::deliver(&guest, event, context).await {
                 Ok(Ok(Some(map))) => {
                     *context = map;
                     Ok(())
@@ -97,6 +164,8 @@ impl HookHandler for WasmHookHandler {
     }
 
     fn shutdown(&self) {
-        self.guest.stop();
+        if let Some(Ok(guest)) = self.guest.now() {
+            guest.stop();
+        }
     }
 }

@@ -48,7 +48,19 @@ const EXTENSION_0_1: (&str, &[&str]) = (
 
 /// The names of the component's own imports (not those of components nested in it).
 fn imports(bytes: &[u8]) -> Result<Vec<String>, String> {
+    Ok(surface(bytes)?.0)
+}
+
+/// The names of the component's own exports, read without compiling it (so a start knows at
+/// once whether a guest handles hooks).
+pub fn exports(bytes: &[u8]) -> Result<Vec<String>, String> {
+    Ok(surface(bytes)?.1)
+}
+
+/// The component's own imports and exports.
+fn surface(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), String> {
     let mut names = Vec::new();
+    let mut exports = Vec::new();
     let mut depth = 0usize;
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(|e| format!("not a valid component: {e}"))? {
@@ -60,10 +72,16 @@ fn imports(bytes: &[u8]) -> Result<Vec<String>, String> {
                     names.push(import.name.name.to_owned());
                 }
             }
+            Payload::ComponentExportSection(reader) if depth == 0 => {
+                for export in reader {
+                    let export = export.map_err(|e| format!("not a valid component: {e}"))?;
+                    exports.push(export.name.name.to_owned());
+                }
+            }
             _ => {}
         }
     }
-    Ok(names)
+    Ok((names, exports))
 }
 
 /// Whether the host offers `name` (`namespace:package/interface@version`).

@@ -21,8 +21,11 @@ mod guest;
 mod hook;
 mod imports;
 mod limits;
+mod loading;
+mod manifest;
 mod output;
 mod sandbox;
+mod slot;
 mod tool;
 mod v0_1_0;
 mod wait;
@@ -38,7 +41,10 @@ pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
+pub use loading::{Loader, Loading};
+pub use manifest::Manifest;
 pub use sandbox::{GuestSettings, GuestState, HostLink};
+pub use slot::{GuestSlot, SlotError};
 pub use tool::{ExtensionTool, register_tools};
 
 use crate::capabilities::Declaration;
@@ -68,6 +74,8 @@ pub struct Loaded {
     pub extension: Option<(String, Result<Vec<Declaration>, String>)>,
     /// The tools it adds (when it is an extension whose `tools` answered).
     pub tools: Vec<Arc<ExtensionTool>>,
+    /// What it declared, to be cached for the next start.
+    pub manifest: Manifest,
 }
 
 impl Loaded {
@@ -103,6 +111,7 @@ impl WasmHost {
             .concurrency_support(false)
             // Backtraces cost time on every trap and are not shown to anyone.
             .wasm_backtrace_max_frames(None);
+        compile_in_the_background();
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         // Every host function is linked for every guest: a guest may import any of them, and
@@ -232,10 +241,12 @@ impl WasmHost {
         } else {
             None
         };
+        let mut asked_critical = None;
         let hook_critical = if exports_hooks {
             let asked = guest
                 .call_blocking(CallKind::Load, |live| live.propagate_errors())
                 .map_err(|e| refuse(e.to_string()))?;
+            asked_critical = Some(asked);
             let applied = entry.critical.unwrap_or(asked);
             let kind = |critical: bool| if critical { "critical" } else { "optional" };
             match entry.critical {
@@ -257,45 +268,63 @@ impl WasmHost {
         } else {
             None
         };
-        let extension = if let Some(name) = extension_name {
-            let declarations = guest
-                .call_blocking(CallKind::Load, |live| live.capabilities())
-                .map(|list| {
-                    list.into_iter()
-                        .map(|c| Declaration {
-                            name: c.name,
-                            description: c.description,
-                            enabled: c.enabled,
-                        })
-                        .collect()
-                })
-                .map_err(|e| e.to_string());
-            Some((name, declarations))
-        } else {
-            None
-        };
-        let tools = match &extension {
-            Some((name, _)) => {
-                let specs = guest
+        let extension = match extension_name {
+            Some(name) => {
+                let capabilities = guest
+                    .call_blocking(CallKind::Load, |live| live.capabilities())
+                    .map(|list| {
+                        list.into_iter()
+                            .map(v0_1_0::convert::capability_declaration)
+                            .collect()
+                    })
+                    .map_err(|e| e.to_string());
+                let tools = guest
                     .call_blocking(CallKind::Load, |live| live.tools())
-                    .map_err(|e| refuse(e.to_string()))?;
-                let mut tools = Vec::with_capacity(specs.len());
-                for spec in specs {
-                    tools.push(Arc::new(
-                        ExtensionTool::new(guest.clone(), name, spec).map_err(refuse)?,
-                    ));
-                }
-                tools
+                    .map_err(|e| refuse(e.to_string()))?
+                    .into_iter()
+                    .map(v0_1_0::convert::tool_declaration)
+                    .collect();
+                Some(manifest::ExtensionManifest {
+                    name,
+                    capabilities,
+                    tools,
+                })
             }
-            None => Vec::new(),
+            None => None,
         };
+        let manifest = Manifest {
+            hooks: asked_critical,
+            extension,
+        };
+        let slot = GuestSlot::ready(guest.clone());
+        let tools = extension_tools(&manifest, &slot, entry).map_err(refuse)?;
+        let extension = manifest.extension.as_ref().map(|e| e.declarations());
         Ok(Loaded {
             guest,
             hook_critical,
             extension,
             tools,
+            manifest,
         })
     }
+}
+
+/// The tools a manifest declares, bound to the guest's slot; the first unusable one refuses
+/// the guest.
+fn extension_tools(
+    manifest: &Manifest,
+    slot: &Arc<GuestSlot>,
+    entry: &ExtensionConfig,
+) -> Result<Vec<Arc<ExtensionTool>>, String> {
+    let Some(extension) = &manifest.extension else {
+        return Ok(Vec::new());
+    };
+    let wait = CallKind::Tool.wall_limit(&entry.limits);
+    extension
+        .tools
+        .iter()
+        .map(|spec| ExtensionTool::new(slot.clone(), wait, &extension.name, spec).map(Arc::new))
+        .collect()
 }
 
 /// Loads every configured guest, all at once, and keeps them in the configured order. One that
@@ -351,30 +380,65 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
                     guest.guest.stop();
                     continue;
                 }
-                tracing::info!(
-                    guest = guest.guest.name(),
-                    "loaded wasm guest {}{}{}",
-                    entry.path.display(),
-                    match guest.hook_critical {
-                        Some(true) => " (critical hook handler)",
-                        Some(false) => " (optional hook handler)",
-                        None => "",
-                    },
-                    match &guest.extension {
-                        Some((name, _)) => format!(
-                            " (extension '{name}', {} tool{})",
-                            guest.tools.len(),
-                            if guest.tools.len() == 1 { "" } else { "s" }
-                        ),
-                        None => String::new(),
-                    }
-                );
+                log_loaded(entry, &guest);
                 loaded.push(guest);
             }
             Err(e) => tracing::error!("{e}; the server goes on without it"),
         }
     }
     loaded
+}
+
+/// Cranelift compiles on rayon's global pool. Ours has a thread per core (no more: compiling
+/// two guests at once shares them) at a lower priority, so a guest compiling for a minute
+/// takes only the CPU that answering calls leaves (a pool a core smaller doubles a compile's
+/// time on 2 cores, and a busy server still waits for its share).
+fn compile_in_the_background() {
+    static POOL: std::sync::Once = std::sync::Once::new();
+    POOL.call_once(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let built = rayon::ThreadPoolBuilder::new()
+            .num_threads(cores)
+            .thread_name(|i| format!("wasm-compile-{i}"))
+            .start_handler(|_| lower_this_threads_priority())
+            .build_global();
+        if let Err(e) = built {
+            tracing::debug!("compiling on the existing thread pool: {e}");
+        }
+    });
+}
+
+/// A lower priority (nice 5) for the calling thread only (Linux schedules threads by their own nice value).
+#[allow(unsafe_code)]
+pub(crate) fn lower_this_threads_priority() {
+    let tid = nix::unistd::gettid().as_raw() as nix::libc::id_t;
+    // SAFETY: a system call on this thread's own id with integer arguments; no memory is passed.
+    let result = unsafe { nix::libc::setpriority(nix::libc::PRIO_PROCESS, tid, 5) };
+    if result != 0 {
+        tracing::debug!("could not lower a compile thread's priority");
+    }
+}
+
+/// The line that says a guest is ready, and what it is.
+fn log_loaded(entry: &ExtensionConfig, loaded: &Loaded) {
+    tracing::info!(
+        guest = loaded.guest.name(),
+        "loaded wasm guest {}{}{}",
+        entry.path.display(),
+        match loaded.hook_critical {
+            Some(true) => " (critical hook handler)",
+            Some(false) => " (optional hook handler)",
+            None => "",
+        },
+        match &loaded.extension {
+            Some((name, _)) => format!(
+                " (extension '{name}', {} tool{})",
+                loaded.tools.len(),
+                if loaded.tools.len() == 1 { "" } else { "s" }
+            ),
+            None => String::new(),
+        }
+    );
 }
 
 /// Compiles each guest into the cache (or finds it there) and checks that it links, as a start
@@ -387,26 +451,22 @@ pub fn compile_all(config: &WasmConfig) -> Result<Vec<Result<String, LoadError>>
         .iter()
         .map(|entry| {
             let started = std::time::Instant::now();
-            let settings = Arc::new(GuestSettings::new(
-                file_stem(&entry.path),
-                "{}".into(),
-                Grants::default(),
-                entry.limits,
-                Arc::default(),
-            ));
-            host.template(&entry.path, settings)
-                .map(|_| {
-                    format!(
-                        "{} is compiled and cached in {} ({:.1?})",
-                        entry.path.display(),
-                        host.cache.location(),
-                        started.elapsed()
-                    )
-                })
-                .map_err(|reason| LoadError {
-                    path: entry.path.clone(),
-                    reason,
-                })
+            // Loaded as a start would (with its config and grants), so what it declares is
+            // written down too and the next start lists its tools at once.
+            let loaded = host.load(entry)?;
+            loaded.guest.stop();
+            let bytes = std::fs::read(&entry.path).map_err(|e| LoadError {
+                path: entry.path.clone(),
+                reason: format!("cannot read it: {e}"),
+            })?;
+            host.cache
+                .store_manifest(&bytes, &entry.config.to_string(), &loaded.manifest);
+            Ok(format!(
+                "{} is compiled and cached in {}, with what it declares ({:.1?})",
+                entry.path.display(),
+                host.cache.location(),
+                started.elapsed()
+            ))
         })
         .collect())
 }
@@ -554,9 +614,9 @@ mod tests {
             &Default::default(),
         )
         .unwrap();
-        let mut tools = crate::dispatch::ToolRegistry::builtin();
+        let tools = crate::dispatch::ToolRegistry::builtin();
         let core = tools.names().len();
-        register_tools(&mut tools, &[first, second], &capabilities);
+        register_tools(&tools, &[first, second], &capabilities);
         assert_eq!(tools.names().len(), core + 1, "one 'hello', not two");
         let kept = tools.get("hello").unwrap();
         assert_eq!(kept.extension_name(), Some("hello"));

@@ -3,13 +3,16 @@
 //! handler does, on the caller's thread without holding up the async runtime.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use rmcp::model::{ContentBlock as Content, JsonObject};
 use serde_json::Value;
 
 use super::Loaded;
-use super::guest::{CallKind, Guest};
+use super::guest::CallKind;
+use super::manifest::ToolDeclaration;
+use super::slot::GuestSlot;
 use super::v0_1_0::types;
 use crate::capabilities::Capabilities;
 use crate::dispatch::ToolRegistry;
@@ -22,7 +25,10 @@ const MAX_STRUCTURED_BYTES: usize = 1 << 20;
 const MAX_GUEST_IMAGE_BYTES: usize = 16 << 20;
 
 pub struct ExtensionTool {
-    guest: Arc<Guest>,
+    /// Its guest, which may still be loading when the tool is listed.
+    guest: Arc<GuestSlot>,
+    /// How long a call waits for a guest still loading: the guest's own limit for a tool call.
+    wait: Duration,
     /// The extension's name (from its identity), for log lines and clash reports.
     pub extension: String,
     spec: ToolSpec,
@@ -30,8 +36,13 @@ pub struct ExtensionTool {
 
 impl ExtensionTool {
     /// Checks what the guest declared: a usable name and an object schema.
-    pub fn new(guest: Arc<Guest>, extension: &str, spec: types::ToolSpec) -> Result<Self, String> {
-        let name = spec.name;
+    pub fn new(
+        guest: Arc<GuestSlot>,
+        wait: Duration,
+        extension: &str,
+        spec: &ToolDeclaration,
+    ) -> Result<Self, String> {
+        let name = spec.name.clone();
         let valid_name = !name.is_empty()
             && name.len() <= 64
             && name
@@ -55,13 +66,14 @@ impl ExtensionTool {
         };
         Ok(ExtensionTool {
             guest,
+            wait,
             extension: extension.to_owned(),
             spec: ToolSpec {
                 name,
-                description: spec.description,
+                description: spec.description.clone(),
                 input_schema: Arc::new(schema),
-                read_only: spec.annotations.read_only_hint.unwrap_or(false),
-                capability: spec.capability,
+                read_only: spec.read_only,
+                capability: spec.capability.clone(),
                 output_schema: None,
             },
         })
@@ -197,8 +209,12 @@ impl Tool for ExtensionTool {
             check_against(&self.spec.input_schema, &arguments)?;
             let name = self.spec.name.clone();
             let arguments = Value::Object(arguments).to_string();
-            let answer = self
+            let guest = self
                 .guest
+                .wait(self.wait)
+                .await
+                .map_err(ToolError::failed)?;
+            let answer = guest
                 .call(CallKind::Tool, move |live| {
                     live.call_tool(&name, &arguments)
                 })
@@ -217,32 +233,31 @@ impl Tool for ExtensionTool {
 
 /// Adds the extensions' tools to the registry, in load order. A name already taken (by a core
 /// tool or an earlier extension) is refused and logged; the tool that has it keeps it.
-pub fn register_tools(registry: &mut ToolRegistry, loaded: &[Loaded], capabilities: &Capabilities) {
+pub fn register_tools(registry: &ToolRegistry, loaded: &[Loaded], capabilities: &Capabilities) {
     for tool in loaded.iter().flat_map(|l| l.tools.iter()) {
-        let name = &tool.spec.name;
-        if let Some(holder) = registry.get(name) {
-            let owner = match holder.extension_name() {
-                Some(other) => format!("extension '{other}'"),
-                None => "a core tool".to_owned(),
-            };
-            tracing::error!(
-                extension = tool.extension,
-                "refused tool '{name}' of extension '{}': the name is taken by {owner}; rename \
-                 the extension's tool",
-                tool.extension
-            );
-            continue;
-        }
-        if let Some(needed) = &tool.spec.capability
-            && capabilities.get(needed).is_none()
-        {
-            tracing::warn!(
-                extension = tool.extension,
-                "tool '{name}' needs capability '{needed}', which nothing declares; it stays \
-                 hidden until an extension declares it"
-            );
-        }
-        registry.insert(tool.clone() as Arc<dyn Tool>);
+        register(registry, tool.clone(), capabilities);
+    }
+}
+
+/// Adds one extension tool to the registry, or logs why not.
+pub fn register(registry: &ToolRegistry, tool: Arc<ExtensionTool>, capabilities: &Capabilities) {
+    let name = tool.spec.name.clone();
+    let extension = tool.extension.clone();
+    if let Some(needed) = &tool.spec.capability
+        && capabilities.get(needed).is_none()
+    {
+        tracing::warn!(
+            extension,
+            "tool '{name}' needs capability '{needed}', which nothing declares; it stays hidden \
+             until an extension declares it"
+        );
+    }
+    if let Err(taken) = registry.add(tool as Arc<dyn Tool>) {
+        tracing::error!(
+            extension,
+            "refused tool '{name}' of extension '{extension}': {taken}; rename the extension's \
+             tool"
+        );
     }
 }
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::types;
 use crate::hooks::HookEvent;
 use crate::jupyter::notebook::{Cell, CellType};
+use crate::wasm::manifest::{CapabilityDeclaration, ToolDeclaration};
 use crate::wasm::sandbox::HostCallError;
 
 pub fn cell_type(kind: types::CellKind) -> CellType {
@@ -87,5 +88,23 @@ pub fn hook_event(event: &HookEvent) -> types::HookEvent {
             kernel_id: kernel_id.clone(),
             kernel_name: kernel_name.clone(),
         }),
+    }
+}
+
+pub fn capability_declaration(capability: types::Capability) -> CapabilityDeclaration {
+    CapabilityDeclaration {
+        name: capability.name,
+        description: capability.description,
+        enabled: capability.enabled,
+    }
+}
+
+pub fn tool_declaration(spec: types::ToolSpec) -> ToolDeclaration {
+    ToolDeclaration {
+        name: spec.name,
+        description: spec.description,
+        input_schema: spec.input_schema,
+        read_only: spec.annotations.read_only_hint.unwrap_or(false),
+        capability: spec.capability,
     }
 }

@@ -1,0 +1,390 @@
+//! Guests loaded off the handshake path. A start reads each guest's file and what it declared
+//! at an earlier start (its manifest, kept with its compiled code) in milliseconds, registers
+//! that at once, and serves; compiling and instantiating happen on threads of their own. When a
+//! guest is ready, what it declared that was not known yet joins the registries (whose watchers
+//! tell clients: `tools/list_changed`, an update of `capabilities://`), and calls waiting for it
+//! go on.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::manifest::Manifest;
+use super::slot::GuestSlot;
+use super::tool::register;
+use super::{
+    CallKind, Guest, HostLink, LoadError, Loaded, WasmHookHandler, WasmHost, check_header,
+    extension_tools, file_stem, imports, v0_1_0,
+};
+use crate::capabilities::{CapabilityError, Declaration};
+use crate::config::{ExtensionConfig, WasmConfig};
+use crate::dispatch::{ToolRegistry, UnknownToolNames};
+use crate::domain::Domain;
+use crate::tools::Tool;
+
+/// Logged once every guest has loaded or been refused (operators and tests wait for it).
+pub const GUESTS_READY: &str = "every wasm guest has loaded";
+
+/// A guest to load: its file read and checked, its slot, and what is known of it already.
+struct Pending {
+    entry: ExtensionConfig,
+    bytes: Vec<u8>,
+    slot: Arc<GuestSlot>,
+    manifest: Option<Manifest>,
+    hook: Option<Arc<WasmHookHandler>>,
+}
+
+/// Every configured guest before it is compiled.
+pub struct Loader {
+    host: Option<Arc<WasmHost>>,
+    pending: Vec<Pending>,
+}
+
+/// Why the server cannot go on once every guest has loaded: a setting names something no
+/// guest declared.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadedSettingsError {
+    #[error(transparent)]
+    Capability(#[from] CapabilityError),
+    #[error(transparent)]
+    Toolset(#[from] UnknownToolNames),
+}
+
+impl Loader {
+    /// Reads and checks each guest's file (header and imports: a guest needing something we
+    /// lack is refused here, in milliseconds) and finds what it declared at an earlier start.
+    /// Compiles nothing. A refused guest is logged; the others go on.
+    pub fn prepare(config: &WasmConfig, link: Arc<HostLink>) -> Loader {
+        if config.extensions.is_empty() {
+            return Loader {
+                host: None,
+                pending: Vec::new(),
+            };
+        }
+        let host = match WasmHost::with_link(config.cache_dir.clone(), link) {
+            Ok(host) => Arc::new(host),
+            Err(e) => {
+                tracing::error!("cannot start the WebAssembly runtime, so no guest is loaded: {e}");
+                return Loader {
+                    host: None,
+                    pending: Vec::new(),
+                };
+            }
+        };
+        let mut pending = Vec::new();
+        for entry in &config.extensions {
+            let checked = std::fs::read(&entry.path)
+                .map_err(|e| format!("cannot read it: {e}"))
+                .and_then(|bytes| {
+                    check_header(&bytes)?;
+                    imports::check(&bytes)?;
+                    Ok(bytes)
+                });
+            let bytes = match checked {
+                Ok(bytes) => bytes,
+                Err(reason) => {
+                    let refused = LoadError {
+                        path: entry.path.clone(),
+                        reason,
+                    };
+                    tracing::error!("{refused}; the server goes on without it");
+                    continue;
+                }
+            };
+            let manifest = host.cache.manifest(&bytes, &entry.config.to_string());
+            let name = manifest
+                .as_ref()
+                .and_then(|m| m.extension.as_ref().map(|e| e.name.clone()))
+                .unwrap_or_else(|| file_stem(&entry.path));
+            let slot = GuestSlot::loading(&name);
+            let handles_hooks = match &manifest {
+                Some(manifest) => manifest.hooks.is_some(),
+                None => imports::exports(&bytes)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|e| e == v0_1_0::HOOKS_EXPORT),
+            };
+            let hook = handles_hooks.then(|| {
+                let handler = WasmHookHandler::pending(
+                    slot.clone(),
+                    CallKind::Hook.wall_limit(&entry.limits),
+                );
+                // Known before the guest is ready: the operator's word, else what it asked
+                // for last time.
+                if let Some(critical) = entry
+                    .critical
+                    .or_else(|| manifest.as_ref().and_then(|m| m.hooks))
+                {
+                    handler.decide(critical);
+                }
+                Arc::new(handler)
+            });
+            pending.push(Pending {
+                entry: entry.clone(),
+                bytes,
+                slot,
+                manifest,
+                hook,
+            });
+        }
+        Loader {
+            host: Some(host),
+            pending,
+        }
+    }
+
+    /// Whether everything the guests declare is known now (each has a manifest).
+    pub fn complete(&self) -> bool {
+        self.pending.iter().all(|p| p.manifest.is_some())
+    }
+
+    /// The capability declarations known now, in the operator's order.
+    pub fn declarations(&self) -> Vec<(String, Result<Vec<Declaration>, String>)> {
+        self.pending
+            .iter()
+            .filter_map(|p| p.manifest.as_ref()?.extension.as_ref())
+            .map(|e| e.declarations())
+            .collect()
+    }
+
+    /// One hook handler per guest that handles hooks, in the operator's order.
+    pub fn hook_handlers(&self) -> Vec<Arc<WasmHookHandler>> {
+        self.pending.iter().filter_map(|p| p.hook.clone()).collect()
+    }
+
+    /// Registers the tools known now (from manifests), in the operator's order.
+    pub fn register_known_tools(
+        &self,
+        tools: &ToolRegistry,
+        domain_capabilities: &crate::capabilities::Capabilities,
+    ) {
+        let mut claimed: HashMap<String, PathBuf> = HashMap::new();
+        for pending in &self.pending {
+            let Some(manifest) = &pending.manifest else {
+                continue;
+            };
+            if let Some(extension) = &manifest.extension
+                && claimed
+                    .insert(extension.name.clone(), pending.entry.path.clone())
+                    .is_some()
+            {
+                // The later one is refused when it loads; its tools are not listed.
+                continue;
+            }
+            match extension_tools(manifest, &pending.slot, &pending.entry) {
+                Ok(list) => {
+                    for tool in list {
+                        register(tools, tool, domain_capabilities);
+                    }
+                }
+                Err(reason) => tracing::warn!(
+                    "the cached declarations of {} are unusable ({reason}); its tools appear \
+                     when it has loaded",
+                    pending.entry.path.display()
+                ),
+            }
+        }
+    }
+
+    /// Compiles and starts every guest on threads of their own; returns at once.
+    pub fn start(self, tools: Arc<ToolRegistry>, domain: Arc<Domain>) -> Loading {
+        let shared = Arc::new(Shared {
+            running: Mutex::new(Vec::new()),
+            stopping: AtomicBool::new(false),
+            claimed: Mutex::new(HashMap::new()),
+        });
+        // Names known from manifests are claimed in the operator's order.
+        for pending in &self.pending {
+            if let Some(extension) = pending.manifest.as_ref().and_then(|m| m.extension.as_ref()) {
+                lock(&shared.claimed)
+                    .entry(extension.name.clone())
+                    .or_insert_with(|| pending.entry.path.clone());
+            }
+        }
+        let (done_tx, done) = tokio::sync::watch::channel(None);
+        let Some(host) = self.host else {
+            done_tx.send_replace(Some(Ok(())));
+            return Loading { shared, done };
+        };
+        let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(self.pending.len()));
+        let done_tx = Arc::new(done_tx);
+        let started = std::time::Instant::now();
+        let all_done = move |tools: &ToolRegistry, domain: &Domain, shared: &Shared| {
+            tracing::info!(
+                "{GUESTS_READY}: {} ready, in {:.1?}",
+                lock(&shared.running).len(),
+                started.elapsed()
+            );
+            check_settings(tools, domain)
+        };
+        if self.pending.is_empty() {
+            done_tx.send_replace(Some(all_done(&tools, &domain, &shared)));
+        }
+        for pending in self.pending {
+            let (host, tools, domain, shared) =
+                (host.clone(), tools.clone(), domain.clone(), shared.clone());
+            let (remaining, done_tx) = (remaining.clone(), done_tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("load {}", file_stem(&pending.entry.path)))
+                .spawn(move || {
+                    // Compiling and starting a guest yields to serving calls.
+                    super::lower_this_threads_priority();
+                    let path = pending.entry.path.clone();
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        finish(&host, pending, &tools, &domain, &shared)
+                    }));
+                    if outcome.is_err() {
+                        tracing::error!(
+                            "loading {} failed (a bug in the server: please report it)",
+                            path.display()
+                        );
+                    }
+                    if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        done_tx.send_replace(Some(all_done(&tools, &domain, &shared)));
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!("cannot start a thread to load a guest: {e}");
+            }
+        }
+        Loading { shared, done }
+    }
+}
+
+/// Once every guest has declared: the operator's names must all exist.
+fn check_settings(tools: &ToolRegistry, domain: &Domain) -> Result<(), Arc<LoadedSettingsError>> {
+    domain
+        .capabilities
+        .check_settings()
+        .map_err(LoadedSettingsError::from)
+        .and_then(|()| tools.check_selection().map_err(LoadedSettingsError::from))
+        .map_err(Arc::new)
+}
+
+struct Shared {
+    running: Mutex<Vec<Arc<Guest>>>,
+    stopping: AtomicBool,
+    /// Extension names, each to one guest file.
+    claimed: Mutex<HashMap<String, PathBuf>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Loads one guest and makes what it declared known; on a refusal its slot says why and the
+/// tools listed for it from an earlier start are withdrawn.
+fn finish(
+    host: &WasmHost,
+    pending: Pending,
+    tools: &ToolRegistry,
+    domain: &Domain,
+    shared: &Shared,
+) {
+    let Pending {
+        entry,
+        bytes,
+        slot,
+        manifest,
+        hook,
+    } = pending;
+    // The tools listed from its manifest are withdrawn only if they were its own (another
+    // file with the same extension name holds them otherwise).
+    let withdraw = |reason: String| {
+        if let Some(extension) = manifest.as_ref().and_then(|m| m.extension.as_ref())
+            && lock(&shared.claimed).get(&extension.name) == Some(&entry.path)
+        {
+            let names: Vec<String> = extension.tools.iter().map(|t| t.name.clone()).collect();
+            tools.remove_extension(&extension.name, &names);
+        }
+        slot.refuse(reason);
+    };
+    let loaded: Loaded = match host.load(&entry) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            tracing::error!("{e}; the server goes on without it");
+            withdraw(e.reason);
+            return;
+        }
+    };
+    let guest = loaded.guest.clone();
+    if let Some((name, _)) = &loaded.extension {
+        let mut claimed = lock(&shared.claimed);
+        let holder = claimed
+            .entry(name.clone())
+            .or_insert_with(|| entry.path.clone());
+        if *holder != entry.path {
+            let reason = format!("extension name '{name}' is taken by {}", holder.display());
+            drop(claimed);
+            tracing::error!(
+                "refused wasm guest {}: {reason}; the server goes on without it",
+                entry.path.display()
+            );
+            guest.stop();
+            withdraw(reason);
+            return;
+        }
+    }
+    let known = manifest.as_ref() == Some(&loaded.manifest);
+    if !known {
+        if let Some((name, declarations)) = &loaded.extension {
+            domain.capabilities.declare_all(name, declarations);
+        }
+        for tool in &loaded.tools {
+            // Listed already from its manifest: keep that one. Any other holder of the name is
+            // reported by `register`.
+            let listed = tools
+                .get(&tool.spec().name)
+                .is_some_and(|held| held.extension_name() == Some(tool.extension.as_str()));
+            if !listed {
+                register(tools, tool.clone(), &domain.capabilities);
+            }
+        }
+    }
+    if let (Some(handler), Some(critical)) = (&hook, loaded.hook_critical) {
+        handler.decide(critical);
+    }
+    lock(&shared.running).push(guest.clone());
+    slot.fill(guest.clone());
+    if shared.stopping.load(Ordering::Acquire) {
+        guest.stop();
+    }
+    if !known {
+        host.cache
+            .store_manifest(&bytes, &entry.config.to_string(), &loaded.manifest);
+    }
+    super::log_loaded(&entry, &loaded);
+}
+
+/// The guests being loaded: stopped together at exit, and a way to learn when all are done.
+pub struct Loading {
+    shared: Arc<Shared>,
+    done: tokio::sync::watch::Receiver<Option<Result<(), Arc<LoadedSettingsError>>>>,
+}
+
+impl Loading {
+    /// Stops every guest (a call parked in one ends now), and any that finishes loading later.
+    pub fn stop(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        for guest in lock(&self.shared.running).iter() {
+            guest.stop();
+        }
+    }
+
+    /// Resolves once every guest has loaded or been refused: `Err` when the operator's settings
+    /// name a capability or tool that none declared.
+    pub async fn finished(&self) -> Result<(), Arc<LoadedSettingsError>> {
+        let mut done = self.done.clone();
+        match done.wait_for(Option::is_some).await {
+            Ok(outcome) => outcome.clone().expect("waited for Some"),
+            // Never sent: nothing to wait for.
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// The guests loaded so far (benchmarks and tests).
+    pub fn guests(&self) -> Vec<Arc<Guest>> {
+        lock(&self.shared.running).clone()
+    }
+}

@@ -1,0 +1,64 @@
+//! What a guest declared when it last loaded (its name, whether it handles hooks and asks to be
+//! critical, its capabilities and tools), kept beside its compiled code so a later start lists
+//! its tools and capabilities before the guest is ready.
+//!
+//! Keyed by the component's bytes and its config (its tools may depend on the config), and
+//! authenticated like compiled code, so a planted file cannot add tools to a guest.
+
+use serde::{Deserialize, Serialize};
+
+use crate::capabilities::Declaration;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Set when it exports `hooks`: whether it asked to be critical (`propagate-errors`).
+    pub hooks: Option<bool>,
+    /// Set when it exports `extension-api`.
+    pub extension: Option<ExtensionManifest>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtensionManifest {
+    pub name: String,
+    /// Its capability declarations, or why they failed.
+    pub capabilities: Result<Vec<CapabilityDeclaration>, String>,
+    pub tools: Vec<ToolDeclaration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CapabilityDeclaration {
+    pub name: String,
+    pub description: String,
+    pub enabled: bool,
+}
+
+/// A tool as a guest declares it, whatever WIT version it was built against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolDeclaration {
+    pub name: String,
+    pub description: String,
+    /// JSON text, checked when the tool is registered.
+    pub input_schema: String,
+    pub read_only: bool,
+    pub capability: Option<String>,
+}
+
+impl ExtensionManifest {
+    /// Its declarations as the capability registry takes them.
+    pub fn declarations(&self) -> (String, Result<Vec<Declaration>, String>) {
+        let declarations = self
+            .capabilities
+            .as_ref()
+            .map_err(Clone::clone)
+            .map(|list| {
+                list.iter()
+                    .map(|c| Declaration {
+                        name: c.name.clone(),
+                        description: c.description.clone(),
+                        enabled: c.enabled,
+                    })
+                    .collect()
+            });
+        (self.name.clone(), declarations)
+    }
+}
