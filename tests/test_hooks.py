@@ -182,6 +182,9 @@ def test_api_connect_fires_the_tool_hooks_and_writes_a_span(jupyter_server, tmp_
         assert answer["success"] is True and "Successfully connected" in answer["message"], answer
         log = wait_for_log(server, "audit: tool connect_to_jupyter succeeded")
         assert "(paired with its before event: True)" in log, log
+        # The guest logs the arguments it sees: the token reaches it only as a placeholder.
+        assert '"jupyter_token":"[redacted]"' in log, log
+        assert jupyter_server.token not in log, "the Jupyter token reached a hook handler"
     finally:
         server.stop()
     spans = [s for s in read_spans(spans_file) if s["name"] == "tool_call:connect_to_jupyter"]

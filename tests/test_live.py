@@ -284,6 +284,13 @@ async def test_live_is_refused_clearly_without_collaboration(tmp_path):
             result = await client.call_tool("use_notebook", {"notebook_name": "n", "notebook_path": path})
             assert result.is_error and "has no real-time collaboration" in joined(result)
             assert "--document-backend file" in joined(result)
+            # A created notebook's kernel is set up beside its room: when the room cannot be
+            # joined, the kernel and its Jupyter session are not left behind.
+            created = await client.call_tool("use_notebook", {"notebook_name": "c", "mode": "create",
+                                                              "notebook_path": new_path("nocollab-new")})
+            assert created.is_error and "has no real-time collaboration" in joined(created)
+            assert jupyter.kernel_ids() == set()
+            assert jupyter.request("GET", "/api/sessions") == (200, [])
         async with client_for(jupyter, "legacy") as client:
             used = joined(await call(client, "use_notebook", notebook_name="n", notebook_path=path))
             assert "(file backend)" in used

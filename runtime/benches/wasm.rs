@@ -21,7 +21,7 @@ use jupyter_mcp_server::hooks::{HookEvent, Hooks};
 use jupyter_mcp_server::jupyter::Jupyter;
 use jupyter_mcp_server::jupyter::rest::JupyterRest;
 use jupyter_mcp_server::tools::{ToolContext, ToolOutput, native};
-use jupyter_mcp_server::wasm::{GuestSettings, WasmHookHandler, WasmHost};
+use jupyter_mcp_server::wasm::{GuestSettings, WasmHost};
 use jupyter_mcp_server::wasm::{load_all, register_tools};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -69,9 +69,10 @@ fn main() {
         .template(&policy, settings("policy", deny.clone()))
         .expect("policy guest");
 
-    // Raw call: event lowering, the guest's work and the answer, on a live instance.
+    // Raw call: the event's conversion and lowering, the guest's work and the answer, on a live
+    // instance.
     let mut live = template.instantiate().expect("instance");
-    let event = WasmHookHandler::to_wit(&HookEvent::before_execute("kernel-1", "print(6 * 7)"));
+    let event = HookEvent::before_execute("kernel-1", "print(6 * 7)");
     let mut samples = Vec::with_capacity(20_000);
     for i in 0..22_000 {
         let started = Instant::now();

@@ -114,6 +114,15 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// Withdraws a tool by name; `false` when there is none. Watchers hear of it.
+    pub fn remove(&self, name: &str) -> bool {
+        let removed = self.write().remove(name).is_some();
+        if removed {
+            self.changed.send_modify(|version| *version += 1);
+        }
+        removed
+    }
+
     /// Withdraws an extension's tools (those of `names` it holds); watchers hear of it.
     pub fn remove_extension(&self, extension: &str, names: &[String]) {
         let mut tools = self.write();
@@ -361,7 +370,7 @@ pub async fn run(
             if hooks.is_empty() {
                 return run_contained(tool.as_ref(), name, context, arguments).await;
             }
-            let arguments_value = Value::Object(arguments.clone());
+            let arguments_value = observed_arguments(&arguments);
             let before = HookEvent::before_tool_call(name, &arguments_value);
             let work = run_contained(tool.as_ref(), name, context, arguments);
             // after_tool_call fires on every path, refusals and failures included.
@@ -378,6 +387,23 @@ pub async fn run(
         .await;
     tracing::debug!(tool = name, elapsed = ?started.elapsed(), ok = outcome.is_ok(), "tool call");
     Ok(outcome)
+}
+
+/// Arguments that carry credentials: hook handlers (guests among them, which may log what they
+/// see) get a placeholder instead of the value.
+const SECRET_ARGUMENTS: [&str; 2] = ["jupyter_token", "jupyter_password"];
+
+/// The arguments as hook handlers see them: secrets replaced.
+fn observed_arguments(arguments: &JsonObject) -> Value {
+    let mut observed = arguments.clone();
+    for key in SECRET_ARGUMENTS {
+        if let Some(value) = observed.get_mut(key)
+            && !value.is_null()
+        {
+            *value = Value::from("[redacted]");
+        }
+    }
+    Value::Object(observed)
 }
 
 /// A tool call from MCP, answered as MCP wants it.

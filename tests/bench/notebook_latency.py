@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -92,13 +93,15 @@ async def measure_agent_session(command: str, args: list[str], env: dict, runs: 
                     assert time.monotonic() < deadline, "no spare kernel within 60 s"
                     await asyncio.sleep(0.05)
             started = time.perf_counter()
-            await call("use_notebook", {"notebook_name": f"s{run}", "notebook_path": f"session-{tag}-{run}.ipynb",
-                                        "mode": "create"})
+            created = await call("use_notebook", {"notebook_name": f"s{run}",
+                                                  "notebook_path": f"session-{tag}-{run}.ipynb", "mode": "create"})
             creates.append(time.perf_counter() - started)
+            # The Python server starts a new notebook with a markdown cell; ours starts it empty.
+            first = int(re.search(r"Notebook has (\d+) cells", "".join(c.text for c in created.content)).group(1))
             for i in range(20):
                 await call("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": f"v{i} = {i}"})
             for i in range(20):
-                await call("execute_cell", {"cell_index": i, "stream": False})
+                await call("execute_cell", {"cell_index": first + i, "stream": False})
             sessions.append(time.perf_counter() - started)
             await call("unuse_notebook", {"notebook_name": f"s{run}"})
     return creates, sessions

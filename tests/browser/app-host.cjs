@@ -52,10 +52,12 @@ async function main() {
   let status = 1;
   try {
     await page.setContent(HOST);
+    const started = Date.now();
     await page.evaluate(([html, args, result]) => window.startView(html, args, result),
       [view.resource.text, view.arguments, view.result]);
     const frame = await (await page.waitForSelector("#view")).contentFrame();
     await frame.waitForSelector("body[data-rendered=true]", { timeout: 30_000 });
+    const renderedMs = Date.now() - started; // load, unpack what the outputs need, draw
     // Images decoded, then the size-changed round trip.
     await frame.waitForFunction(() => [...document.images].every((i) => i.complete), null, { timeout: 10_000 });
     const wanted = await frame.evaluate(() => document.documentElement.getBoundingClientRect().height);
@@ -63,9 +65,32 @@ async function main() {
       wanted, { timeout: 5_000 }).catch(() => {});
     const seen = await frame.evaluate(() => ({
       tables: [...document.querySelectorAll("table")].map((t) => t.textContent.replace(/\s+/g, " ").trim()),
-      charts: [...document.querySelectorAll("svg.plot")].map((s) => ({
-        kind: s.dataset.kind, bars: s.querySelectorAll("rect").length, points: s.querySelectorAll("circle").length,
-        lines: s.querySelectorAll("polyline").length, text: s.textContent })),
+      // Plotly figures as plotly.js drew them: its SVG layers and each trace's marks.
+      plotly: [...document.querySelectorAll(".chart-plotly")].map((b) => ({
+        svgs: b.querySelectorAll("svg.main-svg").length,
+        bars: b.querySelectorAll("g.trace.bars g.point path").length,
+        heatmapImages: b.querySelectorAll("g.hm image").length,
+        slices: b.querySelectorAll("g.slice path.surface").length,
+        title: b.querySelector(".gtitle")?.textContent ?? null })),
+      // Vega / Vega-Lite charts as vega drew them (SVG renderer): marks by type, items in each.
+      vega: [...document.querySelectorAll(".chart-vega-lite, .chart-vega")].map((b) => ({
+        svgs: b.querySelectorAll("svg.marks").length,
+        marks: Object.fromEntries([...b.querySelectorAll("g.role-mark")].map((g) =>
+          [g.getAttribute("class").match(/mark-(\w+)/)[1], g.querySelectorAll("path").length])) })),
+      // Math as KaTeX rendered it: MathML, with the TeX kept as its annotation.
+      math: [...document.querySelectorAll(".output math")].map((m) => ({
+        display: m.getAttribute("display"), tex: m.querySelector("annotation")?.textContent ?? null,
+        fractions: m.querySelectorAll("mfrac").length, roots: m.querySelectorAll("msqrt").length,
+        width: Math.round(m.getBoundingClientRect().width), within: m.closest(".markdown, .latex, .html-math")?.className ?? null })),
+      widgets: [...document.querySelectorAll(".widget[data-model-id]")].map((w) => ({
+        kind: w.className.replace("widget ", ""), label: w.querySelector(":scope > label")?.textContent ?? null,
+        range: w.querySelector(":scope > input[type=range]")?.value ?? null,
+        value: w.querySelector(":scope > output")?.textContent ?? null,
+        checked: w.querySelector(":scope > input[type=checkbox]")?.checked ?? null,
+        selected: w.querySelector(":scope > select")?.selectedOptions[0]?.textContent ?? null,
+        progress: w.querySelector(":scope > progress")?.value ?? null,
+        inside: w.parentElement.closest(".widget")?.dataset.modelId ?? null })),
+      notes: [...document.querySelectorAll(".note")].map((n) => n.textContent),
       images: [...document.querySelectorAll("img")].map((i) => ({ src: i.src.slice(0, 22), width: i.naturalWidth })),
       scripts: document.querySelectorAll(".output script").length,
       headings: [...document.querySelectorAll(".output h2")].map((h) => h.textContent).join("|"),
@@ -73,6 +98,7 @@ async function main() {
       bad: window.bad ?? null,
       text: document.body.innerText,
     }));
+    seen.renderedMs = renderedMs;
     seen.hostLog = await page.evaluate(() => window.hostLog);
     seen.frameHeight = await page.evaluate(() => document.getElementById("view").style.height);
     seen.requests = requests;
@@ -81,6 +107,11 @@ async function main() {
   } catch (e) {
     console.log(JSON.stringify({ error: e.message.split("\n")[0] }));
   } finally {
+    // A viewport as tall as the page: Chromium paints an iframe only near the viewport, so a
+    // full-page screenshot of a short one leaves the bottom of a tall view blank.
+    const height = await page.evaluate(() => document.documentElement.scrollHeight).catch(() => 900);
+    await page.setViewportSize({ width: 820, height: Math.min(Math.max(height, 200), 8000) }).catch(() => {});
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))).catch(() => {});
     await page.screenshot({ path: screenshot, fullPage: true }).catch(() => {});
     await browser.close();
   }

@@ -66,7 +66,13 @@ impl Domain {
             });
         };
         let running = kernel.running();
-        let busy = kernel.connection().execution_state() == "busy";
+        let mut busy = kernel.connection().execution_state() == "busy";
+        if running.is_some() && !busy {
+            // Sent but not begun: an interrupt now would reach a kernel still idle between
+            // requests and be lost, and the code would then run in full.
+            busy = wait_until_busy(&kernel).await;
+        }
+        let running = if busy { running } else { kernel.running() };
         if running.is_none() && !busy {
             return Ok(Interrupted {
                 owner,
@@ -102,6 +108,25 @@ impl Domain {
             activity,
         })
     }
+}
+
+/// How long an execution we sent may take to begin before the interrupt goes anyway.
+const BEGIN: Duration = Duration::from_secs(3);
+
+/// Waits (briefly) until the kernel reports itself busy; `false` if it did not (the execution
+/// may have ended meanwhile, or never began).
+async fn wait_until_busy(kernel: &Kernel) -> bool {
+    let deadline = tokio::time::Instant::now() + BEGIN;
+    while tokio::time::Instant::now() < deadline {
+        if kernel.connection().execution_state() == "busy" {
+            return true;
+        }
+        if kernel.running().is_none() {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    kernel.connection().execution_state() == "busy"
 }
 
 /// Waits (briefly) until the interrupted execution has left the kernel.

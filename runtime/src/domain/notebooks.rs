@@ -81,32 +81,9 @@ impl NotebookInUse {
         Ok((before, after))
     }
 
-    /// Lets go of the notebook's kernel: one we started is shut down (with its Jupyter session)
-    /// unless someone else uses it; a kernel we were given or adopted keeps running.
+    /// Lets go of the notebook's kernel (see `release_kernel`).
     pub async fn release(&self, jupyter: &Jupyter) -> Released {
-        let kernel = self.kernel();
-        let id = kernel.id().to_owned();
-        if matches!(
-            self.origin,
-            KernelOrigin::Given | KernelOrigin::Adopted { .. }
-        ) || !jupyter.started_here(&id)
-        {
-            return Released::NotOurs(id);
-        }
-        let our_session = match &self.origin {
-            KernelOrigin::StartedWithSession { session_id } => Some(session_id.as_str()),
-            _ => None,
-        };
-        if jupyter.is_shared(&id, our_session).await {
-            return Released::Shared(id);
-        }
-        if let Some(session_id) = our_session {
-            // Deleting the session ends the kernel too: that end is ours, not news.
-            kernel.connection().expect_shutdown();
-            let _ = jupyter.rest().delete_session(session_id).await;
-        }
-        jupyter.stop_kernel(&id).await;
-        Released::ShutDown(id)
+        release_kernel(jupyter, &self.kernel(), &self.origin).await
     }
 
     pub fn kernel(&self) -> Arc<Kernel> {
@@ -116,6 +93,31 @@ impl NotebookInUse {
     pub fn replace_kernel(&self, kernel: Arc<Kernel>) {
         *self.kernel.lock().expect("kernel lock") = kernel;
     }
+}
+
+/// Lets go of a kernel a notebook was given: one we started is shut down (with its Jupyter
+/// session) unless someone else uses it; a kernel we were given or adopted keeps running.
+pub async fn release_kernel(jupyter: &Jupyter, kernel: &Kernel, origin: &KernelOrigin) -> Released {
+    let id = kernel.id().to_owned();
+    if matches!(*origin, KernelOrigin::Given | KernelOrigin::Adopted { .. })
+        || !jupyter.started_here(&id)
+    {
+        return Released::NotOurs(id);
+    }
+    let our_session = match origin {
+        KernelOrigin::StartedWithSession { session_id } => Some(session_id.as_str()),
+        _ => None,
+    };
+    if jupyter.is_shared(&id, our_session).await {
+        return Released::Shared(id);
+    }
+    if let Some(session_id) = our_session {
+        // Deleting the session ends the kernel too: that end is ours, not news.
+        kernel.connection().expect_shutdown();
+        let _ = jupyter.rest().delete_session(session_id).await;
+    }
+    jupyter.stop_kernel(&id).await;
+    Released::ShutDown(id)
 }
 
 #[derive(Default)]

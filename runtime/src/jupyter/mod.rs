@@ -21,7 +21,7 @@ use tokio::sync::Mutex;
 use crate::hooks::{HookEvent, Hooks};
 use kernel::{ExecuteError, Kernel, KernelError, Liveness};
 use rest::JupyterRest;
-use spares::{SparePolicy, Spares, SpecKey};
+use spares::{SpareHold, SparePolicy, Spares, SpecKey};
 
 /// How long a restarted kernel may take to answer again.
 const RESTART_READY: std::time::Duration = std::time::Duration::from_secs(30);
@@ -86,6 +86,12 @@ impl Jupyter {
         self.spares.get().map(|s| s.ids()).unwrap_or_default()
     }
 
+    /// While the returned hold lives no new spare is started (`None` when `kernel.prewarm` is
+    /// off): a call that takes a spare holds it until it is answered.
+    pub fn hold_spares(&self) -> Option<SpareHold> {
+        self.spares.get().map(Spares::hold)
+    }
+
     /// Stops spares that are gone, idle too long or no longer wanted, and starts what is missing.
     async fn tend_spares(&self, spares: &Spares) {
         let wanted = spares.wanted();
@@ -102,6 +108,10 @@ impl Jupyter {
         }
         for spec in wanted {
             while spares.count(&spec) < spares.policy.per_spec && !spares.is_closed() {
+                spares.unheld().await;
+                if spares.is_closed() {
+                    return;
+                }
                 match self.start_fresh_kernel(spec.as_deref(), SPARE_LABEL).await {
                     Ok(kernel) => {
                         // Handed out ready to run: the wait is paid here, not by the caller.

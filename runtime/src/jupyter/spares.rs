@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use super::kernel::Kernel;
 
@@ -54,6 +54,19 @@ pub(super) struct Spares {
     /// Wakes the keeper after a spare was taken.
     pub wake: Notify,
     closed: AtomicBool,
+    /// How many `SpareHold`s are alive: while any is, no new spare is started.
+    holds: watch::Sender<usize>,
+}
+
+/// Keeps new spares from being started while alive: the call that just took a spare gets its
+/// own requests answered first, instead of queueing on the Jupyter Server behind the launch of
+/// the next kernel (a process start that also takes a core for a second).
+pub struct SpareHold(Arc<Spares>);
+
+impl Drop for SpareHold {
+    fn drop(&mut self) {
+        self.0.holds.send_modify(|n| *n -= 1);
+    }
 }
 
 impl Spares {
@@ -64,7 +77,19 @@ impl Spares {
             asked: Default::default(),
             wake: Notify::new(),
             closed: AtomicBool::new(false),
+            holds: watch::Sender::new(0),
         }
+    }
+
+    pub fn hold(self: &Arc<Self>) -> SpareHold {
+        self.holds.send_modify(|n| *n += 1);
+        SpareHold(self.clone())
+    }
+
+    /// Returns once no `SpareHold` is alive, or the spares were closed.
+    pub async fn unheld(&self) {
+        let mut holds = self.holds.subscribe();
+        let _ = holds.wait_for(|n| *n == 0 || self.is_closed()).await;
     }
 
     /// Takes a spare of `spec`, noting that it is wanted; the keeper starts the next one.
@@ -145,6 +170,8 @@ impl Spares {
     pub fn close(&self) -> Vec<Spare> {
         self.closed.store(true, Ordering::SeqCst);
         self.wake.notify_one();
+        // Wakes a keeper waiting in `unheld`.
+        self.holds.send_modify(|_| {});
         self.ready
             .lock()
             .expect("spares lock")
@@ -170,6 +197,31 @@ mod tests {
         let mut wanted = spares.wanted();
         wanted.sort();
         assert_eq!(wanted, vec![None, Some("julia".into())]);
+    }
+
+    #[tokio::test]
+    async fn new_spares_wait_until_no_hold_is_left() {
+        let spares = Arc::new(Spares::new(SparePolicy::default()));
+        spares.unheld().await;
+        let first = spares.hold();
+        let second = spares.hold();
+        let waiting = tokio::spawn({
+            let spares = spares.clone();
+            async move { spares.unheld().await }
+        });
+        drop(first);
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "one hold is still alive");
+        drop(second);
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("released once the last hold is dropped")
+            .unwrap();
+        let _held = spares.hold();
+        spares.close();
+        tokio::time::timeout(Duration::from_secs(5), spares.unheld())
+            .await
+            .expect("closing releases the wait");
     }
 
     #[test]

@@ -220,6 +220,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             output_schema: None,
         })),
         text("test_missing_capability", "unreachable: intercepted"),
+        text("test_trigger_tool_change", "unreachable: intercepted"),
         native(
             "test_tool_with_logging",
             "Conformance fixture: three log lines through the server's logging, 50 ms apart.",
@@ -240,8 +241,29 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 }
 
 /// Fixture tools whose answer is a protocol-level behaviour rather than a tool result.
-pub fn intercept_call(name: &str) -> Option<Result<CallToolResponse, McpError>> {
+pub fn intercept_call(
+    name: &str,
+    tools: &crate::dispatch::ToolRegistry,
+) -> Option<Result<CallToolResponse, McpError>> {
     match name {
+        // Changes the tool list, as an extension becoming ready does.
+        "test_trigger_tool_change" => {
+            const DYNAMIC: &str = "test_dynamic_tool";
+            if !tools.remove(DYNAMIC) {
+                let added = tools.add(native(
+                    DYNAMIC,
+                    "Conformance fixture: comes and goes with test_trigger_tool_change.",
+                    true,
+                    |_c: ToolContext, _a: NoArgs| async { Ok(ToolOutput::text("here")) },
+                ));
+                debug_assert!(added.is_ok());
+            }
+            Some(Ok(CallToolResponse::from(
+                rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                    "the tool list changed",
+                )]),
+            )))
+        }
         "test_missing_capability" => {
             let sampling: ClientCapabilities = from_json(json!({"sampling": {}}));
             Some(Err(McpError::missing_required_client_capability(sampling)))

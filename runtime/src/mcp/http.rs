@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
@@ -501,10 +501,9 @@ impl HttpContext {
 /// A request body, refused when over `MAX_REQUEST_BYTES` (413) or slower than `BODY_TIMEOUT`
 /// (408); the same limits on every route.
 async fn read_body(body: Incoming) -> Result<Bytes, Box<Response<Body>>> {
-    let limited = Limited::new(body, super::MAX_REQUEST_BYTES).collect();
-    let refusal = match tokio::time::timeout(BODY_TIMEOUT, limited).await {
-        Ok(Ok(body)) => return Ok(body.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => json_response(
+    let refusal = match tokio::time::timeout(BODY_TIMEOUT, collect_within_limit(body)).await {
+        Ok(Ok(Some(body))) => return Ok(body),
+        Ok(Ok(None)) => json_response(
             StatusCode::PAYLOAD_TOO_LARGE,
             json!({ "error": format!(
                 "the request is larger than {} bytes; send less at once",
@@ -524,6 +523,29 @@ async fn read_body(body: Incoming) -> Result<Bytes, Box<Response<Body>>> {
         ),
     };
     Err(Box::new(refusal))
+}
+
+/// The body, or `None` when it is over the limit. The rest of an oversized body is read and
+/// dropped (up to as much again) before we answer: closing on unread data resets the connection,
+/// and the client would lose our 413 and see only a broken pipe.
+async fn collect_within_limit(mut body: Incoming) -> Result<Option<Bytes>, hyper::Error> {
+    let mut collected = Vec::new();
+    let mut over = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        if over > 0 || collected.len() + data.len() > super::MAX_REQUEST_BYTES {
+            collected = Vec::new();
+            over += data.len();
+            if over > super::MAX_REQUEST_BYTES {
+                break;
+            }
+            continue;
+        }
+        collected.extend_from_slice(&data);
+    }
+    Ok((over == 0).then(|| Bytes::from(collected)))
 }
 
 /// The body with a malformed `initialize` given defaults (see `compat`); anything else as it came.

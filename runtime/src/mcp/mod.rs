@@ -537,7 +537,7 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         #[cfg(feature = "conformance-fixtures")]
-        if let Some(answer) = fixtures::intercept_call(&request.name) {
+        if let Some(answer) = fixtures::intercept_call(&request.name, &self.state.tools) {
             return answer;
         }
         let tasks_declared = context

@@ -145,7 +145,12 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, 
     }
     let mut output = ToolOutput::content(outputs::to_content(rendered));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
-    output.structured = Some(outputs::bundles(&outcome.outputs, limits, hint));
+    output.structured = Some(outputs::bundles(
+        &outcome.outputs,
+        outcome.widgets.clone(),
+        limits,
+        hint,
+    ));
     Ok(output)
 }
 

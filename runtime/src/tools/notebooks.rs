@@ -14,13 +14,13 @@ use super::format::brief_table;
 use super::{Tool, ToolContext, ToolError, ToolOutput, native};
 use crate::config::DocumentBackend;
 use crate::domain::kernelspecs::ChosenSpec;
-use crate::domain::notebooks::{KernelOrigin, NotebookInUse, Released};
+use crate::domain::notebooks::{self, KernelOrigin, NotebookInUse, Released};
 use crate::jupyter::Jupyter;
 use crate::jupyter::document::file::FileDocument;
 use crate::jupyter::document::live::LiveDocument;
 use crate::jupyter::document::{Document, Edit};
 use crate::jupyter::kernel::{ConnectError, Kernel, KernelError, Liveness};
-use crate::jupyter::notebook::{CellType, Notebook};
+use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::JupyterRest;
 use crate::jupyter::rest::{RestError, SessionModel};
 
@@ -111,6 +111,7 @@ async fn use_notebook(
     args: UseNotebookArgs,
 ) -> Result<ToolOutput, ToolError> {
     let domain = &context.domain;
+    let started = std::time::Instant::now();
     let name = args.notebook_name.clone();
     let path = args.notebook_path.trim_start_matches('/').to_owned();
     if name.is_empty() || path.is_empty() {
@@ -173,6 +174,7 @@ async fn use_notebook(
         None => None,
     };
     let documents = domain.documents_rest();
+    step_done(started, "kernelspec");
     let exists = match documents.get_file_hash(&path).await {
         Ok(_) => true,
         Err(RestError::NotFound { .. }) => false,
@@ -182,6 +184,8 @@ async fn use_notebook(
             )));
         }
     };
+    step_done(started, "exists");
+    let mut created = None;
     match args.mode {
         UseMode::Connect if !exists => {
             return Err(ToolError::Failed(format!(
@@ -200,69 +204,58 @@ async fn use_notebook(
                     "'{parent}' not found in jupyter server, please check the directory path already exists."
                 )));
             }
-            FileDocument::create(&documents, &path, &new_notebook(spec.as_ref()))
+            let written = new_notebook(spec.as_ref());
+            FileDocument::create(&documents, &path, &written)
                 .await
                 .map_err(ToolError::failed)?;
+            created = Some(written);
+            step_done(started, "file created");
         }
         UseMode::Connect => {}
     }
-    let (document, backend_line) =
-        open_document(domain.settings.document_backend, documents, &path).await?;
-    // Read once up front: a file that is not a notebook is refused before a kernel is started.
-    let mut notebook = document.read().await.map_err(ToolError::failed)?;
-    if matches!(args.mode, UseMode::Create) {
-        notebook = drop_placeholder_cell(document.as_ref(), notebook).await?;
-    }
-
     let jupyter = domain.jupyter();
-    let (kernel, origin, kernel_line) = match &args.kernel_id {
-        Some(kernel_id) => {
-            let kernel = jupyter.kernel(kernel_id).await.map_err(|e| match e {
-                KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
-                    "Kernel '{kernel_id}' not found in jupyter server, please check whether the kernel already exists using 'list_kernels' tool."
-                )),
-                other => ToolError::failed(other),
-            })?;
-            let line = format!(
-                "[INFO] Connected to kernel '{kernel_id}' (given by kernel_id; it is left running when the notebook is released)."
-            );
-            (kernel, KernelOrigin::Given, line)
-        }
-        None => {
-            let rest = jupyter.rest().clone();
-            let existing = rest
-                .list_sessions()
-                .await
-                .map_err(ToolError::failed)?
-                .into_iter()
-                .find(|s| s.path == path);
-            let adopt = context
-                .domain
-                .capabilities
-                .enabled(crate::capabilities::ADOPT_SESSION);
-            let their_kernel = existing
-                .as_ref()
-                .and_then(|s| s.kernel.as_ref())
-                .map(|k| k.id.clone());
-            // A chosen kernelspec means a kernel of our own, never the session's.
-            let adopt = adopt && spec.is_none();
-            if let (true, Some(session), Some(theirs)) = (adopt, &existing, their_kernel) {
-                let kernel = jupyter.kernel(&theirs).await.map_err(ToolError::failed)?;
-                let line = format!(
-                    "[INFO] Adopted kernel '{theirs}' of the Jupyter session already open on '{path}' (kernel.adopt-session is on); it is shared, and left running when the notebook is released."
-                );
-                let origin = KernelOrigin::Adopted {
-                    session_id: session.id.clone(),
-                };
-                (kernel, origin, line)
-            } else {
-                let kernel = start_kernel(&jupyter, spec.as_ref(), &name)
-                    .await
-                    .map_err(|e| {
-                        ToolError::Failed(format!("Could not start a kernel for '{path}': {e}"))
-                    })?;
-                let (origin, line) = attach_session(&jupyter, &path, &kernel, existing).await?;
-                (kernel, origin, line)
+    // The next spare (kernel.prewarm) is started once this call is answered, not during it.
+    let _hold = jupyter.hold_spares();
+    let open = open_notebook(
+        domain.settings.document_backend,
+        documents,
+        &path,
+        created.as_ref(),
+        started,
+    );
+    let acquire = acquire_kernel(
+        &context,
+        &jupyter,
+        args.kernel_id.as_deref(),
+        spec.as_ref(),
+        &name,
+        &path,
+        started,
+    );
+    let ((document, notebook, backend_line), (kernel, origin, kernel_line)) = match args.mode {
+        // A notebook we just created is known to be one: its room and its kernel are set up
+        // at once, and when one of them fails the other is undone.
+        UseMode::Create => match tokio::join!(open, acquire) {
+            (Ok(opened), Ok(acquired)) => (opened, acquired),
+            (Ok((document, ..)), Err(e)) => {
+                let _ = document.close().await;
+                return Err(e);
+            }
+            (Err(e), Ok((kernel, origin, _))) => {
+                notebooks::release_kernel(&jupyter, &kernel, &origin).await;
+                return Err(e);
+            }
+            (Err(e), Err(_)) => return Err(e),
+        },
+        // Read first: a file that is not a notebook is refused before a kernel is started.
+        UseMode::Connect => {
+            let opened = open.await?;
+            match acquire.await {
+                Ok(acquired) => (opened, acquired),
+                Err(e) => {
+                    let _ = opened.0.close().await;
+                    return Err(e);
+                }
             }
         }
     };
@@ -279,6 +272,7 @@ async fn use_notebook(
                 .map_err(ToolError::failed)?;
         }
     }
+    step_done(started, "ready");
     let kernel_line = match &spec {
         Some(spec) => format!(
             "{kernel_line}\n[INFO] The kernel runs kernelspec '{}' ({}).",
@@ -298,35 +292,100 @@ async fn use_notebook(
     )
 }
 
-/// A room opened on a notebook without cells shows one empty code cell (jupyter_ydoc adds it); a
-/// notebook we just created is given back empty whichever the backend, so an agent inserts what it
-/// needs and nothing else.
-async fn drop_placeholder_cell(
-    document: &dyn Document,
-    notebook: Notebook,
-) -> Result<Notebook, ToolError> {
-    let placeholder = |nb: &Notebook| match nb.cells.as_slice() {
-        [only]
-            if only.cell_type == CellType::Code
-                && only.source.is_empty()
-                && only.outputs.is_empty() =>
-        {
-            Some(only.id.clone())
-        }
-        _ => None,
+/// Opens the notebook's document and reads it, or, for a notebook we just wrote (`created`),
+/// takes that as read: its room may still be being joined (`LiveDocument::open_created`).
+async fn open_notebook(
+    choice: DocumentBackend,
+    documents: JupyterRest,
+    path: &str,
+    created: Option<&Notebook>,
+    started: std::time::Instant,
+) -> Result<(Arc<dyn Document>, Notebook, String), ToolError> {
+    let (document, backend_line) =
+        open_document(choice, documents, path, created.is_some()).await?;
+    step_done(started, "document opened");
+    let notebook = match created {
+        Some(written) => written.clone(),
+        None => match document.read().await {
+            Ok(notebook) => notebook,
+            Err(e) => {
+                let _ = document.close().await;
+                return Err(ToolError::failed(e));
+            }
+        },
     };
-    if placeholder(&notebook).is_none() {
-        return Ok(notebook);
+    Ok((document, notebook, backend_line))
+}
+
+/// The notebook's kernel: `kernel_id`'s, the kernel of a session already open on the path
+/// (`kernel.adopt-session`), or one we start (or take from the spares) with a session for the
+/// path. Returns it, how it came, and the line that says so.
+async fn acquire_kernel(
+    context: &ToolContext,
+    jupyter: &Jupyter,
+    kernel_id: Option<&str>,
+    spec: Option<&ChosenSpec>,
+    name: &str,
+    path: &str,
+    started: std::time::Instant,
+) -> Result<(Arc<Kernel>, KernelOrigin, String), ToolError> {
+    if let Some(kernel_id) = kernel_id {
+        let kernel = jupyter.kernel(kernel_id).await.map_err(|e| match e {
+            KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
+                "Kernel '{kernel_id}' not found in jupyter server, please check whether the kernel already exists using 'list_kernels' tool."
+            )),
+            other => ToolError::failed(other),
+        })?;
+        let line = format!(
+            "[INFO] Connected to kernel '{kernel_id}' (given by kernel_id; it is left running when the notebook is released)."
+        );
+        return Ok((kernel, KernelOrigin::Given, line));
     }
-    let (_, after) = document
-        .update(Box::new(move |nb| {
-            Ok(placeholder(nb)
-                .map(|id| vec![Edit::Delete { cell_ids: vec![id] }])
-                .unwrap_or_default())
-        }))
+    let existing = jupyter
+        .rest()
+        .list_sessions()
         .await
-        .map_err(ToolError::failed)?;
-    Ok(after)
+        .map_err(ToolError::failed)?
+        .into_iter()
+        .find(|s| s.path == path);
+    step_done(started, "sessions listed");
+    // A chosen kernelspec means a kernel of our own, never the session's.
+    let adopt = spec.is_none()
+        && context
+            .domain
+            .capabilities
+            .enabled(crate::capabilities::ADOPT_SESSION);
+    let their_kernel = existing
+        .as_ref()
+        .and_then(|s| s.kernel.as_ref())
+        .map(|k| k.id.clone());
+    if let (true, Some(session), Some(theirs)) = (adopt, &existing, their_kernel) {
+        let kernel = jupyter.kernel(&theirs).await.map_err(ToolError::failed)?;
+        let line = format!(
+            "[INFO] Adopted kernel '{theirs}' of the Jupyter session already open on '{path}' (kernel.adopt-session is on); it is shared, and left running when the notebook is released."
+        );
+        let origin = KernelOrigin::Adopted {
+            session_id: session.id.clone(),
+        };
+        return Ok((kernel, origin, line));
+    }
+    let kernel = start_kernel(jupyter, spec, name)
+        .await
+        .map_err(|e| ToolError::Failed(format!("Could not start a kernel for '{path}': {e}")))?;
+    step_done(started, "kernel");
+    let (origin, line) = attach_session(jupyter, path, &kernel, existing).await?;
+    step_done(started, "session");
+    Ok((kernel, origin, line))
+}
+
+/// Logs how far into use_notebook a step finished (`RUST_LOG=jupyter_mcp_server=debug`): where
+/// the time of opening a notebook goes.
+fn step_done(started: std::time::Instant, step: &str) {
+    tracing::debug!(
+        step,
+        ms = format!("{:.1}", started.elapsed().as_secs_f64() * 1e3),
+        "use_notebook"
+    );
 }
 
 /// A kernel of the chosen kernelspec, or of the default one.
@@ -405,6 +464,7 @@ async fn open_document(
     choice: DocumentBackend,
     rest: JupyterRest,
     path: &str,
+    created: bool,
 ) -> Result<(Arc<dyn Document>, String), ToolError> {
     let file = |rest| -> (Arc<dyn Document>, String) {
         (
@@ -415,9 +475,18 @@ async fn open_document(
     if choice == DocumentBackend::File {
         return Ok(file(rest));
     }
-    match LiveDocument::open(rest.clone(), path).await {
+    let live = if created {
+        LiveDocument::open_created(rest.clone(), path)
+            .await
+            .map(|live| live as Arc<dyn Document>)
+    } else {
+        LiveDocument::open(rest.clone(), path)
+            .await
+            .map(|live| Arc::new(live) as Arc<dyn Document>)
+    };
+    match live {
         Ok(live) => Ok((
-            Arc::new(live),
+            live,
             "[INFO] Editing live through the notebook's collaboration room (live backend): people with it open see each change as it happens.".into(),
         )),
         Err(e) if choice == DocumentBackend::Auto && e.no_collaboration() => Ok(file(rest)),

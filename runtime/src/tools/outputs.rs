@@ -236,14 +236,21 @@ const RICH_BUDGET_FACTOR: usize = 64;
 
 /// The outputs as nbformat MIME bundles, for clients that render them (the MCP Apps viewer):
 /// `{"outputs": [...]}`, whole outputs in order while they fit the budget, then
-/// `"omitted": "<what was left out and where to find it>"`.
-pub fn bundles(outputs: &[Value], limits: OutputLimits, full_output_hint: &str) -> Value {
+/// `"omitted": "<what was left out and where to find it>"`; and `"widgets"`, the widget state
+/// (nbformat's) of the widgets they show, when there is any and it fits too.
+pub fn bundles(
+    outputs: &[Value],
+    widgets: Option<Value>,
+    limits: OutputLimits,
+    full_output_hint: &str,
+) -> Value {
     let budget = limits.max_chars.saturating_mul(RICH_BUDGET_FACTOR);
+    let fits = |used: usize, size: usize| limits.max_chars == 0 || used + size <= budget;
     let mut kept = Vec::new();
     let mut used = 0usize;
     for (index, output) in outputs.iter().enumerate() {
         let size = output.to_string().len();
-        if limits.max_chars > 0 && used + size > budget {
+        if !fits(used, size) {
             let left = outputs.len() - index;
             return serde_json::json!({
                 "outputs": kept,
@@ -256,7 +263,19 @@ pub fn bundles(outputs: &[Value], limits: OutputLimits, full_output_hint: &str) 
         used += size;
         kept.push(output.clone());
     }
-    serde_json::json!({ "outputs": kept })
+    let mut shaped = serde_json::json!({ "outputs": kept });
+    if let Some(widgets) = widgets {
+        if fits(used, widgets.to_string().len()) {
+            shaped["widgets"] = widgets;
+        } else {
+            shaped["omitted"] = format!(
+                "The widgets' state was left out: over the {budget}-character budget of rich \
+                 outputs; they are shown in their text form."
+            )
+            .into();
+        }
+    }
+    shaped
 }
 
 #[cfg(test)]
@@ -379,7 +398,12 @@ mod tests {
             max_chars: 5,
             allow_images: true,
         };
-        let shaped = bundles(&[small.clone(), big.clone()], limits, "See the notebook.");
+        let shaped = bundles(
+            &[small.clone(), big.clone()],
+            None,
+            limits,
+            "See the notebook.",
+        );
         assert_eq!(shaped["outputs"], serde_json::json!([small]));
         assert!(
             shaped["omitted"]
@@ -391,7 +415,22 @@ mod tests {
             max_chars: 0,
             allow_images: true,
         };
-        let all = bundles(&[small.clone(), big.clone()], unbounded, "");
-        assert_eq!(all, serde_json::json!({"outputs": [small, big]}));
+        let all = bundles(&[small.clone(), big.clone()], None, unbounded, "");
+        assert_eq!(all, serde_json::json!({"outputs": [small.clone(), big]}));
+        let widgets = serde_json::json!({"state": {"m": {"state": {"value": 1}}}});
+        let with = bundles(
+            std::slice::from_ref(&small),
+            Some(widgets.clone()),
+            limits,
+            "",
+        );
+        assert_eq!(
+            with,
+            serde_json::json!({"outputs": [small.clone()], "widgets": widgets})
+        );
+        let huge = serde_json::json!({"state": {"m": {"state": {"value": "x".repeat(400)}}}});
+        let without = bundles(std::slice::from_ref(&small), Some(huge), limits, "");
+        assert_eq!(without["outputs"], serde_json::json!([small]));
+        assert!(without.get("widgets").is_none() && without["omitted"].is_string());
     }
 }

@@ -222,14 +222,9 @@ impl Disk {
 
     /// The artifact's bytes if the file exists and we wrote it; `Err` says why it is refused.
     fn read_authentic(&self, path: &Path) -> Result<Option<Vec<u8>>, String> {
-        let mut file = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(path)
-        {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot open it ({e})")),
+        let Some(mut file) = open_existing(path).map_err(|e| format!("cannot open it ({e})"))?
+        else {
+            return Ok(None);
         };
         let mut contents = Vec::new();
         file.read_to_end(&mut contents)
@@ -318,16 +313,24 @@ fn open_private_dir(dir: &Path) -> Result<[u8; 32], String> {
     Err(format!("its key {} stays incomplete", key_path.display()))
 }
 
-/// The key, `None` when absent (or not yet complete), `Err` when it is not safely ours.
-fn read_key(path: &Path, uid: u32) -> Result<Option<[u8; 32]>, String> {
-    let mut file = match std::fs::OpenOptions::new()
+/// A file for reading, never through a symbolic link; `None` when it does not exist.
+fn open_existing(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NOFOLLOW)
         .open(path)
     {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot open its key ({e})")),
+        Ok(file) => Ok(Some(file)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The key, `None` when absent (or not yet complete), `Err` when it is not safely ours.
+fn read_key(path: &Path, uid: u32) -> Result<Option<[u8; 32]>, String> {
+    let Some(mut file) = open_existing(path).map_err(|e| format!("cannot open its key ({e})"))?
+    else {
+        return Ok(None);
     };
     let meta = file
         .metadata()

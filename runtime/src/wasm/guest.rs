@@ -11,8 +11,11 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 
 pub use super::limits::CallKind;
 use super::limits::{Stopped, memory_limit_message};
+use super::manifest::{CapabilityDeclaration, ToolDeclaration};
 use super::sandbox::{GuestSettings, GuestState};
-use super::v0_1_0::{extension_export, hooks_export, types};
+use super::tool::ToolAnswer;
+use super::v0_1_0::{Exports, Indices};
+use crate::hooks::HookEvent;
 
 /// A call into a guest that did not produce the guest's answer.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -69,8 +72,7 @@ fn stderr_note(stderr: &Option<String>) -> String {
 /// A live instance and the exports it has.
 pub struct GuestInstance {
     pub store: Store<GuestState>,
-    hooks: Option<hooks_export::Guest>,
-    extension: Option<extension_export::Guest>,
+    exports: Exports,
     /// The deadline of the next call, when the guest set it (counting the wait for this
     /// instance); else each call gets its kind's whole limit from when it begins.
     next_deadline: Option<Instant>,
@@ -88,67 +90,50 @@ impl GuestInstance {
         self.store.set_epoch_deadline(1);
     }
 
-    fn hooks(&self) -> wasmtime::Result<&hooks_export::Guest> {
-        self.hooks
-            .as_ref()
-            .ok_or_else(|| wasmtime::format_err!("the guest does not export hooks"))
-    }
-
-    fn extension(&self) -> wasmtime::Result<&extension_export::Guest> {
-        self.extension
-            .as_ref()
-            .ok_or_else(|| wasmtime::format_err!("the guest does not export extension-api"))
-    }
-
     pub fn propagate_errors(&mut self) -> wasmtime::Result<bool> {
         self.begin(CallKind::Load);
-        self.hooks()?.clone().call_propagate_errors(&mut self.store)
+        self.exports.propagate_errors(&mut self.store)
     }
 
     pub fn on_event(
         &mut self,
-        event: &types::HookEvent,
+        event: &HookEvent,
         context: &str,
     ) -> wasmtime::Result<Result<Option<String>, String>> {
         self.begin(CallKind::Hook);
-        let hooks = self.hooks()?.clone();
-        hooks.call_on_event(&mut self.store, event, context)
+        self.exports.on_event(&mut self.store, event, context)
     }
 
-    pub fn identity(&mut self) -> wasmtime::Result<extension_export::ExtensionIdentity> {
+    /// The name the guest declares.
+    pub fn identity(&mut self) -> wasmtime::Result<String> {
         self.begin(CallKind::Load);
-        let extension = self.extension()?.clone();
-        extension.call_identity(&mut self.store)
+        self.exports.identity(&mut self.store)
     }
 
-    pub fn capabilities(&mut self) -> wasmtime::Result<Vec<types::Capability>> {
+    pub fn capabilities(&mut self) -> wasmtime::Result<Vec<CapabilityDeclaration>> {
         self.begin(CallKind::Load);
-        let extension = self.extension()?.clone();
-        extension.call_capabilities(&mut self.store)
+        self.exports.capabilities(&mut self.store)
     }
 
-    pub fn tools(&mut self) -> wasmtime::Result<Vec<types::ToolSpec>> {
+    pub fn tools(&mut self) -> wasmtime::Result<Vec<ToolDeclaration>> {
         self.begin(CallKind::Load);
-        let extension = self.extension()?.clone();
-        extension.call_tools(&mut self.store)
+        self.exports.tools(&mut self.store)
     }
 
     pub fn call_tool(
         &mut self,
         name: &str,
         arguments: &str,
-    ) -> wasmtime::Result<Result<types::ToolResult, String>> {
+    ) -> wasmtime::Result<Result<ToolAnswer, String>> {
         self.begin(CallKind::Tool);
-        let extension = self.extension()?.clone();
-        extension.call_call_tool(&mut self.store, name, arguments)
+        self.exports.call_tool(&mut self.store, name, arguments)
     }
 }
 
 /// What a fresh instance is made from.
 pub struct Template {
     pub pre: InstancePre<GuestState>,
-    pub hooks: Option<hooks_export::GuestIndices>,
-    pub extension: Option<extension_export::GuestIndices>,
+    pub exports: Indices,
     pub settings: Arc<GuestSettings>,
 }
 
@@ -168,18 +153,10 @@ impl Template {
         store.data_mut().start_call(Instant::now() + limit, limit);
         store.set_epoch_deadline(1);
         let instance = self.pre.instantiate(&mut store)?;
-        let hooks = match &self.hooks {
-            Some(indices) => Some(indices.load(&mut store, &instance)?),
-            None => None,
-        };
-        let extension = match &self.extension {
-            Some(indices) => Some(indices.load(&mut store, &instance)?),
-            None => None,
-        };
+        let exports = self.exports.load(&mut store, &instance)?;
         Ok(GuestInstance {
             store,
-            hooks,
-            extension,
+            exports,
             next_deadline: None,
         })
     }

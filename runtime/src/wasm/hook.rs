@@ -14,7 +14,6 @@ use serde_json::{Map, Value};
 
 use super::guest::{CallKind, Guest, GuestError};
 use super::slot::GuestSlot;
-use super::v0_1_0::{convert, types};
 use crate::hooks::{HookEvent, HookFuture, HookHandler, HookKind};
 
 const UNDECIDED: u8 = 0;
@@ -82,21 +81,16 @@ impl WasmHookHandler {
         }
     }
 
-    /// The event as the WIT carries it.
-    pub fn to_wit(event: &HookEvent) -> types::HookEvent {
-        convert::hook_event(event)
-    }
-
     /// One event into the guest; `Ok(Some(map))` replaces the handler's context.
     pub async fn deliver(
         guest: &Arc<Guest>,
         event: &HookEvent,
         context: &Map<String, Value>,
     ) -> Result<Result<Option<Map<String, Value>>, String>, GuestError> {
-        let wit = Self::to_wit(event);
+        let event = event.clone();
         let context = Value::Object(context.clone()).to_string();
         let answer = guest
-            .call(CallKind::Hook, move |live| live.on_event(&wit, &context))
+            .call(CallKind::Hook, move |live| live.on_event(&event, &context))
             .await?;
         match answer {
             Ok(Some(text)) => match serde_json::from_str(&text) {

@@ -14,8 +14,8 @@ use super::manifest::Manifest;
 use super::slot::GuestSlot;
 use super::tool::register;
 use super::{
-    CallKind, Guest, HostLink, LoadError, Loaded, WasmHookHandler, WasmHost, check_header,
-    extension_tools, file_stem, imports, v0_1_0,
+    CallKind, CompileCache, ExtensionTool, Guest, HostLink, LoadError, Loaded, WasmHookHandler,
+    WasmHost, check_header, file_stem, imports, v0_1_0,
 };
 use crate::capabilities::{CapabilityError, Declaration};
 use crate::config::{ExtensionConfig, WasmConfig};
@@ -354,7 +354,7 @@ fn finish(
         host.cache
             .store_manifest(&bytes, &entry.config.to_string(), &loaded.manifest);
     }
-    super::log_loaded(&entry, &loaded);
+    log_loaded(&entry, &loaded);
 }
 
 /// The guests being loaded: stopped together at exit, and a way to learn when all are done.
@@ -387,4 +387,136 @@ impl Loading {
     pub fn guests(&self) -> Vec<Arc<Guest>> {
         lock(&self.shared.running).clone()
     }
+}
+
+/// The tools a manifest declares, bound to the guest's slot; the first unusable one refuses
+/// the guest.
+pub(super) fn extension_tools(
+    manifest: &Manifest,
+    slot: &Arc<GuestSlot>,
+    entry: &ExtensionConfig,
+) -> Result<Vec<Arc<ExtensionTool>>, String> {
+    let Some(extension) = &manifest.extension else {
+        return Ok(Vec::new());
+    };
+    let wait = CallKind::Tool.wall_limit(&entry.limits);
+    extension
+        .tools
+        .iter()
+        .map(|spec| ExtensionTool::new(slot.clone(), wait, &extension.name, spec).map(Arc::new))
+        .collect()
+}
+
+/// Loads every configured guest, all at once, and keeps them in the configured order. One that
+/// fails is logged with its file and reason; the others still load. Compiling can take seconds: call this off the async runtime.
+pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
+    if config.extensions.is_empty() {
+        return Vec::new();
+    }
+    let host = match WasmHost::with_link(config.cache_dir.clone(), link) {
+        Ok(host) => host,
+        Err(e) => {
+            tracing::error!("cannot start the WebAssembly runtime, so no guest is loaded: {e}");
+            return Vec::new();
+        }
+    };
+    // Compiled side by side (a cold start with two large guests takes the longer one, not the
+    // sum); checked and registered in the operator's order.
+    let outcomes: Vec<Result<Loaded, LoadError>> = std::thread::scope(|scope| {
+        let loads: Vec<_> = config
+            .extensions
+            .iter()
+            .map(|entry| scope.spawn(|| host.load(entry)))
+            .collect();
+        loads
+            .into_iter()
+            .zip(&config.extensions)
+            .map(|(load, entry)| {
+                load.join().unwrap_or_else(|_| {
+                    Err(LoadError {
+                        path: entry.path.clone(),
+                        reason: "loading it failed (a bug in the server: please report it)".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut loaded: Vec<Loaded> = Vec::new();
+    for (entry, outcome) in config.extensions.iter().zip(outcomes) {
+        match outcome {
+            Ok(guest) => {
+                // The name is the source of its capabilities and names it in logs: one each.
+                if let Some((name, _)) = &guest.extension
+                    && let Some(other) = loaded
+                        .iter()
+                        .find(|l| l.extension.as_ref().is_some_and(|(n, _)| n == name))
+                {
+                    tracing::error!(
+                        "refused wasm guest {}: extension name '{name}' is taken by {}; the \
+                         server goes on without it",
+                        entry.path.display(),
+                        other.guest.path.display()
+                    );
+                    guest.guest.stop();
+                    continue;
+                }
+                log_loaded(entry, &guest);
+                loaded.push(guest);
+            }
+            Err(e) => tracing::error!("{e}; the server goes on without it"),
+        }
+    }
+    loaded
+}
+
+/// The line that says a guest is ready, and what it is.
+fn log_loaded(entry: &ExtensionConfig, loaded: &Loaded) {
+    tracing::info!(
+        guest = loaded.guest.name(),
+        "loaded wasm guest {}{}{}",
+        entry.path.display(),
+        match loaded.hook_critical {
+            Some(true) => " (critical hook handler)",
+            Some(false) => " (optional hook handler)",
+            None => "",
+        },
+        match &loaded.extension {
+            Some((name, _)) => format!(
+                " (extension '{name}', {} tool{})",
+                loaded.tools.len(),
+                if loaded.tools.len() == 1 { "" } else { "s" }
+            ),
+            None => String::new(),
+        }
+    );
+}
+
+/// Compiles each guest into the cache (or finds it there) and checks that it links, as a start
+/// would, without instantiating it: `extension compile`. One line per guest, in order.
+pub fn compile_all(config: &WasmConfig) -> Result<Vec<Result<String, LoadError>>, String> {
+    let host = WasmHost::new(config.cache_dir.clone().or_else(CompileCache::default_dir))
+        .map_err(|e| format!("cannot start the WebAssembly runtime: {e}"))?;
+    Ok(config
+        .extensions
+        .iter()
+        .map(|entry| {
+            let started = std::time::Instant::now();
+            // Loaded as a start would (with its config and grants), so what it declares is
+            // written down too and the next start lists its tools at once.
+            let loaded = host.load(entry)?;
+            loaded.guest.stop();
+            let bytes = std::fs::read(&entry.path).map_err(|e| LoadError {
+                path: entry.path.clone(),
+                reason: format!("cannot read it: {e}"),
+            })?;
+            host.cache
+                .store_manifest(&bytes, &entry.config.to_string(), &loaded.manifest);
+            Ok(format!(
+                "{} is compiled and cached in {}, with what it declares ({:.1?})",
+                entry.path.display(),
+                host.cache.location(),
+                started.elapsed()
+            ))
+        })
+        .collect())
 }

@@ -41,14 +41,15 @@ pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
-pub use loading::{Loader, Loading};
+use loading::extension_tools;
+pub use loading::{Loader, Loading, compile_all, load_all};
 pub use manifest::Manifest;
 pub use sandbox::{GuestSettings, GuestState, HostLink};
 pub use slot::{GuestSlot, SlotError};
 pub use tool::{ExtensionTool, register_tools};
 
 use crate::capabilities::Declaration;
-use crate::config::{ExtensionConfig, WasmConfig};
+use crate::config::ExtensionConfig;
 
 /// How often the epoch advances: the granularity of the CPU-time check.
 const TICK: Duration = Duration::from_millis(10);
@@ -157,8 +158,13 @@ impl WasmHost {
             .exports(&self.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        let has = |name: &str| exports.iter().any(|e| e == name);
-        if !has(v0_1_0::HOOKS_EXPORT) && !has(v0_1_0::EXTENSION_EXPORT) {
+        let pre = self.linker.instantiate_pre(component).map_err(|e| {
+            format!(
+                "it imports something this host does not offer ({e:#}); guests may import only \
+                 WASI 0.2 and the interfaces of jupyter-mcp:extension"
+            )
+        })?;
+        let Some(indices) = v0_1_0::Indices::of(&pre, &exports)? else {
             return Err(format!(
                 "it exports neither {} nor {} (it exports: {}); build it against a world of \
                  wit/v0.1.0",
@@ -170,33 +176,10 @@ impl WasmHost {
                     exports.join(", ")
                 }
             ));
-        }
-        let pre = self.linker.instantiate_pre(component).map_err(|e| {
-            format!(
-                "it imports something this host does not offer ({e:#}); guests may import only \
-                 WASI 0.2 and the interfaces of jupyter-mcp:extension"
-            )
-        })?;
-        let hooks = if has(v0_1_0::HOOKS_EXPORT) {
-            Some(
-                v0_1_0::hooks_export::GuestIndices::new(&pre)
-                    .map_err(|e| format!("its hooks export does not match the WIT: {e}"))?,
-            )
-        } else {
-            None
-        };
-        let extension = if has(v0_1_0::EXTENSION_EXPORT) {
-            Some(
-                v0_1_0::extension_export::GuestIndices::new(&pre)
-                    .map_err(|e| format!("its extension-api export does not match the WIT: {e}"))?,
-            )
-        } else {
-            None
         };
         Ok(Template {
             pre,
-            hooks,
-            extension,
+            exports: indices,
             settings,
         })
     }
@@ -220,8 +203,10 @@ impl WasmHost {
         let first = template
             .instantiate()
             .map_err(|e| refuse(format!("it failed to start: {}", e.root_cause())))?;
-        let (exports_hooks, exports_extension) =
-            (template.hooks.is_some(), template.extension.is_some());
+        let (exports_hooks, exports_extension) = (
+            template.exports.handles_hooks(),
+            template.exports.is_extension(),
+        );
         let guest = Arc::new(Guest::new(entry.path.clone(), template, first));
         // A guest refused from here on is stopped, so no instance outlives the refusal.
         let refuse = |reason: String| {
@@ -230,14 +215,14 @@ impl WasmHost {
         };
         // Its name first, so everything after (logs, errors) names it as it calls itself.
         let extension_name = if exports_extension {
-            let identity = guest
+            let name = guest
                 .call_blocking(CallKind::Load, |live| live.identity())
                 .map_err(|e| refuse(e.to_string()))?;
-            if identity.name.trim().is_empty() {
+            if name.trim().is_empty() {
                 return Err(refuse("its identity has an empty name".into()));
             }
-            guest.declare(&identity.name);
-            Some(identity.name)
+            guest.declare(&name);
+            Some(name)
         } else {
             None
         };
@@ -272,18 +257,10 @@ impl WasmHost {
             Some(name) => {
                 let capabilities = guest
                     .call_blocking(CallKind::Load, |live| live.capabilities())
-                    .map(|list| {
-                        list.into_iter()
-                            .map(v0_1_0::convert::capability_declaration)
-                            .collect()
-                    })
                     .map_err(|e| e.to_string());
                 let tools = guest
                     .call_blocking(CallKind::Load, |live| live.tools())
-                    .map_err(|e| refuse(e.to_string()))?
-                    .into_iter()
-                    .map(v0_1_0::convert::tool_declaration)
-                    .collect();
+                    .map_err(|e| refuse(e.to_string()))?;
                 Some(manifest::ExtensionManifest {
                     name,
                     capabilities,
@@ -307,86 +284,6 @@ impl WasmHost {
             manifest,
         })
     }
-}
-
-/// The tools a manifest declares, bound to the guest's slot; the first unusable one refuses
-/// the guest.
-fn extension_tools(
-    manifest: &Manifest,
-    slot: &Arc<GuestSlot>,
-    entry: &ExtensionConfig,
-) -> Result<Vec<Arc<ExtensionTool>>, String> {
-    let Some(extension) = &manifest.extension else {
-        return Ok(Vec::new());
-    };
-    let wait = CallKind::Tool.wall_limit(&entry.limits);
-    extension
-        .tools
-        .iter()
-        .map(|spec| ExtensionTool::new(slot.clone(), wait, &extension.name, spec).map(Arc::new))
-        .collect()
-}
-
-/// Loads every configured guest, all at once, and keeps them in the configured order. One that
-/// fails is logged with its file and reason; the others still load. Compiling can take seconds: call this off the async runtime.
-pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
-    if config.extensions.is_empty() {
-        return Vec::new();
-    }
-    let host = match WasmHost::with_link(config.cache_dir.clone(), link) {
-        Ok(host) => host,
-        Err(e) => {
-            tracing::error!("cannot start the WebAssembly runtime, so no guest is loaded: {e}");
-            return Vec::new();
-        }
-    };
-    // Compiled side by side (a cold start with two large guests takes the longer one, not the
-    // sum); checked and registered in the operator's order.
-    let outcomes: Vec<Result<Loaded, LoadError>> = std::thread::scope(|scope| {
-        let loads: Vec<_> = config
-            .extensions
-            .iter()
-            .map(|entry| scope.spawn(|| host.load(entry)))
-            .collect();
-        loads
-            .into_iter()
-            .zip(&config.extensions)
-            .map(|(load, entry)| {
-                load.join().unwrap_or_else(|_| {
-                    Err(LoadError {
-                        path: entry.path.clone(),
-                        reason: "loading it failed (a bug in the server: please report it)".into(),
-                    })
-                })
-            })
-            .collect()
-    });
-    let mut loaded: Vec<Loaded> = Vec::new();
-    for (entry, outcome) in config.extensions.iter().zip(outcomes) {
-        match outcome {
-            Ok(guest) => {
-                // The name is the source of its capabilities and names it in logs: one each.
-                if let Some((name, _)) = &guest.extension
-                    && let Some(other) = loaded
-                        .iter()
-                        .find(|l| l.extension.as_ref().is_some_and(|(n, _)| n == name))
-                {
-                    tracing::error!(
-                        "refused wasm guest {}: extension name '{name}' is taken by {}; the \
-                         server goes on without it",
-                        entry.path.display(),
-                        other.guest.path.display()
-                    );
-                    guest.guest.stop();
-                    continue;
-                }
-                log_loaded(entry, &guest);
-                loaded.push(guest);
-            }
-            Err(e) => tracing::error!("{e}; the server goes on without it"),
-        }
-    }
-    loaded
 }
 
 /// Cranelift compiles on rayon's global pool. Ours has a thread per core (no more: compiling
@@ -417,58 +314,6 @@ pub(crate) fn lower_this_threads_priority() {
     if result != 0 {
         tracing::debug!("could not lower a compile thread's priority");
     }
-}
-
-/// The line that says a guest is ready, and what it is.
-fn log_loaded(entry: &ExtensionConfig, loaded: &Loaded) {
-    tracing::info!(
-        guest = loaded.guest.name(),
-        "loaded wasm guest {}{}{}",
-        entry.path.display(),
-        match loaded.hook_critical {
-            Some(true) => " (critical hook handler)",
-            Some(false) => " (optional hook handler)",
-            None => "",
-        },
-        match &loaded.extension {
-            Some((name, _)) => format!(
-                " (extension '{name}', {} tool{})",
-                loaded.tools.len(),
-                if loaded.tools.len() == 1 { "" } else { "s" }
-            ),
-            None => String::new(),
-        }
-    );
-}
-
-/// Compiles each guest into the cache (or finds it there) and checks that it links, as a start
-/// would, without instantiating it: `extension compile`. One line per guest, in order.
-pub fn compile_all(config: &WasmConfig) -> Result<Vec<Result<String, LoadError>>, String> {
-    let host = WasmHost::new(config.cache_dir.clone().or_else(CompileCache::default_dir))
-        .map_err(|e| format!("cannot start the WebAssembly runtime: {e}"))?;
-    Ok(config
-        .extensions
-        .iter()
-        .map(|entry| {
-            let started = std::time::Instant::now();
-            // Loaded as a start would (with its config and grants), so what it declares is
-            // written down too and the next start lists its tools at once.
-            let loaded = host.load(entry)?;
-            loaded.guest.stop();
-            let bytes = std::fs::read(&entry.path).map_err(|e| LoadError {
-                path: entry.path.clone(),
-                reason: format!("cannot read it: {e}"),
-            })?;
-            host.cache
-                .store_manifest(&bytes, &entry.config.to_string(), &loaded.manifest);
-            Ok(format!(
-                "{} is compiled and cached in {}, with what it declares ({:.1?})",
-                entry.path.display(),
-                host.cache.location(),
-                started.elapsed()
-            ))
-        })
-        .collect())
 }
 
 fn file_stem(path: &Path) -> String {

@@ -13,7 +13,6 @@ use super::Loaded;
 use super::guest::CallKind;
 use super::manifest::ToolDeclaration;
 use super::slot::GuestSlot;
-use super::v0_1_0::types;
 use crate::capabilities::Capabilities;
 use crate::dispatch::ToolRegistry;
 use crate::tools::outputs::{self, Rendered};
@@ -23,6 +22,19 @@ use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpe
 const MAX_STRUCTURED_BYTES: usize = 1 << 20;
 /// The most image bytes kept from one answer of a guest (kernel outputs share a 16 MiB budget).
 const MAX_GUEST_IMAGE_BYTES: usize = 16 << 20;
+
+/// A guest tool's answer, whatever WIT version the guest was built against.
+pub struct ToolAnswer {
+    pub content: Vec<AnswerContent>,
+    /// JSON text, parsed (and bounded) here.
+    pub structured: Option<String>,
+    pub is_error: bool,
+}
+
+pub enum AnswerContent {
+    Text(String),
+    Image { data: Vec<u8>, mime_type: String },
+}
 
 pub struct ExtensionTool {
     /// Its guest, which may still be loading when the tool is listed.
@@ -82,23 +94,23 @@ impl ExtensionTool {
     /// Turns the guest's answer into a tool result; `is-error` becomes a failure the agent sees.
     /// Bounded like kernel output: text by `--max-output-chars`, images and structured content
     /// by byte caps, each cut said in a note.
-    fn output(&self, result: types::ToolResult, max_chars: usize) -> Result<ToolOutput, ToolError> {
+    fn output(&self, result: ToolAnswer, max_chars: usize) -> Result<ToolOutput, ToolError> {
         let mut image_bytes = 0;
         let mut dropped_images = 0;
         let rendered: Vec<Rendered> = result
             .content
             .into_iter()
             .filter_map(|c| match c {
-                types::Content::Text(text) => Some(Rendered::Text(text)),
-                types::Content::Image(image) => {
-                    image_bytes += image.data.len();
+                AnswerContent::Text(text) => Some(Rendered::Text(text)),
+                AnswerContent::Image { data, mime_type } => {
+                    image_bytes += data.len();
                     if image_bytes > MAX_GUEST_IMAGE_BYTES {
                         dropped_images += 1;
                         return None;
                     }
                     Some(Rendered::Image {
-                        data: base64::engine::general_purpose::STANDARD.encode(&image.data),
-                        mime_type: image.mime_type,
+                        data: base64::engine::general_purpose::STANDARD.encode(&data),
+                        mime_type,
                     })
                 }
             })

@@ -106,16 +106,7 @@ pub fn decode_v1(frame: &[u8]) -> Result<WireMessage, CodecError> {
     let offsets = (0..offset_count)
         .map(|i| read_u64(8 * (i + 1)))
         .collect::<Result<Vec<_>, _>>()?;
-    let slices = offsets
-        .windows(2)
-        .map(|w| {
-            if w[0] <= w[1] && w[1] <= frame.len() {
-                Ok(&frame[w[0]..w[1]])
-            } else {
-                Err(CodecError::BadOffsets)
-            }
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let slices = parts_between(frame, &offsets)?;
     if slices.len() < 5 {
         return Err(CodecError::TooFewParts(slices.len()));
     }
@@ -174,16 +165,7 @@ pub fn decode_json_binary(frame: &[u8]) -> Result<WireMessage, CodecError> {
         .map(|i| read_u32(4 * (i + 1)))
         .collect::<Result<Vec<_>, _>>()?;
     offsets.push(frame.len());
-    let slices = offsets
-        .windows(2)
-        .map(|w| {
-            if w[0] <= w[1] && w[1] <= frame.len() {
-                Ok(&frame[w[0]..w[1]])
-            } else {
-                Err(CodecError::BadOffsets)
-            }
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let slices = parts_between(frame, &offsets)?;
     let value: Value = serde_json::from_slice(slices[0]).map_err(|e| CodecError::BadJson {
         part: "message",
         reason: e.to_string(),
@@ -221,6 +203,20 @@ fn from_json_object(value: Value, buffers: Vec<Vec<u8>>) -> WireMessage {
         content,
         buffers,
     }
+}
+
+/// The parts of a frame between consecutive offsets, each checked to lie within it.
+fn parts_between<'a>(frame: &'a [u8], offsets: &[usize]) -> Result<Vec<&'a [u8]>, CodecError> {
+    offsets
+        .windows(2)
+        .map(|w| {
+            if w[0] <= w[1] && w[1] <= frame.len() {
+                Ok(&frame[w[0]..w[1]])
+            } else {
+                Err(CodecError::BadOffsets)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -78,6 +78,8 @@ struct Shared {
     hooks: Arc<crate::hooks::Hooks>,
     liveness: watch::Sender<Liveness>,
     execution_state: watch::Sender<String>,
+    /// The kernel's widget models, from their comm messages (whoever's request they answer).
+    widgets: Mutex<super::widgets::WidgetStates>,
 }
 
 pub struct KernelConnection {
@@ -122,6 +124,7 @@ impl KernelConnection {
             hooks,
             liveness: watch::Sender::new(Liveness::Alive),
             execution_state: watch::Sender::new("unknown".to_owned()),
+            widgets: Mutex::default(),
         });
         let task = tokio::spawn(
             SocketTask {
@@ -154,6 +157,19 @@ impl KernelConnection {
     /// The last `execution_state` the kernel reported (busy, idle, starting, …).
     pub fn execution_state(&self) -> String {
         self.shared.execution_state.borrow().clone()
+    }
+
+    /// The widget state of the models `outputs` show (see `widgets::WidgetStates::shown_in`).
+    pub fn widget_state(
+        &self,
+        outputs: &[Value],
+        saved: Option<&serde_json::Map<String, Value>>,
+    ) -> Option<Value> {
+        self.shared
+            .widgets
+            .lock()
+            .expect("widgets lock")
+            .shown_in(outputs, saved)
     }
 
     /// Marks the kernel's end as ours (we are shutting it down).
@@ -355,6 +371,17 @@ impl SocketTask {
                 .and_then(Value::as_str)
         {
             self.shared.execution_state.send_replace(state.to_owned());
+            if state == "starting" {
+                // A restarted kernel has no widgets left.
+                self.shared.widgets.lock().expect("widgets lock").clear();
+            }
+        }
+        if message.channel == "iopub" && message.msg_type().starts_with("comm_") {
+            self.shared
+                .widgets
+                .lock()
+                .expect("widgets lock")
+                .observe(message.msg_type(), &message.content);
         }
         let Some(parent) = message.parent_msg_id().map(str::to_owned) else {
             return;

@@ -273,6 +273,8 @@ pub struct ExecutionOutcome {
     pub elapsed: Duration,
     /// The `user_expressions` of `execute_reply`: each name's evaluated result.
     pub user_expressions: Option<Value>,
+    /// The widget state (nbformat's) of the widgets the outputs show, when they show any.
+    pub widgets: Option<Value>,
 }
 
 /// Progress of a running execution, reported every interval.
@@ -448,9 +450,12 @@ pub(super) async fn run(
             }
         }
     }
+    let execution_count = collector.execution_count;
+    let outputs = collector.into_outputs();
     Ok(ExecutionOutcome {
-        execution_count: collector.execution_count,
-        outputs: collector.into_outputs(),
+        execution_count,
+        widgets: connection.widget_state(&outputs, None),
+        outputs,
         reply_status,
         completion,
         elapsed: started.elapsed(),

@@ -3,6 +3,7 @@
 pub mod codec;
 pub mod connection;
 pub mod execute;
+pub mod widgets;
 
 use std::sync::Arc;
 
@@ -160,6 +161,7 @@ impl Kernel {
                     completion: Completion::Cancelled,
                     elapsed: Default::default(),
                     user_expressions: None,
+                    widgets: None,
                 });
             }
             }

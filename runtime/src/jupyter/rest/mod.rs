@@ -13,6 +13,8 @@ use url::Url;
 
 use super::auth::{Auth, Credentials, LoginError};
 
+mod contents;
+mod kernels;
 mod models;
 
 pub use models::{
@@ -227,7 +229,7 @@ impl JupyterRest {
         Ok(url)
     }
 
-    async fn send(
+    pub(super) async fn send(
         &self,
         method: Method,
         url: Url,
@@ -264,7 +266,7 @@ impl JupyterRest {
         }
     }
 
-    async fn send_once(
+    pub(super) async fn send_once(
         &self,
         method: &Method,
         url: &Url,
@@ -289,7 +291,7 @@ impl JupyterRest {
         Ok((status, text))
     }
 
-    async fn json<T: DeserializeOwned>(
+    pub(super) async fn json<T: DeserializeOwned>(
         &self,
         method: Method,
         url: Url,
@@ -320,218 +322,6 @@ impl JupyterRest {
         self.send(Method::POST, url, None, Subject::Server)
             .await
             .map(drop)
-    }
-
-    pub async fn list_kernels(&self) -> Result<Vec<KernelModel>, RestError> {
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "kernels"])?,
-            None,
-            Subject::Server,
-        )
-        .await
-    }
-
-    pub async fn get_kernel(&self, id: &str) -> Result<KernelModel, RestError> {
-        let subject = Subject::Kernel(id.to_owned());
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "kernels", id])?,
-            None,
-            subject,
-        )
-        .await
-    }
-
-    /// Starts a kernel of the given spec (the server's default when `None`).
-    pub async fn start_kernel(&self, spec_name: Option<&str>) -> Result<KernelModel, RestError> {
-        let body = match spec_name {
-            Some(name) => serde_json::json!({ "name": name }),
-            None => serde_json::json!({}),
-        };
-        self.json(
-            Method::POST,
-            self.endpoint(&["api", "kernels"])?,
-            Some(body),
-            Subject::Server,
-        )
-        .await
-    }
-
-    pub async fn delete_kernel(&self, id: &str) -> Result<(), RestError> {
-        let subject = Subject::Kernel(id.to_owned());
-        self.send(
-            Method::DELETE,
-            self.endpoint(&["api", "kernels", id])?,
-            None,
-            subject,
-        )
-        .await
-        .map(drop)
-    }
-
-    pub async fn interrupt_kernel(&self, id: &str) -> Result<(), RestError> {
-        let subject = Subject::Kernel(id.to_owned());
-        let url = self.endpoint(&["api", "kernels", id, "interrupt"])?;
-        self.send(Method::POST, url, None, subject).await.map(drop)
-    }
-
-    pub async fn restart_kernel(&self, id: &str) -> Result<KernelModel, RestError> {
-        let subject = Subject::Kernel(id.to_owned());
-        let url = self.endpoint(&["api", "kernels", id, "restart"])?;
-        self.json(Method::POST, url, None, subject).await
-    }
-
-    pub async fn kernelspecs(&self) -> Result<KernelSpecs, RestError> {
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "kernelspecs"])?,
-            None,
-            Subject::Server,
-        )
-        .await
-    }
-
-    /// A file's text and the sha256 of its bytes, read as a plain file (no notebook rewriting).
-    pub async fn get_text_file(&self, path: &str) -> Result<(String, String), RestError> {
-        let mut url = self.endpoint(&["api", "contents", path])?;
-        url.query_pairs_mut()
-            .append_pair("type", "file")
-            .append_pair("format", "text")
-            .append_pair("content", "1")
-            .append_pair("hash", "1");
-        let subject = Subject::Path(path.to_owned());
-        let model: ContentsModel = self.json(Method::GET, url, None, subject.clone()).await?;
-        let text = match model.content {
-            Some(Value::String(text)) => text,
-            _ => {
-                return Err(RestError::Decode {
-                    subject,
-                    reason: "the file has no text content".into(),
-                });
-            }
-        };
-        Ok((text, model.hash.unwrap_or_default()))
-    }
-
-    /// The sha256 of a file's bytes, without its content.
-    pub async fn get_file_hash(&self, path: &str) -> Result<String, RestError> {
-        let mut url = self.endpoint(&["api", "contents", path])?;
-        url.query_pairs_mut()
-            .append_pair("type", "file")
-            .append_pair("content", "0")
-            .append_pair("hash", "1");
-        let subject = Subject::Path(path.to_owned());
-        let model: ContentsModel = self.json(Method::GET, url, None, subject).await?;
-        Ok(model.hash.unwrap_or_default())
-    }
-
-    /// `PUT /api/collaboration/session/{path}`: the ids that name the notebook's collaboration
-    /// room. `NotFound` means the server has no real-time collaboration.
-    pub async fn collaboration_session(
-        &self,
-        path: &str,
-    ) -> Result<CollaborationSession, RestError> {
-        let url = self.endpoint(&["api", "collaboration", "session", path])?;
-        let body = serde_json::json!({ "format": "json", "type": "notebook" });
-        self.json(Method::PUT, url, Some(body), Subject::Collaboration)
-            .await
-    }
-
-    /// The websocket URL of a notebook's collaboration room.
-    pub fn collaboration_room_url(&self, session: &CollaborationSession) -> Result<Url, RestError> {
-        let room = format!("json:notebook:{}", session.file_id);
-        let mut url = self.websocket_endpoint(&["api", "collaboration", "room", &room])?;
-        url.query_pairs_mut()
-            .append_pair("sessionId", &session.session_id);
-        Ok(url)
-    }
-
-    /// Saves text verbatim as the file's content.
-    pub async fn put_text_file(&self, path: &str, text: &str) -> Result<(), RestError> {
-        let url = self.endpoint(&["api", "contents", path])?;
-        let body = serde_json::json!({ "type": "file", "format": "text", "content": text });
-        self.send(Method::PUT, url, Some(body), Subject::Path(path.to_owned()))
-            .await
-            .map(drop)
-    }
-
-    pub async fn list_sessions(&self) -> Result<Vec<SessionModel>, RestError> {
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "sessions"])?,
-            None,
-            Subject::Server,
-        )
-        .await
-    }
-
-    /// Creates a notebook session for `path` bound to a running kernel.
-    pub async fn create_session(
-        &self,
-        path: &str,
-        kernel_id: &str,
-    ) -> Result<SessionModel, RestError> {
-        let name = path.rsplit('/').next().unwrap_or(path);
-        let body = serde_json::json!({
-            "path": path, "name": name, "type": "notebook", "kernel": { "id": kernel_id },
-        });
-        self.json(
-            Method::POST,
-            self.endpoint(&["api", "sessions"])?,
-            Some(body),
-            Subject::Path(path.to_owned()),
-        )
-        .await
-    }
-
-    pub async fn delete_session(&self, id: &str) -> Result<(), RestError> {
-        let url = self.endpoint(&["api", "sessions", id])?;
-        self.send(Method::DELETE, url, None, Subject::Server)
-            .await
-            .map(drop)
-    }
-
-    /// A file with its content, as text when it is UTF-8 and base64 otherwise (Jupyter decides);
-    /// a notebook comes back as a plain file too.
-    pub async fn get_file(&self, path: &str) -> Result<ContentsModel, RestError> {
-        let mut url = self.endpoint(&["api", "contents", path])?;
-        url.query_pairs_mut()
-            .append_pair("type", "file")
-            .append_pair("content", "1");
-        self.json(Method::GET, url, None, Subject::Path(path.to_owned()))
-            .await
-    }
-
-    /// Saves a file's content, given as `text` or `base64` (`format`).
-    pub async fn put_file(&self, path: &str, content: &str, format: &str) -> Result<(), RestError> {
-        let url = self.endpoint(&["api", "contents", path])?;
-        let body = serde_json::json!({ "type": "file", "format": format, "content": content });
-        self.send(Method::PUT, url, Some(body), Subject::Path(path.to_owned()))
-            .await
-            .map(drop)
-    }
-
-    /// Creates a directory (an existing one is left as it is).
-    pub async fn create_directory(&self, path: &str) -> Result<(), RestError> {
-        let url = self.endpoint(&["api", "contents", path])?;
-        let body = serde_json::json!({ "type": "directory" });
-        self.send(Method::PUT, url, Some(body), Subject::Path(path.to_owned()))
-            .await
-            .map(drop)
-    }
-
-    /// A file or directory model; `content` asks for the directory listing or file body.
-    pub async fn get_contents(
-        &self,
-        path: &str,
-        content: bool,
-    ) -> Result<ContentsModel, RestError> {
-        let mut url = self.endpoint(&["api", "contents", path])?;
-        url.query_pairs_mut()
-            .append_pair("content", if content { "1" } else { "0" });
-        self.json(Method::GET, url, None, Subject::Path(path.to_owned()))
-            .await
     }
 }
 

@@ -115,6 +115,9 @@ pub(super) async fn read_cell(
     pieces.extend(outputs::render_outputs(shown, limits, &hint));
     let mut output = ToolOutput::content(outputs::to_content(pieces));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
-    output.structured = Some(outputs::bundles(shown, limits, &hint));
+    // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
+    let saved = crate::jupyter::kernel::widgets::saved_models(&notebook.metadata);
+    let widgets = in_use.kernel().connection().widget_state(shown, saved);
+    output.structured = Some(outputs::bundles(shown, widgets, limits, &hint));
     Ok(with_cell_id(output, &cell.id))
 }

@@ -160,6 +160,7 @@ async fn run_cell(
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     output.structured = Some(outputs::bundles(
         &outcome.outputs,
+        outcome.widgets.clone(),
         domain.settings.output,
         &full_output_hint(&in_use.name, &cell.id),
     ));

@@ -17,4 +17,7 @@ pub const HOOKS_EXPORT: &str = "jupyter-mcp:extension/hooks@0.1.0";
 pub const EXTENSION_EXPORT: &str = "jupyter-mcp:extension/extension-api@0.1.0";
 
 pub mod convert;
+mod guest_exports;
 mod host;
+
+pub use guest_exports::{Exports, Indices};

@@ -31,9 +31,11 @@ use yrs::updates::encoder::Encode;
 use self::journal::Journal;
 use self::save::SaveReply;
 use super::ynotebook::YNotebook;
-use super::{Document, DocumentError, DocumentFuture, EditPlan, apply_edits, fresh_insert_ids};
-use crate::jupyter::notebook::Notebook;
-use crate::jupyter::rest::{JupyterRest, RestError};
+use super::{
+    Document, DocumentError, DocumentFuture, Edit, EditPlan, apply_edits, fresh_insert_ids,
+};
+use crate::jupyter::notebook::{CellType, Notebook};
+use crate::jupyter::rest::{CollaborationSession, JupyterRest, RestError};
 use crate::jupyter::websocket::{self, JupyterSocket};
 
 /// How long joining a room (PUT, websocket, first sync) may take: a busy Jupyter Server (dozens
@@ -75,8 +77,8 @@ pub struct LiveDocument {
     rest: JupyterRest,
     path: String,
     /// The current connection to the room; held across a whole edit, which serialises our own
-    /// edits and rejoining.
-    link: tokio::sync::Mutex<Option<Link>>,
+    /// edits and rejoining (and, for a notebook just created, the first join).
+    link: Arc<tokio::sync::Mutex<Option<Link>>>,
     journal: Mutex<Journal>,
 }
 
@@ -130,9 +132,43 @@ impl LiveDocument {
         Ok(LiveDocument {
             rest,
             path,
-            link: tokio::sync::Mutex::new(Some(link)),
+            link: Arc::new(tokio::sync::Mutex::new(Some(link))),
             journal: Mutex::new(Journal::default()),
         })
+    }
+
+    /// Opens the room of a notebook we just wrote, without waiting for it: the room is joined in
+    /// the background, and every read, edit or close waits for that join (it holds the link).
+    /// The room loads the notebook with one empty code cell added (jupyter_ydoc does so for a
+    /// notebook without cells); that cell is removed as soon as the room is joined, so the
+    /// notebook is what we wrote. Only the session call is awaited, so a server without
+    /// real-time collaboration is known before the caller answers.
+    pub async fn open_created(
+        rest: JupyterRest,
+        path: impl Into<String>,
+    ) -> Result<Arc<Self>, DocumentError> {
+        let path = path.into();
+        room_session(&rest, &path).await?;
+        let document = Arc::new(LiveDocument {
+            rest,
+            path,
+            link: Arc::default(),
+            journal: Mutex::new(Journal::default()),
+        });
+        let mut slot = document
+            .link
+            .clone()
+            .try_lock_owned()
+            .expect("a document just made is not shared yet");
+        let joining = document.clone();
+        tokio::spawn(async move {
+            let plan: EditPlan<'static> = Box::new(|notebook| Ok(placeholder_removal(notebook)));
+            if let Err(e) = joining.update_link(&mut slot, plan).await {
+                // The slot is left empty: the next read or edit joins again and says why not.
+                tracing::warn!("joining the room of new notebook '{}': {e}", joining.path);
+            }
+        });
+        Ok(document)
     }
 
     /// An open link, rejoining the room (and re-applying the journal) if the old one was lost.
@@ -201,6 +237,47 @@ impl LiveDocument {
         Ok(())
     }
 
+    /// Plans, checks and writes edits on the locked link (see `Document::update`).
+    async fn update_link(
+        &self,
+        slot: &mut Option<Link>,
+        plan: EditPlan<'_>,
+    ) -> Result<(Notebook, Notebook), DocumentError> {
+        let link = self.open_link(slot).await?;
+        // Read, plan, check and write under one lock, so no remote update lands in between.
+        let (base, next, edits, update) = {
+            let notebook = link
+                .notebook
+                .lock()
+                .expect("the document lock is never poisoned");
+            let base = notebook.read().map_err(|source| DocumentError::Invalid {
+                path: self.path.clone(),
+                source,
+            })?;
+            let mut edits = plan(&base).map_err(DocumentError::Refused)?;
+            if edits.is_empty() {
+                return Ok((base.clone(), base));
+            }
+            fresh_insert_ids(&mut edits, &base);
+            let next = apply_edits(&base, &edits, &self.path)?;
+            let update = notebook.write(&edits);
+            (base, next, edits, update)
+        };
+        let update = match update {
+            Ok(update) => update,
+            Err(e) => {
+                // Our copy of the room can no longer be trusted: the next call rejoins.
+                *slot = None;
+                return Err(self.damaged(&e));
+            }
+        };
+        let proof = link.send_update(update);
+        let mut journal = self.journal();
+        journal.settle(link.answered());
+        journal.record(&base, &edits, proof);
+        Ok((base, next))
+    }
+
     fn damaged(&self, reason: &str) -> DocumentError {
         DocumentError::Room(format!(
             "our copy of the collaboration room of '{}' broke ({reason}); it is reloaded on the \
@@ -247,39 +324,7 @@ impl Document for LiveDocument {
     fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)> {
         Box::pin(async move {
             let mut slot = self.link.lock().await;
-            let link = self.open_link(&mut slot).await?;
-            // Read, plan, check and write under one lock, so no remote update lands in between.
-            let (base, next, edits, update) = {
-                let notebook = link
-                    .notebook
-                    .lock()
-                    .expect("the document lock is never poisoned");
-                let base = notebook.read().map_err(|source| DocumentError::Invalid {
-                    path: self.path.clone(),
-                    source,
-                })?;
-                let mut edits = plan(&base).map_err(DocumentError::Refused)?;
-                if edits.is_empty() {
-                    return Ok((base.clone(), base));
-                }
-                fresh_insert_ids(&mut edits, &base);
-                let next = apply_edits(&base, &edits, &self.path)?;
-                let update = notebook.write(&edits);
-                (base, next, edits, update)
-            };
-            let update = match update {
-                Ok(update) => update,
-                Err(e) => {
-                    // Our copy of the room can no longer be trusted: the next call rejoins.
-                    *slot = None;
-                    return Err(self.damaged(&e));
-                }
-            };
-            let proof = link.send_update(update);
-            let mut journal = self.journal();
-            journal.settle(link.answered());
-            journal.record(&base, &edits, proof);
-            Ok((base, next))
+            self.update_link(&mut slot, plan).await
         })
     }
 
@@ -310,19 +355,44 @@ impl Document for LiveDocument {
     }
 }
 
+/// Names the notebook's room (`NoCollaboration` when the server has no real-time collaboration).
+async fn room_session(
+    rest: &JupyterRest,
+    path: &str,
+) -> Result<CollaborationSession, DocumentError> {
+    rest.collaboration_session(path).await.map_err(|e| match e {
+        RestError::NotFound { .. } => DocumentError::NoCollaboration {
+            url: rest.shown_url(),
+            path: path.to_owned(),
+        },
+        other => other.into(),
+    })
+}
+
+/// The edit removing the one empty code cell a room adds to a notebook without cells, if that
+/// is all the notebook holds.
+fn placeholder_removal(notebook: &Notebook) -> Vec<Edit> {
+    match notebook.cells.as_slice() {
+        [only]
+            if only.cell_type == CellType::Code
+                && only.source.is_empty()
+                && only.outputs.is_empty() =>
+        {
+            vec![Edit::Delete {
+                cell_ids: vec![only.id.clone()],
+            }]
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Opens a connection to the notebook's room and waits until the first sync is done.
 async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
+    let started = std::time::Instant::now();
+    let elapsed = || format!("{:.1}", started.elapsed().as_secs_f64() * 1e3);
     let attempt = async {
-        let session = rest
-            .collaboration_session(path)
-            .await
-            .map_err(|e| match e {
-                RestError::NotFound { .. } => DocumentError::NoCollaboration {
-                    url: rest.shown_url(),
-                    path: path.to_owned(),
-                },
-                other => other.into(),
-            })?;
+        let session = room_session(rest, path).await?;
+        tracing::debug!(ms = elapsed(), "room of '{path}': session");
         let url = rest.collaboration_room_url(&session)?;
         let (socket, _) = websocket::dial_server(rest, &url, None)
             .await
@@ -331,6 +401,7 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
                     "could not join the collaboration room of '{path}': {e}"
                 ))
             })?;
+        tracing::debug!(ms = elapsed(), "room of '{path}': socket open");
         let notebook = Arc::new(Mutex::new(YNotebook::new()));
         let (outgoing, queued) = mpsc::unbounded_channel();
         let (answers_tx, mut answers) = watch::channel(0u64);
@@ -351,6 +422,7 @@ async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
             }
             _ = closed_rx.wait_for(Option::is_some) => return Err(closed_error(path, &closed)),
         }
+        tracing::debug!(ms = elapsed(), "room of '{path}': synced");
         Ok(Link {
             notebook,
             outgoing,
