@@ -237,10 +237,14 @@ c.LocalProcessSpawner.interrupt_timeout = 0
 c.Spawner.start_timeout = 180
 c.Spawner.http_timeout = 180
 c.Spawner.env_keep.extend(["JMCP_TEST_RUN"])
-# The user "broken" never gets a server: the Hub reports the failed spawn.
-def _refuse_broken(spawner):
+# The user "broken" never gets a server: the Hub reports the failed spawn. The user "slow" gets
+# one only after two minutes: longer than a test's spawn timeout.
+async def _refuse_broken(spawner):
     if spawner.user.name == "broken":
         raise RuntimeError("this test user's server never starts")
+    if spawner.user.name == "slow":
+        import asyncio
+        await asyncio.sleep(120)
 c.Spawner.pre_spawn_hook = _refuse_broken
 # The tests' own admin: creates users and their tokens, revokes them, stops servers.
 c.JupyterHub.services = [{{"name": "test-admin", "api_token": os.environ["JMCP_HUB_ADMIN_TOKEN"]}}]

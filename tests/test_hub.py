@@ -49,7 +49,7 @@ def hub(tmp_path_factory):
         },
     }
     hub = start_hub(tmp_path_factory.mktemp("hub"), proxy_bin(), services=[service], port=port)
-    for user in ("alice", "bob", "carol", "dave", "erin", "broken"):
+    for user in ("alice", "bob", "carol", "dave", "erin", "broken", "slow"):
         hub.add_user(user)
     yield hub
     stop_hub(hub)
@@ -218,6 +218,26 @@ async def test_a_refused_or_failed_start_is_a_clear_error(hub, direct):
         assert f"the JupyterHub at {hub.url}" in text and ("failed to start" in text or "refused to start" in text), text
         # The server keeps serving: the same user's next call gets the same clear answer.
         assert (await broken.call_tool("execute_code", {"code": "1"})).is_error
+
+
+async def test_a_spawn_past_the_timeout_is_a_clear_error(hub):
+    """--jupyterhub-spawn-timeout bounds the wait for a user's server; the server keeps serving."""
+    server = start_http_server(["start", "--jupyterhub-url", hub.url, "--jupyterhub-spawn-timeout", "3"],
+                               hub_mode=True)
+    try:
+        token, _ = hub.new_token("slow")
+        async with hub_client(server.mcp_url, token) as slow:
+            started = time.monotonic()
+            late = await slow.call_tool("execute_code", {"code": "1"})
+            assert late.is_error, joined(late)
+            text = joined(late)
+            assert f"the JupyterHub at {hub.url}" in text and "did not become ready within 3s" in text, text
+            assert time.monotonic() - started < 60, "the wait was not bounded by the spawn timeout"
+            # The server keeps serving.
+            with urllib.request.urlopen(server.base + "/api/healthz", timeout=30) as health:
+                assert health.status == 200
+    finally:
+        server.stop()
 
 
 async def test_a_server_stopped_under_a_user_is_reported_then_restarted(hub, direct):

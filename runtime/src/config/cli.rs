@@ -84,6 +84,17 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTERHUB_API_URL", value_parser = parse_http_url)]
     pub jupyterhub_api_url: Option<Url>,
 
+    /// Hub mode: how long a user's server may take to start before the call that started it
+    /// fails (the Hub may still finish starting it; the next call finds it).
+    #[arg(
+        long,
+        env = "JUPYTERHUB_SPAWN_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 300,
+        value_parser = clap::value_parser!(u64).range(1..=86_400)
+    )]
+    pub jupyterhub_spawn_timeout: u64,
+
     /// Path prefix every route is served under (a managed Hub service gets its
     /// /services/NAME/ from the Hub), so MCP is at PREFIX/mcp.
     #[arg(long, env = "JUPYTERHUB_SERVICE_PREFIX", value_name = "PREFIX")]

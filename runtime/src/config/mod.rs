@@ -404,10 +404,9 @@ fn hub_mode(args: &StartArgs) -> Result<Option<HubEndpoints>, ConfigError> {
             )));
         }
     }
-    Ok(Some(HubEndpoints::new(
-        url,
-        args.jupyterhub_api_url.clone(),
-    )))
+    let mut endpoints = HubEndpoints::new(url, args.jupyterhub_api_url.clone());
+    endpoints.spawn_limit = std::time::Duration::from_secs(args.jupyterhub_spawn_timeout);
+    Ok(Some(endpoints))
 }
 
 impl CompileArgs {

@@ -25,8 +25,6 @@ use crate::jupyter::rest::JupyterRest;
 /// How long the Hub's answer about a token is trusted: a revoked token is refused at most
 /// this long after the Hub stops accepting it.
 pub const IDENTITY_TTL: Duration = Duration::from_secs(10);
-/// How long a user's server may take to start.
-pub const SPAWN_LIMIT: Duration = Duration::from_secs(300);
 /// How often the Hub is asked, while a call runs, whether the caller's server still runs: a
 /// server stopped under a call (a kernel's websocket is then redirected to the Hub, which
 /// looks like a network blip) ends the call within about this long.
@@ -184,7 +182,7 @@ impl Users {
             }
         };
         let mut user = self.ask_hub(&caller.token).await.map_err(Error::failed)?;
-        let deadline = Instant::now() + SPAWN_LIMIT;
+        let deadline = Instant::now() + self.hub.spawn_limit();
         loop {
             match user.server.clone() {
                 ServerState::Ready(path) => {
@@ -222,7 +220,7 @@ impl Users {
                     if Instant::now() > deadline {
                         return Err(Error::failed(HubError::SpawnTimeout {
                             hub: self.hub(),
-                            seconds: SPAWN_LIMIT.as_secs(),
+                            seconds: self.hub.spawn_limit().as_secs(),
                         }));
                     }
                     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -22,6 +22,8 @@ pub struct HubEndpoints {
     pub public: Url,
     /// `.../hub/api/`, ends with '/'.
     pub api: Url,
+    /// How long a user's server may take to start (`--jupyterhub-spawn-timeout`).
+    pub spawn_limit: Duration,
 }
 
 impl HubEndpoints {
@@ -31,9 +33,16 @@ impl HubEndpoints {
         with_slash(&mut public);
         let mut api = api.unwrap_or_else(|| public.join("hub/api/").expect("relative join"));
         with_slash(&mut api);
-        HubEndpoints { public, api }
+        HubEndpoints {
+            public,
+            api,
+            spawn_limit: DEFAULT_SPAWN_LIMIT,
+        }
     }
 }
+
+/// How long a user's server may take to start, unless the operator says otherwise.
+pub const DEFAULT_SPAWN_LIMIT: Duration = Duration::from_secs(300);
 
 fn with_slash(url: &mut Url) {
     if !url.path().ends_with('/') {
@@ -153,6 +162,11 @@ pub struct HubClient {
 }
 
 impl HubClient {
+    /// How long a user's server may take to start.
+    pub fn spawn_limit(&self) -> Duration {
+        self.endpoints.spawn_limit
+    }
+
     pub fn new(endpoints: HubEndpoints) -> Self {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
