@@ -341,9 +341,10 @@ impl HubClient {
         tokio::time::timeout(limit, follow)
             .await
             .unwrap_or_else(|_| {
+                // The whole limit, not what was left of it when following began.
                 Err(HubError::SpawnTimeout {
                     hub: self.shown(),
-                    seconds: limit.as_secs(),
+                    seconds: self.spawn_limit().as_secs(),
                 })
             })
     }
