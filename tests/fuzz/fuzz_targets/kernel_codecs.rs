@@ -7,7 +7,8 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(message) = codec::decode_v1(data) {
-        let again = codec::decode_v1(&codec::encode_v1(&message)).expect("our own v1 frame decodes");
+        let again =
+            codec::decode_v1(&codec::encode_v1(&message)).expect("our own v1 frame decodes");
         assert_eq!(again.msg_id(), message.msg_id());
         assert_eq!(again.msg_type(), message.msg_type());
     }

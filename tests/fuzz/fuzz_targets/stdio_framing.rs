@@ -20,7 +20,11 @@ fuzz_target!(|data: &[u8]| {
         });
         // What reaches rmcp: one JSON value per line.
         let mut passed = Vec::new();
-        stdio.input.read_to_end(&mut passed).await.expect("in-memory read");
+        stdio
+            .input
+            .read_to_end(&mut passed)
+            .await
+            .expect("in-memory read");
         for line in passed.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             serde_json::from_slice::<serde_json::Value>(line).expect("only JSON is passed on");
             let _ = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(line);
@@ -29,10 +33,16 @@ fuzz_target!(|data: &[u8]| {
         let _ = feeder.await;
         let _ = stdio.writer.await;
         let mut answered = Vec::new();
-        replies.read_to_end(&mut answered).await.expect("in-memory read");
+        replies
+            .read_to_end(&mut answered)
+            .await
+            .expect("in-memory read");
         for line in answered.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             let reply: serde_json::Value = serde_json::from_slice(line).expect("replies are JSON");
-            assert_eq!(reply["error"]["code"], -32700, "only parse errors are answered here");
+            assert_eq!(
+                reply["error"]["code"], -32700,
+                "only parse errors are answered here"
+            );
         }
     });
 });

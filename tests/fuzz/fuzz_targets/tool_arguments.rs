@@ -2,7 +2,10 @@
 //! accepts, never panics.
 #![no_main]
 
+use std::sync::Arc;
+
 use jupyter_mcp_server::dispatch::ToolRegistry;
+use jupyter_mcp_server::tools::Tool;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -10,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     thread_local! {
-        static TOOLS: ToolRegistry = ToolRegistry::builtin();
+        static TOOLS: Vec<Arc<dyn Tool>> = ToolRegistry::builtin().all();
     }
     TOOLS.with(|tools| {
         for tool in tools.iter() {
