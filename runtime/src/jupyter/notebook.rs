@@ -387,6 +387,15 @@ fn sort_keys(value: Value) -> Value {
 mod tests {
     use super::*;
 
+    #[test]
+    fn numbers_in_metadata_survive_a_round_trip_exactly() {
+        // Found by the nbformat fuzzer: serde_json's fast float parser read this as a neighbour.
+        let text = r#"{"cells": [], "metadata": {"kmat": 1111111111.2232225}, "nbformat": 4, "nbformat_minor": 5}"#;
+        let written = Notebook::parse(text).unwrap().to_ipynb();
+        assert!(written.contains("1111111111.2232225"), "{written}");
+        assert_eq!(Notebook::parse(&written).unwrap().to_ipynb(), written);
+    }
+
     const SAVED_BY_JUPYTER: &str = r##"{
  "cells": [
   {
