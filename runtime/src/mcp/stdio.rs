@@ -167,13 +167,24 @@ async fn write_lines<W: AsyncWrite + Unpin>(
                 None => { errors_open = false; continue; }
             },
         };
-        if output.write_all(line.as_bytes()).await.is_err()
-            || output.write_all(b"\n").await.is_err()
-            || output.flush().await.is_err()
-        {
-            break;
+        if !write_line(&mut output, &line).await {
+            return;
         }
     }
+    // rmcp is done (stdin ended): parse errors still queued are answered too. The reader has
+    // ended by now, so the queue closes once it is empty.
+    while errors_open && let Some(line) = errors.recv().await {
+        if !write_line(&mut output, &line).await {
+            return;
+        }
+    }
+}
+
+/// Writes one line and flushes it; `false` when stdout is gone.
+async fn write_line<W: AsyncWrite + Unpin>(output: &mut W, line: &str) -> bool {
+    output.write_all(line.as_bytes()).await.is_ok()
+        && output.write_all(b"\n").await.is_ok()
+        && output.flush().await.is_ok()
 }
 
 #[cfg(test)]
