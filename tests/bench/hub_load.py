@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import peak_rss_mb, start_hub, stop_hub  # noqa: E402
 from conftest import start_http_server  # noqa: E402
-from load import percentile  # noqa: E402
+from load import call_mix, percentile  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:
@@ -65,17 +65,7 @@ async def one_user(url: str, token: str, user: str, calls: int, ready: asyncio.B
                 ("read_cell", {"notebook_name": name, "cell_index": 0}),
             ]
             await ready.wait()
-            for i in range(calls):
-                tool, arguments = mix[i % len(mix)]
-                started = time.perf_counter()
-                try:
-                    r = await client.call_tool(tool, arguments)
-                except Exception as e:  # noqa: BLE001 - every failure counts as an error
-                    errors.append(f"{user} {tool}: {e!r}")
-                    continue
-                latencies.setdefault(tool, []).append(time.perf_counter() - started)
-                if r.is_error:
-                    errors.append(f"{user} {tool}: {r.content[0].text[:200]}")
+            await call_mix(client, mix, calls, latencies, errors, who=f"{user} ")
             await ready.wait()
 
 

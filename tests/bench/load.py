@@ -32,6 +32,21 @@ def percentile(samples: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
+async def call_mix(client, mix: list, calls: int, latencies: dict, errors: list, who: str = "") -> None:
+    """Makes `calls` calls cycling through `mix`, timing each by tool; every failure is an error."""
+    for i in range(calls):
+        tool, arguments = mix[i % len(mix)]
+        started = time.perf_counter()
+        try:
+            r = await client.call_tool(tool, arguments)
+        except Exception as e:  # noqa: BLE001 - every failure counts as an error
+            errors.append(f"{who}{tool}: {e!r}")
+            continue
+        latencies.setdefault(tool, []).append(time.perf_counter() - started)
+        if r.is_error:
+            errors.append(f"{who}{tool}: {r.content[0].text[:200]}")
+
+
 async def one_client(server, jupyter, index: int, calls: int, latencies: dict, errors: list) -> None:
     kernel = jupyter.start_kernel()
     name = f"load{index}"
@@ -47,17 +62,7 @@ async def one_client(server, jupyter, index: int, calls: int, latencies: dict, e
             ("insert_cell", {"notebook_name": name, "cell_index": -1, "cell_type": "code", "cell_source": "x = 1"}),
             ("read_cell", {"notebook_name": name, "cell_index": 0}),
         ]
-        for i in range(calls):
-            tool, arguments = mix[i % len(mix)]
-            started = time.perf_counter()
-            try:
-                r = await client.call_tool(tool, arguments)
-            except Exception as e:  # noqa: BLE001 - every failure counts as an error
-                errors.append(f"{tool}: {e!r}")
-                continue
-            latencies.setdefault(tool, []).append(time.perf_counter() - started)
-            if r.is_error:
-                errors.append(f"{tool}: {r.content[0].text[:200]}")
+        await call_mix(client, mix, calls, latencies, errors)
 
 
 async def run(server, jupyter, clients: int, calls: int) -> tuple[dict, list, float]:
