@@ -15,7 +15,7 @@ use super::slot::GuestSlot;
 use super::tool::register;
 use super::{
     CallKind, CompileCache, ExtensionTool, Guest, HostLink, LoadError, Loaded, WasmHookHandler,
-    WasmHost, check_header, file_stem, imports, v0_1_0,
+    WasmHost, file_stem, imports, read_checked, v0_1_0,
 };
 use crate::capabilities::{CapabilityError, Declaration};
 use crate::config::{ExtensionConfig, WasmConfig};
@@ -74,14 +74,7 @@ impl Loader {
         };
         let mut pending = Vec::new();
         for entry in &config.extensions {
-            let checked = std::fs::read(&entry.path)
-                .map_err(|e| format!("cannot read it: {e}"))
-                .and_then(|bytes| {
-                    check_header(&bytes)?;
-                    imports::check(&bytes)?;
-                    Ok(bytes)
-                });
-            let bytes = match checked {
+            let bytes = match read_checked(&entry.path) {
                 Ok(bytes) => bytes,
                 Err(reason) => {
                     let refused = LoadError {
@@ -300,7 +293,7 @@ fn finish(
         }
         slot.refuse(reason);
     };
-    let loaded: Loaded = match host.load(&entry) {
+    let loaded: Loaded = match host.load_checked(&entry, &bytes) {
         Ok(loaded) => loaded,
         Err(e) => {
             tracing::error!("{e}; the server goes on without it");
@@ -503,12 +496,12 @@ pub fn compile_all(config: &WasmConfig) -> Result<Vec<Result<String, LoadError>>
             let started = std::time::Instant::now();
             // Loaded as a start would (with its config and grants), so what it declares is
             // written down too and the next start lists its tools at once.
-            let loaded = host.load(entry)?;
-            loaded.guest.stop();
-            let bytes = std::fs::read(&entry.path).map_err(|e| LoadError {
+            let bytes = read_checked(&entry.path).map_err(|reason| LoadError {
                 path: entry.path.clone(),
-                reason: format!("cannot read it: {e}"),
+                reason,
             })?;
+            let loaded = host.load_checked(entry, &bytes)?;
+            loaded.guest.stop();
             host.cache
                 .store_manifest(&bytes, &entry.config.to_string(), &loaded.manifest);
             Ok(format!(

@@ -137,13 +137,18 @@ impl WasmHost {
     /// Compiles (or loads from cache) and checks a component: that it is a component, that it
     /// imports nothing the host lacks, and what it exports.
     pub fn template(&self, path: &Path, settings: Arc<GuestSettings>) -> Result<Template, String> {
-        let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
-        check_header(&bytes)?;
-        // Before compiling: a missing import is refused in microseconds, not after a minute.
-        imports::check(&bytes)?;
+        self.checked_template(&read_checked(path)?, settings)
+    }
+
+    /// [`WasmHost::template`] of bytes [`read_checked`] returned.
+    fn checked_template(
+        &self,
+        bytes: &[u8],
+        settings: Arc<GuestSettings>,
+    ) -> Result<Template, String> {
         let component = self
             .cache
-            .load(&self.engine, &bytes)
+            .load(&self.engine, bytes)
             .map_err(|e| format!("not a valid component: {}", e.root_cause()))?;
         self.template_of(&component, settings)
     }
@@ -191,6 +196,18 @@ impl WasmHost {
             path: entry.path.clone(),
             reason,
         };
+        // A mistyped grant is named even when the file is missing too.
+        Grants::parse(&entry.grants).map_err(refuse)?;
+        let bytes = read_checked(&entry.path).map_err(refuse)?;
+        self.load_checked(entry, &bytes)
+    }
+
+    /// [`WasmHost::load`] of the guest's bytes, read by [`read_checked`].
+    pub fn load_checked(&self, entry: &ExtensionConfig, bytes: &[u8]) -> Result<Loaded, LoadError> {
+        let refuse = |reason: String| LoadError {
+            path: entry.path.clone(),
+            reason,
+        };
         let grants = Grants::parse(&entry.grants).map_err(refuse)?;
         let settings = Arc::new(GuestSettings::new(
             file_stem(&entry.path),
@@ -199,7 +216,7 @@ impl WasmHost {
             entry.limits,
             self.link.clone(),
         ));
-        let template = self.template(&entry.path, settings).map_err(refuse)?;
+        let template = self.checked_template(bytes, settings).map_err(refuse)?;
         let first = template
             .instantiate()
             .map_err(|e| refuse(format!("it failed to start: {}", e.root_cause())))?;
@@ -314,6 +331,16 @@ pub(crate) fn lower_this_threads_priority() {
     if result != 0 {
         tracing::debug!("could not lower a compile thread's priority");
     }
+}
+
+/// A guest file's bytes once they are known to be a component importing nothing we lack; the
+/// imports are read before anything is compiled, so that refusal takes microseconds, not a
+/// minute.
+fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
+    check_header(&bytes)?;
+    imports::check(&bytes)?;
+    Ok(bytes)
 }
 
 fn file_stem(path: &Path) -> String {
