@@ -203,7 +203,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
     // Warms the compile cache, so the timed loads below are what a restart costs.
     let guests = load_all(&wasm, Arc::default());
     assert_eq!(guests.len(), 3, "snapshot, stats and declares load");
-    let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
+    let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension()).collect();
     let settings = Settings {
         cli: vec!["declares.demo".into()],
         ..Default::default()
@@ -262,7 +262,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
     for _ in 0..10 {
         let started = Instant::now();
         let guests = load_all(&wasm, Arc::default());
-        let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension.clone()).collect();
+        let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension()).collect();
         let capabilities = Capabilities::build(&declarations, &settings).expect("capabilities");
         let tools = ToolRegistry::builtin();
         register_tools(&tools, &guests, &capabilities);

@@ -302,7 +302,7 @@ fn finish(
         }
     };
     let guest = loaded.guest.clone();
-    if let Some((name, _)) = &loaded.extension {
+    if let Some(name) = loaded.manifest.extension.as_ref().map(|e| &e.name) {
         let mut claimed = lock(&shared.claimed);
         let holder = claimed
             .entry(name.clone())
@@ -321,7 +321,7 @@ fn finish(
     }
     let known = manifest.as_ref() == Some(&loaded.manifest);
     if !known {
-        if let Some((name, declarations)) = &loaded.extension {
+        if let Some((name, declarations)) = &loaded.extension() {
             domain.capabilities.declare_all(name, declarations);
         }
         for tool in &loaded.tools {
@@ -439,10 +439,13 @@ pub fn load_all(config: &WasmConfig, link: Arc<HostLink>) -> Vec<Loaded> {
         match outcome {
             Ok(guest) => {
                 // The name is the source of its capabilities and names it in logs: one each.
-                if let Some((name, _)) = &guest.extension
-                    && let Some(other) = loaded
-                        .iter()
-                        .find(|l| l.extension.as_ref().is_some_and(|(n, _)| n == name))
+                if let Some(name) = guest.manifest.extension.as_ref().map(|e| &e.name)
+                    && let Some(other) = loaded.iter().find(|l| {
+                        l.manifest
+                            .extension
+                            .as_ref()
+                            .is_some_and(|e| &e.name == name)
+                    })
                 {
                     tracing::error!(
                         "refused wasm guest {}: extension name '{name}' is taken by {}; the \
@@ -473,9 +476,10 @@ fn log_loaded(entry: &ExtensionConfig, loaded: &Loaded) {
             Some(false) => " (optional hook handler)",
             None => "",
         },
-        match &loaded.extension {
-            Some((name, _)) => format!(
-                " (extension '{name}', {} tool{})",
+        match &loaded.manifest.extension {
+            Some(extension) => format!(
+                " (extension '{}', {} tool{})",
+                extension.name,
                 loaded.tools.len(),
                 if loaded.tools.len() == 1 { "" } else { "s" }
             ),

@@ -70,9 +70,6 @@ pub struct Loaded {
     /// Set when it exports `hooks`: whether its failures fail the calls it guards (the
     /// operator's `critical` when set, else the guest's `propagate-errors`).
     pub hook_critical: Option<bool>,
-    /// Set when it exports `extension-api`: its name (from `identity`, the `source` of its
-    /// capabilities) and its capability declarations (or why they failed).
-    pub extension: Option<(String, Result<Vec<Declaration>, String>)>,
     /// The tools it adds (when it is an extension whose `tools` answered).
     pub tools: Vec<Arc<ExtensionTool>>,
     /// What it declared, to be cached for the next start.
@@ -80,6 +77,12 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// Set when it exports `extension-api`: its name (from `identity`, the `source` of its
+    /// capabilities) and its capability declarations (or why they failed).
+    pub fn extension(&self) -> Option<(String, Result<Vec<Declaration>, String>)> {
+        self.manifest.extension.as_ref().map(|e| e.declarations())
+    }
+
     /// The hook handler to register, when the guest exports `hooks`.
     pub fn hook_handler(&self) -> Option<Arc<WasmHookHandler>> {
         self.hook_critical
@@ -292,11 +295,9 @@ impl WasmHost {
         };
         let slot = GuestSlot::ready(guest.clone());
         let tools = extension_tools(&manifest, &slot, entry).map_err(refuse)?;
-        let extension = manifest.extension.as_ref().map(|e| e.declarations());
         Ok(Loaded {
             guest,
             hook_critical,
-            extension,
             tools,
             manifest,
         })
@@ -482,7 +483,7 @@ mod tests {
         };
         let (first, second) = (load(), load());
         let capabilities = crate::capabilities::Capabilities::build(
-            &[first.extension.clone().unwrap()],
+            &[first.extension().unwrap()],
             &Default::default(),
         )
         .unwrap();
