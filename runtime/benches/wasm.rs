@@ -199,6 +199,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
     let wasm = WasmConfig {
         cache_dir: Some(cache_dir()),
         extensions: extension_configs(dir),
+        ..Default::default()
     };
     // Warms the compile cache, so the timed loads below are what a restart costs.
     let guests = load_all(&wasm, Arc::default());

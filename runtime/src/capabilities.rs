@@ -284,12 +284,22 @@ impl Capabilities {
         extension: &str,
         declaration: Declaration,
     ) -> Result<(), CapabilityError> {
+        self.check_name(extension, &declaration.name)?;
+        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+        self.declare_in(&mut table, extension, declaration)?;
+        drop(table);
+        self.changed.send_modify(|version| *version += 1);
+        Ok(())
+    }
+
+    /// An extension declares under its own namespace only, never the core's.
+    fn check_name(&self, extension: &str, name: &str) -> Result<(), CapabilityError> {
         let refuse = |reason: &str| CapabilityError::Refused {
             extension: extension.to_owned(),
-            name: declaration.name.clone(),
+            name: name.to_owned(),
             reason: reason.to_owned(),
         };
-        let Some((prefix, _)) = declaration.name.split_once('.') else {
+        let Some((prefix, _)) = name.split_once('.') else {
             return Err(refuse(
                 "names must be namespaced with a dot, e.g. 'myext.feature'",
             ));
@@ -306,7 +316,22 @@ impl Capabilities {
                  not under '{prefix}.'"
             )));
         }
-        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+        Ok(())
+    }
+
+    /// [`Capabilities::declare`] under the table's lock, its name already checked; watchers are
+    /// the caller's to tell.
+    fn declare_in(
+        &self,
+        table: &mut Table,
+        extension: &str,
+        declaration: Declaration,
+    ) -> Result<(), CapabilityError> {
+        let refuse = |reason: &str| CapabilityError::Refused {
+            extension: extension.to_owned(),
+            name: declaration.name.clone(),
+            reason: reason.to_owned(),
+        };
         if let Some(existing) = table.declared.get(&declaration.name) {
             return Err(refuse(&format!(
                 "already declared by {}",
@@ -328,9 +353,44 @@ impl Capabilities {
             }
         }
         table.declared.insert(name, capability);
+        Ok(())
+    }
+
+    /// Puts what an extension declares now in place of what it declared before, in one change
+    /// (a reload: its gated tools never see their capability missing). The operator's settings
+    /// apply to the new declarations as to the old.
+    pub fn redeclare(&self, extension: &str, declarations: &Result<Vec<Declaration>, String>) {
+        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+        table.withdraw(extension);
+        match declarations {
+            Ok(declarations) => {
+                for declaration in declarations {
+                    let checked = self
+                        .check_name(extension, &declaration.name)
+                        .and_then(|()| self.declare_in(&mut table, extension, declaration.clone()));
+                    if let Err(e) = checked {
+                        tracing::warn!("{e}");
+                    }
+                }
+            }
+            Err(reason) => tracing::warn!(
+                "extension '{extension}' failed to declare its capabilities: {reason}"
+            ),
+        }
         drop(table);
         self.changed.send_modify(|version| *version += 1);
-        Ok(())
+    }
+
+    /// Withdraws every capability an extension declared (its namespace, `NAME.…`: an extension
+    /// declares nowhere else), whatever the operator set them to; the settings stay, so they
+    /// apply again when it declares anew (a reload). Watchers hear of it.
+    pub fn withdraw(&self, extension: &str) {
+        let mut table = self.table.write().unwrap_or_else(|e| e.into_inner());
+        let changed = table.withdraw(extension);
+        drop(table);
+        if changed {
+            self.changed.send_modify(|version| *version += 1);
+        }
     }
 
     /// Whether a capability is on (an unknown name reads as off).
@@ -349,6 +409,16 @@ impl Capabilities {
 }
 
 impl Table {
+    /// Drops what an extension declared (its namespace); whether anything went.
+    fn withdraw(&mut self, extension: &str) -> bool {
+        let prefix = format!("{extension}.");
+        let before = self.declared.len();
+        self.declared.retain(|name, capability| {
+            !(name.starts_with(&prefix) && capability.source != Source::Default)
+        });
+        self.declared.len() != before
+    }
+
     fn known_names(&self) -> String {
         if self.declared.is_empty() {
             "(none)".into()

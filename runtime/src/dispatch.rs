@@ -70,6 +70,17 @@ pub struct NameTaken {
     pub owner: String,
 }
 
+impl NameTaken {
+    fn of(holder: &dyn Tool) -> Self {
+        NameTaken {
+            owner: match holder.extension_name() {
+                Some(other) => format!("extension '{other}'"),
+                None => "a core tool".to_owned(),
+            },
+        }
+    }
+}
+
 impl ToolRegistry {
     /// The built-in tools of this server.
     pub fn builtin() -> Self {
@@ -94,12 +105,7 @@ impl ToolRegistry {
         let name = tool.spec().name.clone();
         let mut tools = self.write();
         if let Some(holder) = tools.get(&name) {
-            return Err(NameTaken {
-                owner: match holder.extension_name() {
-                    Some(other) => format!("extension '{other}'"),
-                    None => "a core tool".to_owned(),
-                },
-            });
+            return Err(NameTaken::of(holder.as_ref()));
         }
         if !self.selection.keeps(&name, tool.extension_name().is_none()) {
             self.dropped
@@ -135,6 +141,53 @@ impl ToolRegistry {
         if removed {
             self.changed.send_modify(|version| *version += 1);
         }
+    }
+
+    /// Puts `tools` in place of every tool the extension holds, in one change (a reload: a call
+    /// never finds the extension's tools missing). A tool whose name another holds is left
+    /// out and returned with that holder.
+    pub fn replace_extension(
+        &self,
+        extension: &str,
+        tools: Vec<Arc<dyn Tool>>,
+    ) -> Vec<(String, NameTaken)> {
+        let mut refused = Vec::new();
+        let mut table = self.write();
+        let before: Vec<String> = table
+            .iter()
+            .filter(|(_, tool)| tool.extension_name() == Some(extension))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in &before {
+            table.remove(name);
+        }
+        let mut changed = !before.is_empty();
+        for tool in tools {
+            let name = tool.spec().name.clone();
+            if let Some(holder) = table.get(&name) {
+                refused.push((name, NameTaken::of(holder.as_ref())));
+                continue;
+            }
+            if !self.selection.keeps(&name, tool.extension_name().is_none()) {
+                continue;
+            }
+            table.insert(name, tool);
+            changed = true;
+        }
+        drop(table);
+        if changed {
+            self.changed.send_modify(|version| *version += 1);
+        }
+        refused
+    }
+
+    /// The names of the tools an extension holds now.
+    pub fn names_of(&self, extension: &str) -> Vec<String> {
+        self.read()
+            .iter()
+            .filter(|(_, tool)| tool.extension_name() == Some(extension))
+            .map(|(name, _)| name.clone())
+            .collect()
     }
 
     /// A receiver that sees a new value after every change of the set.

@@ -57,6 +57,9 @@ pub enum RunError {
          drop its grants or serve it without Hub mode"
     )]
     HubGrants(String),
+    #[cfg(feature = "wasm")]
+    #[error(transparent)]
+    Trust(#[from] wasm::TrustError),
 }
 
 /// `extension compile`: fills the compile cache ahead of time. Returns a line per guest
@@ -105,7 +108,7 @@ fn refuse_guests(config: &Config) -> Result<(), RunError> {
 
 /// Runs the server until its transport ends or it is told to stop, then stops what it started
 /// (its kernels and, if it started one, the Jupyter Server).
-pub async fn run(config: Config) -> Result<(), RunError> {
+pub async fn run(mut config: Config) -> Result<(), RunError> {
     // Settings that refuse to serve are refused before anything (guests, Jupyter) is started.
     let hub = match &config.jupyter {
         JupyterSource::Hub(endpoints) => Some(endpoints.clone()),
@@ -123,8 +126,17 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // they declared at an earlier start is known at once.
     #[cfg(feature = "wasm")]
     let link = Arc::new(wasm::HostLink::default());
+    // Unreadable trusted keys stop us: nothing may load unchecked.
     #[cfg(feature = "wasm")]
-    let loader = wasm::Loader::prepare(&config.wasm, link.clone());
+    let trust = wasm::Trust::load(&config.wasm.sources)?;
+    // Components from registries are pulled (or found in the cache by digest) first.
+    #[cfg(feature = "wasm")]
+    let pulled = pull_components(&mut config.wasm, &trust).await;
+    #[cfg(feature = "wasm")]
+    let mut loader = {
+        let verified: Vec<_> = pulled.iter().map(|p| p.0.clone()).collect();
+        wasm::Loader::prepare(&config.wasm, link.clone(), &trust, &verified)
+    };
     #[cfg(feature = "wasm")]
     let (declarations, all_declared) = (loader.declarations(), loader.complete());
     #[cfg(not(feature = "wasm"))]
@@ -155,9 +167,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     // After the built-in handlers, in the order the operator listed the guests.
     #[cfg(feature = "wasm")]
-    for handler in loader.hook_handlers() {
-        hooks.register(handler);
-    }
+    loader.register_hooks(&hooks);
     let embedded = match &config.jupyter {
         JupyterSource::Embedded {
             root_dir,
@@ -222,15 +232,33 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // From here on the guests' notebook host functions can reach the notebooks in use.
     #[cfg(feature = "wasm")]
     link.connect(&domain);
+    #[cfg(feature = "wasm")]
+    let extensions = {
+        let extensions = wasm::Extensions::new(
+            config.wasm.clone(),
+            link.clone(),
+            loader.host(),
+            tools.clone(),
+            domain.clone(),
+        );
+        extensions.note_pulled(pulled);
+        extensions
+    };
     let state = Arc::new(ServerState {
         domain: domain.clone(),
         tools,
         http: config.http.clone(),
         hub,
+        #[cfg(feature = "wasm")]
+        extensions: extensions.clone(),
     });
 
     #[cfg(feature = "wasm")]
-    let guests = loader.start(state.tools.clone(), domain.clone());
+    let guests = loader.start(state.tools.clone(), domain.clone(), extensions.clone());
+    #[cfg(feature = "wasm")]
+    if let Some(dir) = config.wasm.sources.extensions_dir.clone() {
+        wasm::watch_folder(dir, extensions.clone());
+    }
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());
@@ -241,7 +269,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             // Guests first: a call parked in one ends now, and the cleanup below fires no
             // event into them.
             #[cfg(feature = "wasm")]
-            guests.stop();
+            {
+                guests.stop();
+                extensions.stop();
+            }
             stop.cancel();
             Ok(())
         }
@@ -250,7 +281,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             &guests,
         ) => {
             #[cfg(feature = "wasm")]
-            guests.stop();
+            {
+                guests.stop();
+                extensions.stop();
+            }
             stop.cancel();
             Err(failed)
         }
@@ -269,6 +303,52 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // Last, so the spans of the stops above are written too.
     hooks.shutdown();
     outcome
+}
+
+/// Pulls the components the entries name by `oci://` reference (a tag at the digest the lock
+/// file holds, when it holds one) and points the entries at their cached files. One that cannot
+/// be pulled, or whose signature does not verify, is logged and left out; the others go on.
+/// Returns each pulled file with its reference, digest and signer.
+#[cfg(feature = "wasm")]
+async fn pull_components(
+    wasm_config: &mut config::WasmConfig,
+    trust: &wasm::Trust,
+) -> Vec<(std::path::PathBuf, wasm::PulledAtStart)> {
+    if !wasm_config
+        .extensions
+        .iter()
+        .any(|e| config::is_oci(&e.path))
+    {
+        return Vec::new();
+    }
+    let registries = wasm::Registries::new(&wasm_config.sources, wasm_config.cache_dir.clone());
+    let mut pulled = Vec::new();
+    let mut kept = Vec::new();
+    for mut entry in std::mem::take(&mut wasm_config.extensions) {
+        if config::is_oci(&entry.path) {
+            let reference = entry.path.display().to_string();
+            match registries.pull(&reference, trust, false).await {
+                Ok(component) => {
+                    entry.path = component.path.clone();
+                    pulled.push((
+                        component.path,
+                        wasm::PulledAtStart {
+                            reference,
+                            digest: component.digest,
+                            signed_by: component.signed_by,
+                        },
+                    ));
+                }
+                Err(e) => {
+                    tracing::error!("{e}; the server goes on without it");
+                    continue;
+                }
+            }
+        }
+        kept.push(entry);
+    }
+    wasm_config.extensions = kept;
+    pulled
 }
 
 /// Resolves only when the guests have all loaded and the operator's settings name something

@@ -2,8 +2,8 @@
 
 use anyhow::Context;
 use clap::Parser;
-use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand};
-use jupyter_mcp_server::mcp::control::remote_control;
+use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand, RemoteArgs};
+use jupyter_mcp_server::mcp::control::{extension_entry, remote_control};
 use reqwest::Method;
 
 fn main() -> anyhow::Result<()> {
@@ -65,6 +65,33 @@ fn main() -> anyhow::Result<()> {
                 eprintln!("{line}");
             }
         }
+        Command::Extension(ExtensionCommand::Add(args)) => {
+            let body = extension_entry(&args.path, &args.config_entries)
+                .map_err(anyhow::Error::msg)
+                .context("extension add failed")?;
+            manage(
+                &runtime,
+                &args.remote,
+                Method::POST,
+                "api/extensions",
+                Some(body),
+            )
+            .context("extension add failed")?;
+        }
+        Command::Extension(ExtensionCommand::Remove(args)) => {
+            let path = format!("api/extensions/{}", args.name);
+            manage(&runtime, &args.remote, Method::DELETE, &path, None)
+                .context("extension remove failed")?;
+        }
+        Command::Extension(ExtensionCommand::Reload(args)) => {
+            let path = format!("api/extensions/{}/reload", args.name);
+            manage(&runtime, &args.remote, Method::POST, &path, None)
+                .context("extension reload failed")?;
+        }
+        Command::Extension(ExtensionCommand::List(remote)) => {
+            manage(&runtime, &remote, Method::GET, "api/extensions", None)
+                .context("extension list failed")?;
+        }
         Command::Stop(args) => {
             let call = remote_control(
                 &args.server_url,
@@ -80,5 +107,25 @@ fn main() -> anyhow::Result<()> {
             eprintln!("{answer}");
         }
     }
+    Ok(())
+}
+
+/// Sends one extension management request and prints the server's answer (JSON) on stdout.
+fn manage(
+    runtime: &tokio::runtime::Runtime,
+    remote: &RemoteArgs,
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> anyhow::Result<()> {
+    let call = remote_control(
+        &remote.server_url,
+        remote.mcp_token.as_deref(),
+        method,
+        path,
+        body,
+    );
+    let answer = runtime.block_on(call).map_err(anyhow::Error::msg)?;
+    println!("{answer}");
     Ok(())
 }

@@ -42,6 +42,48 @@ pub enum ExtensionCommand {
     /// Compile components into the compile cache ahead of time (for deploys), so the server's
     /// first start loads them at once instead of compiling them.
     Compile(CompileArgs),
+    /// Load a component into a running Streamable HTTP server.
+    Add(ExtensionAddArgs),
+    /// Unload an extension from a running server (calls in flight finish first).
+    Remove(ExtensionNameArgs),
+    /// Load an extension's component anew (its file, or its OCI tag resolved again) in a
+    /// running server; new calls go to the new instance, calls in flight finish on the old one.
+    Reload(ExtensionNameArgs),
+    /// List the extensions a running server has loaded.
+    List(RemoteArgs),
+}
+
+/// How to reach a running server's management routes.
+#[derive(Debug, Clone, Args)]
+pub struct RemoteArgs {
+    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
+    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
+    pub server_url: Url,
+    /// Bearer token of the MCP server.
+    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
+    pub mcp_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExtensionAddArgs {
+    /// The component: a .wasm file (on the server's machine) or oci://REGISTRY/REPO:TAG
+    /// (or @sha256:DIGEST).
+    #[arg(value_name = "PATH|oci://…")]
+    pub path: String,
+    /// A line of its [[extension]] entry, in TOML; repeatable, e.g.
+    /// --config-entry 'grants = ["read-cells"]' --config-entry 'config = { greeting = "hi" }'.
+    #[arg(long = "config-entry", value_name = "TOML")]
+    pub config_entries: Vec<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExtensionNameArgs {
+    /// The extension's name (as `extension list` shows it).
+    pub name: String,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -140,10 +182,16 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// Load this WebAssembly component (hook handler or extension); repeatable. Also
-    /// JUPYTER_MCP_EXTENSIONS (paths separated by ':') and [[extension]] in --config.
+    /// Load this WebAssembly component (hook handler or extension): a .wasm file or
+    /// oci://REGISTRY/REPO:TAG (or @sha256:DIGEST); repeatable. Also JUPYTER_MCP_EXTENSIONS
+    /// (paths separated by ':') and [[extension]] in --config.
     #[arg(long = "extension", value_name = "PATH")]
     pub extensions: Vec<PathBuf>,
+
+    /// Watch this directory: a component (.wasm) added, replaced or removed there is loaded,
+    /// reloaded or unloaded while the server runs.
+    #[arg(long, env = "JUPYTER_MCP_EXTENSIONS_DIR", value_name = "DIR")]
+    pub extensions_dir: Option<PathBuf>,
 
     /// Turn a capability on (NAME) or off (NAME=off); repeatable. See capabilities://.
     #[arg(long = "capability", value_name = "NAME[=VALUE]")]

@@ -1,5 +1,6 @@
 //! The config file (`--config`, TOML): `[capabilities]`, `cache_dir`, `prewarm_max`,
-//! `prewarm_max_idle_seconds` and `[[extension]]` entries. Read with serde, refusing keys this
+//! `prewarm_max_idle_seconds`, `insecure_registries`, `trusted_keys`, `require_signatures` and
+//! `[[extension]]` entries. Read with serde, refusing keys this
 //! build does not know, so a typo never passes silently; relative paths are taken from the file's
 //! directory.
 
@@ -17,6 +18,7 @@ pub(super) struct FileConfig {
     pub cache_dir: Option<PathBuf>,
     pub extensions: Vec<ExtensionConfig>,
     pub prewarm: crate::jupyter::spares::SparePolicy,
+    pub sources: super::ExtensionSources,
 }
 
 #[derive(Debug, Deserialize)]
@@ -31,13 +33,22 @@ struct FileTables {
     prewarm_max: Option<u8>,
     /// Seconds a spare may stay idle before it is restarted.
     prewarm_max_idle_seconds: Option<NonZeroU64>,
+    /// Registries reached over plain HTTP although not on a loopback address.
+    #[serde(default)]
+    insecure_registries: Vec<String>,
+    /// Public keys (PEM, cosign's ECDSA P-256) whose signatures are trusted.
+    #[serde(default)]
+    trusted_keys: Vec<PathBuf>,
+    /// Refuse components that carry no signature by a trusted key.
+    #[serde(default)]
+    require_signatures: bool,
 }
 
-/// One `[[extension]]` table.
+/// One `[[extension]]` table (also what `extension add --config-entry` sends a running server).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ExtensionEntry {
-    /// The .wasm file to load.
+pub struct ExtensionEntry {
+    /// The .wasm file to load, or an `oci://` reference.
     path: PathBuf,
     #[serde(default)]
     grants: Vec<String>,
@@ -98,14 +109,7 @@ impl FileConfig {
         let extensions = tables
             .extensions
             .into_iter()
-            .map(|entry| ExtensionConfig {
-                path: base.join(entry.path),
-                grants: entry.grants,
-                limits: entry.limits.resolve(),
-                config: serde_json::to_value(entry.config)
-                    .unwrap_or_else(|_| serde_json::Value::Object(Default::default())),
-                critical: entry.critical,
-            })
+            .map(|entry| entry.resolve(base))
             .collect();
         let mut prewarm = crate::jupyter::spares::SparePolicy::default();
         if let Some(n) = tables.prewarm_max {
@@ -124,6 +128,37 @@ impl FileConfig {
             cache_dir: tables.cache_dir.map(|dir| base.join(dir)),
             extensions,
             prewarm,
+            sources: super::ExtensionSources {
+                insecure_registries: tables.insecure_registries,
+                trusted_keys: tables
+                    .trusted_keys
+                    .into_iter()
+                    .map(|key| base.join(key))
+                    .collect(),
+                require_signatures: tables.require_signatures,
+                // Beside the config: server.toml → server.lock.
+                lock_file: Some(path.with_extension("lock")),
+                extensions_dir: None,
+            },
         })
+    }
+}
+
+impl ExtensionEntry {
+    /// The entry with its path taken from `base` (an `oci://` reference is kept as it is).
+    pub fn resolve(self, base: &Path) -> ExtensionConfig {
+        let path = if super::is_oci(&self.path) {
+            self.path
+        } else {
+            base.join(self.path)
+        };
+        ExtensionConfig {
+            path,
+            grants: self.grants,
+            limits: self.limits.resolve(),
+            config: serde_json::to_value(self.config)
+                .unwrap_or_else(|_| serde_json::Value::Object(Default::default())),
+            critical: self.critical,
+        }
     }
 }

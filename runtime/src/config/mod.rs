@@ -16,9 +16,10 @@ use crate::jupyter::auth::Auth;
 use crate::jupyter::hub::HubEndpoints;
 
 pub use cli::{
-    Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionCommand, PythonServerArgs,
-    StartArgs, StopArgs, Transport, parse_bool,
+    Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionAddArgs, ExtensionCommand,
+    ExtensionNameArgs, PythonServerArgs, RemoteArgs, StartArgs, StopArgs, Transport, parse_bool,
 };
+pub use file::ExtensionEntry;
 use file::FileConfig;
 
 /// Where the server finds Jupyter.
@@ -90,6 +91,29 @@ pub struct WasmConfig {
     /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/jupyter-mcp-server/wasm`).
     pub cache_dir: Option<PathBuf>,
     pub extensions: Vec<ExtensionConfig>,
+    /// Where components come from besides the entries: registries, signatures, a watched folder.
+    pub sources: ExtensionSources,
+}
+
+/// Components from registries and a watched folder, and whose signatures they must carry.
+#[derive(Debug, Clone, Default)]
+pub struct ExtensionSources {
+    /// `--extensions-dir`: components added, replaced or removed there are loaded, reloaded or
+    /// unloaded while the server runs.
+    pub extensions_dir: Option<PathBuf>,
+    /// Where a tag's digest is written down (beside the config file; else in the cache dir).
+    pub lock_file: Option<PathBuf>,
+    /// Registries reached over plain HTTP though not on a loopback address.
+    pub insecure_registries: Vec<String>,
+    /// Public keys whose cosign signatures are trusted.
+    pub trusted_keys: Vec<PathBuf>,
+    /// Refuse components without a signature by one of `trusted_keys`.
+    pub require_signatures: bool,
+}
+
+/// Whether an extension path is an OCI reference (`oci://REGISTRY/REPO:TAG|@DIGEST`).
+pub fn is_oci(path: &std::path::Path) -> bool {
+    path.to_str().is_some_and(|p| p.starts_with("oci://"))
 }
 
 /// One guest: an `[[extension]]` entry, or a bare path with the defaults.
@@ -372,6 +396,10 @@ impl Config {
             wasm: WasmConfig {
                 cache_dir: file.cache_dir,
                 extensions,
+                sources: ExtensionSources {
+                    extensions_dir: args.extensions_dir,
+                    ..file.sources
+                },
             },
             max_file_bytes: args.max_file_bytes,
             toolset: ToolSelection {
@@ -427,6 +455,7 @@ impl CompileArgs {
         Ok(WasmConfig {
             cache_dir: file.cache_dir,
             extensions,
+            sources: file.sources,
         })
     }
 }

@@ -251,6 +251,19 @@ impl Hooks {
         handlers.len() != before
     }
 
+    /// Puts `handler` where the handler `id` is, keeping its place in the order (a reloaded
+    /// guest); `false` when there is no such handler.
+    pub fn replace(&self, id: HandlerId, handler: Arc<dyn HookHandler>) -> bool {
+        let mut handlers = self.handlers.write().expect("handlers lock");
+        match handlers.iter_mut().find(|(h, _)| *h == id) {
+            Some(slot) => {
+                slot.1 = handler;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.handlers.read().expect("handlers lock").is_empty()
     }

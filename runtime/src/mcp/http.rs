@@ -2,7 +2,8 @@
 //!
 //! `/mcp` is rmcp's Streamable HTTP service (legacy sessions for 2025-11-25 clients, stateless
 //! requests for 2026-07-28 ones), behind our own Host, Origin and bearer-token checks.
-//! `/api/healthz`, `PUT /api/connect` and `DELETE /api/stop` sit beside it.
+//! `/api/healthz`, `PUT /api/connect` and `DELETE /api/stop` sit beside it, and the extension
+//! routes (`/api/extensions`, in `extension_routes`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,6 +22,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tower_service::Service;
+
+mod extension_routes;
 
 use super::McpServer;
 use super::ServerState;
@@ -393,6 +396,16 @@ impl HttpContext {
                     StatusCode::OK,
                     json!({ "success": true, "message": "stopping" }),
                 )
+            }
+            p if extension_routes::handles(p) => {
+                if let Err(refusal) = self.admit(&request, true, true) {
+                    return *refusal;
+                }
+                if let Some(refusal) = extension_routes::refuse_hub_users(&self.state, &self.config)
+                {
+                    return refusal;
+                }
+                extension_routes::serve(&self.state, request, p).await
             }
             "/api/healthz" | "/api/connect" | "/api/stop" => json_response(
                 StatusCode::METHOD_NOT_ALLOWED,

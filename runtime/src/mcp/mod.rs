@@ -69,6 +69,9 @@ pub struct ServerState {
     pub http: HttpConfig,
     /// Hub mode: every user of a JupyterHub, each with their own domain.
     pub hub: Option<hub::HubFront>,
+    /// The extensions loaded, added, reloaded and removed through the management routes.
+    #[cfg(feature = "wasm")]
+    pub extensions: Arc<crate::wasm::Extensions>,
 }
 
 /// The handler rmcp calls; cheap to clone (HTTP makes one per session, or per request when

@@ -8,9 +8,11 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
+use super::lifecycle::Extensions;
 use super::manifest::Manifest;
+use super::signatures::Trust;
 use super::slot::GuestSlot;
 use super::tool::register;
 use super::{
@@ -21,6 +23,7 @@ use crate::capabilities::{CapabilityError, Declaration};
 use crate::config::{ExtensionConfig, WasmConfig};
 use crate::dispatch::{ToolRegistry, UnknownToolNames};
 use crate::domain::Domain;
+use crate::hooks::{HandlerId, Hooks};
 use crate::tools::Tool;
 
 /// Logged once every guest has loaded or been refused (operators and tests wait for it).
@@ -33,6 +36,8 @@ struct Pending {
     slot: Arc<GuestSlot>,
     manifest: Option<Manifest>,
     hook: Option<Arc<WasmHookHandler>>,
+    /// Where its hook handler is on the bus, once registered.
+    hook_id: Option<HandlerId>,
 }
 
 /// Every configured guest before it is compiled.
@@ -53,9 +58,15 @@ pub enum LoadedSettingsError {
 
 impl Loader {
     /// Reads and checks each guest's file (header and imports: a guest needing something we
-    /// lack is refused here, in milliseconds) and finds what it declared at an earlier start.
-    /// Compiles nothing. A refused guest is logged; the others go on.
-    pub fn prepare(config: &WasmConfig, link: Arc<HostLink>) -> Loader {
+    /// lack is refused here, in milliseconds; its signature, when `trust` has keys, except for
+    /// the `verified` files a registry's signature vouched for) and finds what it declared at
+    /// an earlier start. Compiles nothing. A refused guest is logged; the others go on.
+    pub fn prepare(
+        config: &WasmConfig,
+        link: Arc<HostLink>,
+        trust: &Trust,
+        verified: &[std::path::PathBuf],
+    ) -> Loader {
         if config.extensions.is_empty() {
             return Loader {
                 host: None,
@@ -74,7 +85,13 @@ impl Loader {
         };
         let mut pending = Vec::new();
         for entry in &config.extensions {
-            let bytes = match read_checked(&entry.path) {
+            let checked = read_checked(&entry.path).and_then(|bytes| {
+                if !verified.contains(&entry.path) {
+                    trust.check_file(&entry.path, &bytes)?;
+                }
+                Ok(bytes)
+            });
+            let bytes = match checked {
                 Ok(bytes) => bytes,
                 Err(reason) => {
                     let refused = LoadError {
@@ -119,6 +136,7 @@ impl Loader {
                 slot,
                 manifest,
                 hook,
+                hook_id: None,
             });
         }
         Loader {
@@ -141,9 +159,18 @@ impl Loader {
             .collect()
     }
 
-    /// One hook handler per guest that handles hooks, in the operator's order.
-    pub fn hook_handlers(&self) -> Vec<Arc<WasmHookHandler>> {
-        self.pending.iter().filter_map(|p| p.hook.clone()).collect()
+    /// Registers one hook handler per guest that handles hooks, in the operator's order.
+    pub fn register_hooks(&mut self, hooks: &Hooks) {
+        for pending in &mut self.pending {
+            if let Some(handler) = &pending.hook {
+                pending.hook_id = Some(hooks.register(handler.clone()));
+            }
+        }
+    }
+
+    /// The runtime the guests load on (none when no guest is configured).
+    pub fn host(&self) -> Option<Arc<WasmHost>> {
+        self.host.clone()
     }
 
     /// Registers the tools known now (from manifests), in the operator's order.
@@ -180,8 +207,14 @@ impl Loader {
         }
     }
 
-    /// Compiles and starts every guest on threads of their own; returns at once.
-    pub fn start(self, tools: Arc<ToolRegistry>, domain: Arc<Domain>) -> Loading {
+    /// Compiles and starts every guest on threads of their own; returns at once. Each one
+    /// loaded joins `extensions`, to be reloaded or removed later.
+    pub fn start(
+        self,
+        tools: Arc<ToolRegistry>,
+        domain: Arc<Domain>,
+        extensions: Arc<Extensions>,
+    ) -> Loading {
         let shared = Arc::new(Shared {
             running: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
@@ -215,8 +248,13 @@ impl Loader {
             done_tx.send_replace(Some(all_done(&tools, &domain, &shared)));
         }
         for pending in self.pending {
-            let (host, tools, domain, shared) =
-                (host.clone(), tools.clone(), domain.clone(), shared.clone());
+            let (host, tools, domain, shared, extensions) = (
+                host.clone(),
+                tools.clone(),
+                domain.clone(),
+                shared.clone(),
+                extensions.clone(),
+            );
             let (remaining, done_tx) = (remaining.clone(), done_tx.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("load {}", file_stem(&pending.entry.path)))
@@ -225,7 +263,7 @@ impl Loader {
                     super::lower_this_threads_priority();
                     let path = pending.entry.path.clone();
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        finish(&host, pending, &tools, &domain, &shared)
+                        finish(&host, pending, &tools, &domain, &shared, &extensions)
                     }));
                     if outcome.is_err() {
                         tracing::error!(
@@ -256,7 +294,8 @@ fn check_settings(tools: &ToolRegistry, domain: &Domain) -> Result<(), Arc<Loade
 }
 
 struct Shared {
-    running: Mutex<Vec<Arc<Guest>>>,
+    /// Held weakly: a guest removed later goes when its last call ends.
+    running: Mutex<Vec<Weak<Guest>>>,
     stopping: AtomicBool,
     /// Extension names, each to one guest file.
     claimed: Mutex<HashMap<String, PathBuf>>,
@@ -274,6 +313,7 @@ fn finish(
     tools: &ToolRegistry,
     domain: &Domain,
     shared: &Shared,
+    extensions: &Extensions,
 ) {
     let Pending {
         entry,
@@ -281,6 +321,7 @@ fn finish(
         slot,
         manifest,
         hook,
+        hook_id,
     } = pending;
     // The tools listed from its manifest are withdrawn only if they were its own (another
     // file with the same extension name holds them otherwise).
@@ -338,7 +379,13 @@ fn finish(
     if let (Some(handler), Some(critical)) = (&hook, loaded.hook_critical) {
         handler.decide(critical);
     }
-    lock(&shared.running).push(guest.clone());
+    lock(&shared.running).push(Arc::downgrade(&guest));
+    extensions.adopt(
+        entry.clone(),
+        guest.clone(),
+        hook_id,
+        loaded.manifest.extension.is_some(),
+    );
     slot.fill(guest.clone());
     if shared.stopping.load(Ordering::Acquire) {
         guest.stop();
@@ -360,7 +407,7 @@ impl Loading {
     /// Stops every guest (a call parked in one ends now), and any that finishes loading later.
     pub fn stop(&self) {
         self.shared.stopping.store(true, Ordering::Release);
-        for guest in lock(&self.shared.running).iter() {
+        for guest in lock(&self.shared.running).iter().filter_map(Weak::upgrade) {
             guest.stop();
         }
     }
@@ -378,7 +425,10 @@ impl Loading {
 
     /// The guests loaded so far (benchmarks and tests).
     pub fn guests(&self) -> Vec<Arc<Guest>> {
-        lock(&self.shared.running).clone()
+        lock(&self.shared.running)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 }
 

@@ -13,22 +13,30 @@
 //! - `guest`: a guest's instances and calls into them, failure counting, rebuild from
 //!   `InstancePre`;
 //! - `hook`: a hook-handler guest on the hooks bus;
-//! - `tool`: an extension's tool in the tool registry.
+//! - `tool`: an extension's tool in the tool registry;
+//! - `lifecycle`: extensions added, reloaded and removed while the server runs;
+//! - `watch`: the watched folder (`--extensions-dir`);
+//! - `oci`: components pulled from OCI registries, pinned by digest;
+//! - `signatures`: cosign-compatible signatures checked against the trusted keys.
 
 mod cache;
 mod grants;
 mod guest;
 mod hook;
 mod imports;
+mod lifecycle;
 mod limits;
 mod loading;
 mod manifest;
+mod oci;
 mod output;
 mod sandbox;
+mod signatures;
 mod slot;
 mod tool;
 mod v0_1_0;
 mod wait;
+mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,12 +49,16 @@ pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
+pub use lifecycle::{Extensions, LifecycleError, PulledAtStart};
 use loading::extension_tools;
 pub use loading::{Loader, Loading, compile_all, load_all};
 pub use manifest::Manifest;
+pub use oci::{OciError, Registries};
 pub use sandbox::{GuestSettings, GuestState, HostLink};
+pub use signatures::{Trust, TrustError};
 pub use slot::{GuestSlot, SlotError};
 pub use tool::{ExtensionTool, register_tools};
+pub use watch::watch_folder;
 
 use crate::capabilities::Declaration;
 use crate::config::ExtensionConfig;
@@ -339,9 +351,14 @@ pub(crate) fn lower_this_threads_priority() {
 /// minute.
 fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
-    check_header(&bytes)?;
-    imports::check(&bytes)?;
+    check_bytes(&bytes)?;
     Ok(bytes)
+}
+
+/// [`read_checked`]'s checks of bytes from elsewhere (a registry).
+fn check_bytes(bytes: &[u8]) -> Result<(), String> {
+    check_header(bytes)?;
+    imports::check(bytes)
 }
 
 fn file_stem(path: &Path) -> String {
