@@ -9,9 +9,16 @@ pub(super) async fn settled_change(changes: &mut tokio::sync::watch::Receiver<u6
     if changes.changed().await.is_err() {
         return false;
     }
+    settle(changes).await;
+    true
+}
+
+/// Lets the burst a change started settle, marking its changes seen. In a `select!`, wait with
+/// `changed()` (which is cancel-safe) and settle in the branch: a `settled_change` dropped while
+/// it settles would lose the change it had seen.
+pub(super) async fn settle(changes: &mut tokio::sync::watch::Receiver<u64>) {
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     changes.borrow_and_update();
-    true
 }
 
 /// The key of a session's tool-list watcher among its subscriptions (no URI is empty).

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 // Logging is deprecated in 2026-07-28 but 2025-11-25 clients still send logging/setLevel.
 use calls::{declare_apps, tool_view};
-use changes::{TOOLS_WATCHER, next_change_for, settled_change};
+use changes::{TOOLS_WATCHER, next_change_for, settle, settled_change};
 use rmcp::model::JsonObject;
 #[allow(deprecated)]
 use rmcp::model::{
@@ -456,14 +456,21 @@ impl ServerHandler for McpServer {
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = settled_change(&mut tools), if tools_wanted => {
-                    if !changed || context.sink().notify_tool_list_changed().await.is_err() {
+                changed = tools.changed(), if tools_wanted => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    settle(&mut tools).await;
+                    if context.sink().notify_tool_list_changed().await.is_err() {
                         return Ok(());
                     }
                 }
-                changed = settled_change(&mut capabilities), if capabilities_wanted => {
-                    if !changed
-                        || context
+                changed = capabilities.changed(), if capabilities_wanted => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                    settle(&mut capabilities).await;
+                    if context
                             .sink()
                             .notify_resource_updated(resources::CAPABILITIES_URI)
                             .await

@@ -331,9 +331,9 @@ impl Extensions {
     pub async fn remove(&self, name: &str) -> Result<Value, LifecycleError> {
         let _turn = self.turn.lock().await;
         let summary = self.describe(name);
-        let running = lock(&self.running)
-            .remove(name)
-            .ok_or_else(|| self.unknown(name))?;
+        // The guard is let go before `unknown` takes the lock again.
+        let removed = lock(&self.running).remove(name);
+        let running = removed.ok_or_else(|| self.unknown(name))?;
         self.uninstall(name, &running);
         if let Some(id) = running.hook {
             self.domain.hooks.unregister(id);
@@ -368,10 +368,8 @@ impl Extensions {
     }
 
     fn entry_of(&self, name: &str) -> Result<ExtensionConfig, LifecycleError> {
-        lock(&self.running)
-            .get(name)
-            .map(|r| r.entry.clone())
-            .ok_or_else(|| self.unknown(name))
+        let entry = lock(&self.running).get(name).map(|r| r.entry.clone());
+        entry.ok_or_else(|| self.unknown(name))
     }
 
     fn unknown(&self, name: &str) -> LifecycleError {

@@ -29,11 +29,17 @@ impl Extension for Lifecycle {
     }
     fn tools(&self) -> Vec<Tool> {
         let mut tools = vec![
-            Tool::new("lifecycle_version", "Says which version of the extension answers.")
-                .read_only(),
-            Tool::new("lifecycle_slow", "Sleeps `ms` milliseconds, then says its version.")
-                .schema(json!({"type": "object", "properties": {"ms": {"type": "integer"}}}))
-                .read_only(),
+            Tool::new(
+                "lifecycle_version",
+                "Says which version of the extension answers.",
+            )
+            .read_only(),
+            Tool::new(
+                "lifecycle_slow",
+                "Sleeps `ms` milliseconds, then says its version.",
+            )
+            .schema(json!({"type": "object", "properties": {"ms": {"type": "integer"}}}))
+            .read_only(),
         ];
         if VERSION != "1" {
             tools.push(Tool::new("lifecycle_v2_only", "Only in version 2.").read_only());
@@ -47,6 +53,8 @@ impl Extension for Lifecycle {
             }
             "lifecycle_slow" => {
                 let ms = arguments["ms"].as_u64().unwrap_or(1000);
+                // The tests wait for this line to know the call is in flight.
+                ext::log::info(&format!("lifecycle version {VERSION} sleeping {ms} ms"));
                 std::thread::sleep(std::time::Duration::from_millis(ms));
                 Ok(ToolResult::text(format!(
                     "lifecycle version {VERSION} slept {ms} ms"
