@@ -10,7 +10,8 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::super::ServerState;
-use super::{Body, json_response};
+use super::Body;
+use super::body::json_response;
 use crate::config::HttpConfig;
 
 const PREFIX: &str = "/api/extensions";
@@ -108,7 +109,7 @@ async fn entry_of(
     state: &ServerState,
     request: Request<Incoming>,
 ) -> Result<crate::config::ExtensionConfig, Box<Response<Body>>> {
-    let body = super::read_body(request.into_body()).await?;
+    let body = super::body::read_body(request.into_body()).await?;
     let bad = |error: String| {
         Box::new(json_response(
             StatusCode::BAD_REQUEST,
