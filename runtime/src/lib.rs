@@ -75,6 +75,14 @@ pub fn compile_extensions(args: config::CompileArgs) -> Result<Vec<String>, Stri
     }
     #[cfg(feature = "wasm")]
     {
+        // `oci://` entries are pulled (and their signatures checked) as a start would.
+        let mut wasm = wasm;
+        let trust = wasm::Trust::load(&wasm.sources).map_err(|e| e.to_string())?;
+        let pulling = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        pulling.block_on(pull_components(&mut wasm, &trust));
         let (mut compiled, mut refused) = (Vec::new(), Vec::new());
         for outcome in wasm::compile_all(&wasm)? {
             match outcome {
@@ -108,7 +116,7 @@ fn refuse_guests(config: &Config) -> Result<(), RunError> {
 
 /// Runs the server until its transport ends or it is told to stop, then stops what it started
 /// (its kernels and, if it started one, the Jupyter Server).
-pub async fn run(mut config: Config) -> Result<(), RunError> {
+pub async fn run(config: Config) -> Result<(), RunError> {
     // Settings that refuse to serve are refused before anything (guests, Jupyter) is started.
     let hub = match &config.jupyter {
         JupyterSource::Hub(endpoints) => Some(endpoints.clone()),
@@ -130,6 +138,8 @@ pub async fn run(mut config: Config) -> Result<(), RunError> {
     #[cfg(feature = "wasm")]
     let trust = wasm::Trust::load(&config.wasm.sources)?;
     // Components from registries are pulled (or found in the cache by digest) first.
+    #[cfg(feature = "wasm")]
+    let mut config = config;
     #[cfg(feature = "wasm")]
     let pulled = pull_components(&mut config.wasm, &trust).await;
     #[cfg(feature = "wasm")]

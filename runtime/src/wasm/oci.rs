@@ -65,6 +65,11 @@ pub enum OciError {
     Artifact { reference: String, reason: String },
     #[error("{reference}: refused: {reason}")]
     Signature { reference: String, reason: String },
+    #[error(
+        "{reference}: there is no cache directory to keep pulled components in; set cache_dir \
+         in the config file (or HOME / XDG_CACHE_HOME)"
+    )]
+    NoCache { reference: String },
     #[error("{reference}: cannot keep it in the cache {dir}: {reason}")]
     Cache {
         reference: String,
@@ -75,9 +80,10 @@ pub enum OciError {
 
 /// Where pulled components are kept, how registries are reached, and the lock file.
 pub struct Registries {
-    /// `blobs/` and `manifests/` by digest, and the lock file when there is no config.
-    dir: PathBuf,
-    lock_file: PathBuf,
+    /// `blobs/` and `manifests/` by digest, and the lock file when there is no config; none
+    /// without a cache directory (never a shared temporary one).
+    dir: Option<PathBuf>,
+    lock_file: Option<PathBuf>,
     insecure: Vec<String>,
 }
 
@@ -100,21 +106,15 @@ impl Registries {
     pub fn new(sources: &ExtensionSources, cache_dir: Option<PathBuf>) -> Self {
         let dir = cache_dir
             .or_else(super::CompileCache::default_dir)
-            .unwrap_or_else(|| std::env::temp_dir().join("jupyter-mcp-server"))
-            .join("oci");
+            .map(|dir| dir.join("oci"));
         Registries {
             lock_file: sources
                 .lock_file
                 .clone()
-                .unwrap_or_else(|| dir.join("extensions.lock")),
+                .or_else(|| dir.as_ref().map(|dir| dir.join("extensions.lock"))),
             dir,
             insecure: sources.insecure_registries.clone(),
         }
-    }
-
-    /// Whether a file is one of the pulled components (checked when it was pulled).
-    pub fn holds(&self, path: &Path) -> bool {
-        path.starts_with(self.dir.join("blobs"))
     }
 
     /// The component a reference names, from the cache when its digest is known and there,
@@ -127,6 +127,11 @@ impl Registries {
         resolve: bool,
     ) -> Result<Pulled, OciError> {
         let parsed = parse(reference)?;
+        let (Some(dir), Some(lock_file)) = (&self.dir, &self.lock_file) else {
+            return Err(OciError::NoCache {
+                reference: reference.to_owned(),
+            });
+        };
         let client = self.client(&parsed);
         let auth = credentials(parsed.resolve_registry());
         let registry_error = |e: oci_client::errors::OciDistributionError| OciError::Registry {
@@ -138,7 +143,7 @@ impl Registries {
             reference: reference.to_owned(),
             reason,
         };
-        let digest = match (parsed.digest(), self.locked(reference)) {
+        let digest = match (parsed.digest(), locked(lock_file, reference)) {
             (Some(digest), _) => digest.to_owned(),
             (None, Some(locked)) if !resolve => locked,
             (None, _) => {
@@ -147,7 +152,7 @@ impl Registries {
                     .await
                     .map_err(registry_error)?;
                 tracing::info!("{reference} resolved to {digest}");
-                self.lock(reference, &digest);
+                lock(lock_file, reference, &digest);
                 digest
             }
         };
@@ -156,7 +161,7 @@ impl Registries {
             parsed.repository().to_owned(),
             digest.clone(),
         );
-        let (bytes, path) = match self.cached(&digest) {
+        let (bytes, path) = match cached(dir, &digest) {
             Some(found) => found,
             None => {
                 let (raw, _) = client
@@ -181,13 +186,13 @@ impl Registries {
                         layer.digest
                     )));
                 }
-                let path = self
-                    .keep(&digest, &raw, &layer.digest, &bytes)
-                    .map_err(|e| OciError::Cache {
+                let path = keep(dir, &digest, &raw, &layer.digest, &bytes).map_err(|e| {
+                    OciError::Cache {
                         reference: reference.to_owned(),
-                        dir: self.dir.clone(),
+                        dir: dir.clone(),
                         reason: e.to_string(),
-                    })?;
+                    }
+                })?;
                 tracing::info!(
                     "pulled {reference} ({digest}, {} bytes) into {}",
                     bytes.len(),
@@ -232,100 +237,100 @@ impl Registries {
             ..Default::default()
         })
     }
+}
 
-    /// The digest the lock file holds for a reference.
-    fn locked(&self, reference: &str) -> Option<String> {
-        let text = std::fs::read_to_string(&self.lock_file).ok()?;
-        let lock: Lock = toml::from_str(&text)
-            .inspect_err(|e| {
-                tracing::warn!(
-                    "the lock file {} is unreadable ({e}); tags are resolved again",
-                    self.lock_file.display()
-                )
-            })
-            .ok()?;
-        lock.components
-            .into_iter()
-            .find(|l| l.reference == reference)
-            .map(|l| l.digest)
-    }
+/// The digest the lock file holds for a reference.
+fn locked(lock_file: &Path, reference: &str) -> Option<String> {
+    let text = std::fs::read_to_string(lock_file).ok()?;
+    let lock: Lock = toml::from_str(&text)
+        .inspect_err(|e| {
+            tracing::warn!(
+                "the lock file {} is unreadable ({e}); tags are resolved again",
+                lock_file.display()
+            )
+        })
+        .ok()?;
+    lock.components
+        .into_iter()
+        .find(|l| l.reference == reference)
+        .map(|l| l.digest)
+}
 
-    /// Writes down what a tag resolved to (replacing the file whole, so a reader never sees
-    /// half of it).
-    fn lock(&self, reference: &str, digest: &str) {
-        let mut lock: Lock = std::fs::read_to_string(&self.lock_file)
-            .ok()
-            .and_then(|text| toml::from_str(&text).ok())
-            .unwrap_or_default();
-        lock.components.retain(|l| l.reference != reference);
-        lock.components.push(Locked {
-            reference: reference.to_owned(),
-            digest: digest.to_owned(),
+/// Writes down what a tag resolved to (replacing the file whole, so a reader never sees half
+/// of it).
+fn lock(lock_file: &Path, reference: &str, digest: &str) {
+    let mut lock: Lock = std::fs::read_to_string(lock_file)
+        .ok()
+        .and_then(|text| toml::from_str(&text).ok())
+        .unwrap_or_default();
+    lock.components.retain(|l| l.reference != reference);
+    lock.components.push(Locked {
+        reference: reference.to_owned(),
+        digest: digest.to_owned(),
+    });
+    let text = format!(
+        "# Written by jupyter-mcp-server: the digest each OCI tag resolved to, used by later \
+         starts.\n# Delete an entry (or run `extension reload`) to resolve its tag again.\n{}",
+        toml::to_string(&lock).unwrap_or_default()
+    );
+    let written = lock_file
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            let temporary = lock_file.with_extension("lock.tmp");
+            std::fs::write(&temporary, text)?;
+            std::fs::rename(&temporary, lock_file)
         });
-        let text = format!(
-            "# Written by jupyter-mcp-server: the digest each OCI tag resolved to, used by later \
-             starts.\n# Delete an entry (or run `extension reload`) to resolve its tag again.\n{}",
-            toml::to_string(&lock).unwrap_or_default()
-        );
-        let written = self
-            .lock_file
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| {
-                let temporary = self.lock_file.with_extension("lock.tmp");
-                std::fs::write(&temporary, text)?;
-                std::fs::rename(&temporary, &self.lock_file)
-            });
-        match written {
-            Ok(()) => tracing::info!(
-                "wrote {reference} = {digest} to the lock file {}",
-                self.lock_file.display()
-            ),
-            Err(e) => tracing::warn!(
-                "cannot write the lock file {} ({e}); the next start resolves {reference} again",
-                self.lock_file.display()
-            ),
-        }
+    match written {
+        Ok(()) => tracing::info!(
+            "wrote {reference} = {digest} to the lock file {}",
+            lock_file.display()
+        ),
+        Err(e) => tracing::warn!(
+            "cannot write the lock file {} ({e}); the next start resolves {reference} again",
+            lock_file.display()
+        ),
     }
+}
 
-    fn manifest_path(&self, digest: &str) -> PathBuf {
-        self.dir.join("manifests").join(file_name(digest, "json"))
-    }
+fn manifest_path(dir: &Path, digest: &str) -> PathBuf {
+    dir.join("manifests").join(file_name(digest, "json"))
+}
 
-    fn blob_path(&self, digest: &str) -> PathBuf {
-        self.dir.join("blobs").join(file_name(digest, "wasm"))
-    }
+fn blob_path(dir: &Path, digest: &str) -> PathBuf {
+    dir.join("blobs").join(file_name(digest, "wasm"))
+}
 
-    /// A component in the cache, when its manifest and bytes still match their digests.
-    fn cached(&self, digest: &str) -> Option<(Vec<u8>, PathBuf)> {
-        let raw = std::fs::read(self.manifest_path(digest)).ok()?;
-        let layer = wasm_layer(&raw).ok()?;
-        let path = self.blob_path(&layer.digest);
-        let bytes = std::fs::read(&path).ok()?;
-        if sha256(&raw) != digest || sha256(&bytes) != layer.digest {
-            tracing::warn!("the cached copy of {digest} was changed on disk; pulling it again");
-            return None;
-        }
-        Some((bytes, path))
+/// A component in the cache, when its manifest and bytes still match their digests.
+fn cached(dir: &Path, digest: &str) -> Option<(Vec<u8>, PathBuf)> {
+    let raw = std::fs::read(manifest_path(dir, digest)).ok()?;
+    let layer = wasm_layer(&raw).ok()?;
+    let path = blob_path(dir, &layer.digest);
+    let bytes = std::fs::read(&path).ok()?;
+    if sha256(&raw) != digest || sha256(&bytes) != layer.digest {
+        tracing::warn!("the cached copy of {digest} was changed on disk; pulling it again");
+        return None;
     }
+    Some((bytes, path))
+}
 
-    fn keep(
-        &self,
-        digest: &str,
-        manifest: &[u8],
-        layer: &str,
-        bytes: &[u8],
-    ) -> std::io::Result<PathBuf> {
-        let path = self.blob_path(layer);
-        for (file, content) in [(&path, bytes), (&self.manifest_path(digest), manifest)] {
-            let dir = file.parent().expect("a cache file has a folder");
-            std::fs::create_dir_all(dir)?;
-            let temporary = file.with_extension("part");
-            std::fs::write(&temporary, content)?;
-            std::fs::rename(&temporary, file)?;
-        }
-        Ok(path)
+/// Keeps a checked component: its bytes under their digest, its manifest under its own.
+fn keep(
+    dir: &Path,
+    digest: &str,
+    manifest: &[u8],
+    layer: &str,
+    bytes: &[u8],
+) -> std::io::Result<PathBuf> {
+    let path = blob_path(dir, layer);
+    for (file, content) in [(&path, bytes), (&manifest_path(dir, digest), manifest)] {
+        let folder = file.parent().expect("a cache file has a folder");
+        std::fs::create_dir_all(folder)?;
+        let temporary = file.with_extension("part");
+        std::fs::write(&temporary, content)?;
+        std::fs::rename(&temporary, file)?;
     }
+    Ok(path)
 }
 
 /// `oci://REGISTRY/REPO:TAG` (or `@sha256:…`) as oci-client's reference.

@@ -5,7 +5,7 @@
 //! They need the server's bearer token, as `/api/stop` does (in Hub mode its own `--mcp-token`:
 //! a user's Hub token gives no say over the server).
 
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::json;
 
@@ -51,6 +51,7 @@ pub(super) async fn serve(
     path: &str,
 ) -> Response<Body> {
     use crate::wasm::LifecycleError;
+    use http::Method;
 
     let extensions = &state.extensions;
     let method = request.method().clone();
