@@ -523,13 +523,13 @@ mod tests {
         assert_eq!(ok.repository(), "ext/hello");
         assert_eq!(ok.tag(), Some("1.0"));
         let digest = format!("sha256:{}", "a".repeat(64));
-        let pinned = parse(&format!("oci://ghcr.io/acme/ext@{digest}")).unwrap();
+        let pinned = parse(&format!("oci://registry.example.com/acme/ext@{digest}")).unwrap();
         assert_eq!(pinned.digest(), Some(digest.as_str()));
         for bad in [
-            "ghcr.io/acme/ext:1",
+            "registry.example.com/acme/ext:1",
             "oci://acme/ext:1",
-            "oci://ghcr.io/acme/ext",
-            "oci://ghcr.io",
+            "oci://registry.example.com/acme/ext",
+            "oci://registry.example.com",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
@@ -545,7 +545,11 @@ mod tests {
         ] {
             assert!(is_loopback(host), "{host}");
         }
-        for host in ["ghcr.io", "10.0.0.1:5000", "registry.local:443"] {
+        for host in [
+            "registry.example.com",
+            "10.0.0.1:5000",
+            "registry.local:443",
+        ] {
             assert!(!is_loopback(host), "{host}");
         }
     }
