@@ -527,6 +527,27 @@ mod tests {
     }
 
     #[test]
+    fn a_redeclaration_replaces_an_extensions_capabilities_and_keeps_operator_settings() {
+        let ext = [extension("snap", &[("snap.a", true), ("snap.b", true)])];
+        let r = Capabilities::build(&ext, &settings(&[("snap.a", false)], None, &[])).unwrap();
+        let mut changes = r.changes();
+        changes.borrow_and_update();
+        // The next version drops snap.b, adds snap.c and still declares snap.a on.
+        r.redeclare(
+            "snap",
+            &extension("snap", &[("snap.a", true), ("snap.c", true)]).1,
+        );
+        assert!(changes.has_changed().unwrap());
+        let a = r.get("snap.a").unwrap();
+        assert_eq!((a.enabled, a.source), (false, Source::Config));
+        assert!(r.get("snap.b").is_none());
+        assert!(r.enabled("snap.c"));
+        r.withdraw("snap");
+        assert!(r.get("snap.a").is_none() && r.get("snap.c").is_none());
+        assert!(r.get(AUTO_RESTART).is_some(), "the core stays");
+    }
+
+    #[test]
     fn unknown_names_list_what_exists() {
         let err =
             Capabilities::build(&[], &settings(&[], None, &["kernel.autorestart"])).unwrap_err();

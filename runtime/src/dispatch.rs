@@ -582,6 +582,53 @@ mod tests {
         assert!(refusal(&spec, &on).is_none());
     }
 
+    struct Owned(ToolSpec, &'static str);
+    impl Tool for Owned {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+        fn extension_name(&self) -> Option<&str> {
+            Some(self.1)
+        }
+        fn call(&self, _c: ToolContext, _a: JsonObject) -> ToolFuture<'_> {
+            Box::pin(async { Ok(ToolOutput::text("ran")) })
+        }
+    }
+
+    #[test]
+    fn an_extensions_tools_are_replaced_in_one_change_and_core_names_stay_refused() {
+        let registry = ToolRegistry::builtin();
+        let spec = |name: &str| ToolSpec {
+            name: name.into(),
+            ..registry.get("list_files").unwrap().spec().clone()
+        };
+        let tool =
+            |name: &str, owner: &'static str| Arc::new(Owned(spec(name), owner)) as Arc<dyn Tool>;
+        registry.add(tool("x_old", "x")).unwrap();
+        registry.add(tool("x_kept", "x")).unwrap();
+        let mut changes = registry.changes();
+        let before = *changes.borrow_and_update();
+        let refused = registry.replace_extension(
+            "x",
+            vec![
+                tool("x_kept", "x"),
+                tool("x_new", "x"),
+                tool("list_files", "x"),
+            ],
+        );
+        assert_eq!(refused.len(), 1);
+        assert_eq!(refused[0].0, "list_files");
+        assert_eq!(
+            *changes.borrow_and_update(),
+            before + 1,
+            "one change for the whole replacement"
+        );
+        assert_eq!(registry.names_of("x"), ["x_kept", "x_new"]);
+        assert_eq!(registry.get("list_files").unwrap().extension_name(), None);
+        registry.replace_extension("x", Vec::new());
+        assert!(registry.names_of("x").is_empty());
+    }
+
     #[test]
     fn toolsets_select_and_view_by_name_and_refuse_unknown_names() {
         let names = |r: &ToolRegistry| r.names().join(",");

@@ -413,6 +413,34 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_replaced_handler_keeps_its_place_in_the_order() {
+        let hooks = Hooks::default();
+        let (a, b, c) = (
+            Recorder::new("a", false, None),
+            Recorder::new("b", false, None),
+            Recorder::new("c", false, None),
+        );
+        hooks.register(a.clone());
+        let b_id = hooks.register(b.clone());
+        hooks.register(c.clone());
+        let b2 = Recorder::new("b2", false, None);
+        assert!(hooks.replace(b_id, b2.clone()));
+        let order: Vec<String> = hooks
+            .snapshot()
+            .iter()
+            .map(|(_, h)| h.name().to_owned())
+            .collect();
+        assert_eq!(order, ["a", "b2", "c"]);
+        hooks
+            .fire(&HookEvent::before_tool_call("t", &json!({})))
+            .await
+            .unwrap();
+        assert!(b.seen.lock().unwrap().is_empty());
+        assert_eq!(b2.seen.lock().unwrap().len(), 1);
+        assert!(!hooks.replace(99, b2));
+    }
+
+    #[tokio::test]
     async fn contexts_pair_up_per_handler_and_order_holds() {
         let hooks = Hooks::default();
         let a = Recorder::new("a", false, None);
