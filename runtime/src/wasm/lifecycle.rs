@@ -153,7 +153,23 @@ impl Extensions {
             signed_by = pulled.signed_by.clone();
         }
         let name = guest.name().to_owned();
-        lock(&self.running).insert(
+        let mut running = lock(&self.running);
+        if let Some(other) = running.get(&name) {
+            // Added at run time while its configured copy was still compiling: the one added
+            // holds the name, its tools and capabilities; the configured one goes.
+            tracing::warn!(
+                "extension '{name}' from {} finished loading after `extension add` loaded it \
+                 from {}; keeping the added one",
+                entry.path.display(),
+                other.entry.path.display()
+            );
+            if let Some(id) = hook {
+                self.domain.hooks.unregister(id);
+            }
+            guest.stop();
+            return;
+        }
+        running.insert(
             name,
             Running {
                 entry,
