@@ -484,3 +484,32 @@ async def test_signatures_required_against_a_registry(jupyter_server, tmp_path, 
             assert await call_text(client, "lifecycle_version") == "lifecycle version 2"
     finally:
         server.stop()
+
+
+async def test_a_hook_handler_is_reloaded_in_place_removed_and_added(jupyter_server, tmp_path):
+    """The policy guest (a critical hook handler) keeps guarding across a reload, stops guarding
+    when removed, and guards again when added at run time with its config as --config-entry."""
+    policy = tmp_path / "policy.wasm"
+    shutil.copyfile(guest("policy"), policy)
+    config = tmp_path / "server.toml"
+    config.write_text(f"cache_dir = {toml_str(CACHE)}\n"
+                      + extension_entry(policy, {"deny": ["forbidden"]}))
+    server = serve_guests(jupyter_server, "--config", str(config))
+    try:
+        async with http_client(server, "legacy") as client:
+            async def refused() -> bool:
+                result = await client.call_tool("execute_code", {"code": "print('forbidden')"})
+                if result.is_error:
+                    assert "refused by hook handler 'policy'" in joined(result), joined(result)
+                return result.is_error
+
+            assert await refused()
+            reloaded = answer(extension(server, "reload", "policy"))["extension"]
+            assert reloaded["hook_handler"] is True, reloaded
+            assert await refused(), "the reloaded policy guards in its place"
+            extension(server, "remove", "policy")
+            assert not await refused(), "a removed policy guards nothing"
+            extension(server, "add", str(policy), "--config-entry", 'config = { deny = ["forbidden"] }')
+            assert await refused(), "the policy added at run time guards again"
+    finally:
+        server.stop()
