@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::policy::{EntryOrigin, PolicyEntry, StorageEntry};
 use super::{ConfigError, ExtensionConfig, GuestLimits};
 
 /// What a config file says, its paths resolved.
@@ -48,6 +49,18 @@ struct ExtensionEntry {
     /// Whether a failure of this hook handler fails the call it guards; the guest's own
     /// `propagate-errors` when left out.
     critical: Option<bool>,
+    /// Hosts it may send HTTP requests to.
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
+    /// Directories it may use, relative to this file's folder.
+    #[serde(default)]
+    storage: Vec<StorageEntry>,
+    /// Environment variables it sees, by name.
+    #[serde(default)]
+    env: Vec<String>,
+    /// Names whose values spans never show.
+    #[serde(default)]
+    redact: Vec<String>,
 }
 
 /// The `limits` table of an entry; what it leaves out keeps its default.
@@ -58,6 +71,9 @@ struct LimitsEntry {
     cpu_ms_per_call: Option<NonZeroU64>,
     wall_ms_per_call: Option<NonZeroU64>,
     max_consecutive_failures: Option<NonZeroU32>,
+    http_request_bytes: Option<NonZeroU64>,
+    http_response_bytes: Option<NonZeroU64>,
+    http_ms_per_request: Option<NonZeroU64>,
 }
 
 impl LimitsEntry {
@@ -72,6 +88,15 @@ impl LimitsEntry {
                 .max_consecutive_failures
                 .map_or(defaults.max_consecutive_failures, NonZeroU32::get),
             wall_ms_per_call: self.wall_ms_per_call.map(NonZeroU64::get),
+            http_request_bytes: self
+                .http_request_bytes
+                .map_or(defaults.http_request_bytes, NonZeroU64::get),
+            http_response_bytes: self
+                .http_response_bytes
+                .map_or(defaults.http_response_bytes, NonZeroU64::get),
+            http_ms_per_request: self
+                .http_ms_per_request
+                .map_or(defaults.http_ms_per_request, NonZeroU64::get),
         }
     }
 }
@@ -98,13 +123,25 @@ impl FileConfig {
         let extensions = tables
             .extensions
             .into_iter()
-            .map(|entry| ExtensionConfig {
+            .enumerate()
+            .map(|(index, entry)| ExtensionConfig {
                 path: base.join(entry.path),
                 grants: entry.grants,
                 limits: entry.limits.resolve(),
                 config: serde_json::to_value(entry.config)
                     .unwrap_or_else(|_| serde_json::Value::Object(Default::default())),
                 critical: entry.critical,
+                policy: PolicyEntry {
+                    allowed_hosts: entry.allowed_hosts,
+                    storage: entry.storage,
+                    env: entry.env,
+                    redact: entry.redact,
+                    base_dir: base.to_owned(),
+                    origin: Some(EntryOrigin {
+                        file: path.to_owned(),
+                        index,
+                    }),
+                },
             })
             .collect();
         let mut prewarm = crate::jupyter::spares::SparePolicy::default();

@@ -178,6 +178,13 @@ fn describe(error: &wasmtime::Error, state: &GuestState) -> String {
                 state.clock.wall_limit.as_millis()
             );
         }
+        Some(Stopped::Revoked) => {
+            return format!(
+                "was stopped in the middle of a call: the operator revoked {}, which the call \
+                 had in use; the next call runs under the new policy",
+                state.revoked_storage().unwrap_or("a storage grant")
+            );
+        }
         Some(Stopped::Shutdown) => {
             return "was stopped in the middle of a call: the guest was switched off or the \
                     server is shutting down"
@@ -407,7 +414,14 @@ impl Guest {
                 });
             }
             if let Some(live) = pool.idle.pop() {
-                return Ok(live);
+                if !live.store.data().is_stale() {
+                    return Ok(live);
+                }
+                // Built under an older policy (its directories and variables are fixed when it
+                // starts): replaced by one under the current policy.
+                pool.total -= 1;
+                drop(live);
+                continue;
             }
             if pool.total < MAX_INSTANCES {
                 pool.total += 1;

@@ -5,7 +5,8 @@
 use wasmtime::wasmparser::{Parser, Payload};
 
 /// WASI 0.2 as linked by `add_to_linker_sync` (any 0.2.x matches: the linker resolves imports
-/// by semver), without `wasi:http`, the unstable interfaces, or exports such as `cli/run`.
+/// by semver), and `wasi:http`'s client side (its requests are checked against the guest's
+/// `allowed_hosts`), without the unstable interfaces or exports such as `cli/run`.
 const WASI_0_2: &[(&str, &[&str])] = &[
     (
         "wasi:cli",
@@ -24,6 +25,7 @@ const WASI_0_2: &[(&str, &[&str])] = &[
     ),
     ("wasi:clocks", &["monotonic-clock", "wall-clock"]),
     ("wasi:filesystem", &["types", "preopens"]),
+    ("wasi:http", &["types", "outgoing-handler"]),
     ("wasi:io", &["error", "poll", "streams"]),
     ("wasi:random", &["random", "insecure", "insecure-seed"]),
     (
@@ -111,11 +113,7 @@ pub fn check(bytes: &[u8]) -> Result<(), String> {
         .iter()
         .map(|(package, interfaces)| format!("{package}/{{{}}}", interfaces.join(",")))
         .collect();
-    let hint = if missing.iter().any(|m| m.starts_with("wasi:http/")) {
-        " (componentize-js adds wasi:http unless told `-d http`)"
-    } else {
-        ""
-    };
+    let hint = "";
     Err(format!(
         "it imports {}, which this host does not offer{hint}; guests may import WASI 0.2.x \
          ({}) and {}/{{{}}}@0.1.x",
@@ -135,9 +133,11 @@ mod tests {
         assert!(offered("wasi:io/poll@0.2.0"));
         assert!(offered("wasi:cli/stderr@0.2.6"));
         assert!(offered("jupyter-mcp:extension/notebook@0.1.0"));
+        assert!(offered("wasi:http/types@0.2.10"));
+        assert!(offered("wasi:http/outgoing-handler@0.2.0"));
         assert!(
-            !offered("wasi:http/types@0.2.10"),
-            "WASI 0.2, but not linked"
+            !offered("wasi:http/incoming-handler@0.2.0"),
+            "a guest serves no HTTP"
         );
         assert!(!offered("wasi:io/poll@0.3.0"));
         assert!(!offered("wasi:io/poll"));

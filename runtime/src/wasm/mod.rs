@@ -7,6 +7,9 @@
 //! - `imports`: what a guest may import, checked before it is compiled;
 //! - `limits`: the memory cap and the per-call CPU clock;
 //! - `grants`: the operator's grants, parsed once into a typed set;
+//! - `policy`: a guest's grants, hosts, directories and variables, changeable while it runs;
+//! - `outgoing`: `wasi:http` requests checked against the policy, capped and recorded;
+//! - `storage`: granted directories' opens recorded for the spans;
 //! - `sandbox`: a guest's store data and the grant check every notebook host function passes;
 //! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
 //! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
@@ -23,9 +26,12 @@ mod imports;
 mod limits;
 mod loading;
 mod manifest;
+mod outgoing;
 mod output;
+pub mod policy;
 mod sandbox;
 mod slot;
+mod storage;
 mod tool;
 mod v0_1_0;
 mod wait;
@@ -44,6 +50,7 @@ pub use hook::WasmHookHandler;
 use loading::extension_tools;
 pub use loading::{Loader, Loading, compile_all, load_all};
 pub use manifest::Manifest;
+pub use policy::{Policies, Policy, PolicyError};
 pub use sandbox::{GuestSettings, GuestState, HostLink};
 pub use slot::{GuestSlot, SlotError};
 pub use tool::{ExtensionTool, register_tools};
@@ -121,8 +128,11 @@ impl WasmHost {
         // Every host function is linked for every guest: a guest may import any of them, and
         // grants are checked when one is called.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        // Every request goes through `outgoing`, which refuses what the policy does not list.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
         // Its `wasi:io/poll` waits without bound; ours ends at the call's deadline.
         wait::link_poll(&mut linker)?;
+        storage::link_open_at(&mut linker)?;
         v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         start_ticker(&engine)?;
         Ok(WasmHost {
@@ -200,7 +210,7 @@ impl WasmHost {
             reason,
         };
         // A mistyped grant is named even when the file is missing too.
-        Grants::parse(&entry.grants).map_err(refuse)?;
+        Policy::of(entry).map_err(refuse)?;
         let bytes = read_checked(&entry.path).map_err(refuse)?;
         self.load_checked(entry, &bytes)
     }
@@ -211,14 +221,15 @@ impl WasmHost {
             path: entry.path.clone(),
             reason,
         };
-        let grants = Grants::parse(&entry.grants).map_err(refuse)?;
+        let policy = Policy::of(entry).map_err(refuse)?;
         let settings = Arc::new(GuestSettings::new(
             file_stem(&entry.path),
             entry.config.to_string(),
-            grants,
+            policy,
             entry.limits,
             self.link.clone(),
         ));
+        self.link.policies.register(&settings);
         let template = self.checked_template(bytes, settings).map_err(refuse)?;
         let first = template
             .instantiate()
