@@ -227,6 +227,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tools,
         http: config.http.clone(),
         hub,
+        #[cfg(feature = "wasm")]
+        policies: Some(link.policies.clone()),
     });
 
     #[cfg(feature = "wasm")]

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand};
+use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand, GrantArgs};
 use jupyter_mcp_server::mcp::control::remote_control;
 use reqwest::Method;
 
@@ -44,18 +44,15 @@ fn main() -> anyhow::Result<()> {
                 "jupyter_url": args.jupyter_url.as_str(),
                 "jupyter_token": args.jupyter_token,
             });
-            let call = remote_control(
-                &args.server_url,
-                args.mcp_token.as_deref(),
+            let server = (&args.server_url, args.mcp_token.as_deref());
+            control(
+                &runtime,
+                server,
                 Method::PUT,
                 "api/connect",
                 Some(body),
-            );
-            let answer = runtime
-                .block_on(call)
-                .map_err(anyhow::Error::msg)
-                .context("connect failed")?;
-            eprintln!("{answer}");
+                "connect",
+            )?;
         }
         Command::Extension(ExtensionCommand::Compile(args)) => {
             let compiled = jupyter_mcp_server::compile_extensions(args)
@@ -65,20 +62,46 @@ fn main() -> anyhow::Result<()> {
                 eprintln!("{line}");
             }
         }
+        Command::Grant(args) => change_policy(&runtime, args, "grant")?,
+        Command::Revoke(args) => change_policy(&runtime, args, "revoke")?,
+        Command::Policy(args) => {
+            let path = format!("api/extensions/{}/policy", args.extension);
+            let server = (&args.server.server_url, args.server.mcp_token.as_deref());
+            control(&runtime, server, Method::GET, &path, None, "policy")?;
+        }
         Command::Stop(args) => {
-            let call = remote_control(
-                &args.server_url,
-                args.mcp_token.as_deref(),
-                Method::DELETE,
-                "api/stop",
-                None,
-            );
-            let answer = runtime
-                .block_on(call)
-                .map_err(anyhow::Error::msg)
-                .context("stop failed")?;
-            eprintln!("{answer}");
+            let server = (&args.server_url, args.mcp_token.as_deref());
+            control(&runtime, server, Method::DELETE, "api/stop", None, "stop")?;
         }
     }
+    Ok(())
+}
+
+/// `grant` / `revoke`: one change of an extension's policy on a running server.
+fn change_policy(
+    runtime: &tokio::runtime::Runtime,
+    args: GrantArgs,
+    verb: &str,
+) -> anyhow::Result<()> {
+    let path = format!("api/extensions/{}/policy/{verb}", args.extension);
+    let body = serde_json::json!({ "grant": args.grant });
+    let server = (&args.server.server_url, args.server.mcp_token.as_deref());
+    control(runtime, server, Method::POST, &path, Some(body), verb)
+}
+
+/// One management request to a running server; its answer goes to stderr.
+fn control(
+    runtime: &tokio::runtime::Runtime,
+    (url, token): (&url::Url, Option<&str>),
+    method: Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+    what: &str,
+) -> anyhow::Result<()> {
+    let answer = runtime
+        .block_on(remote_control(url, token, method, path, body))
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("{what} failed"))?;
+    eprintln!("{answer}");
     Ok(())
 }

@@ -32,6 +32,13 @@ pub enum Command {
     Connect(ConnectArgs),
     /// Ask a running Streamable HTTP server to shut down.
     Stop(StopArgs),
+    /// Grant an extension a host function, host, directory or environment variable while the
+    /// server runs (written to the config file; effective from the extension's next call).
+    Grant(GrantArgs),
+    /// Take a grant back from an extension while the server runs (written to the config file).
+    Revoke(GrantArgs),
+    /// Show an extension's policy on a running server.
+    Policy(PolicyArgs),
     /// Work with WebAssembly extensions without starting the server.
     #[command(subcommand)]
     Extension(ExtensionCommand),
@@ -296,6 +303,25 @@ pub struct StopArgs {
     /// Bearer token of the MCP server.
     #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
     pub mcp_token: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GrantArgs {
+    /// The extension's name (its identity; a hook-only guest's file name).
+    pub extension: String,
+    /// What to grant or revoke: a host function (`read-cells`, `read-cells:nb1`),
+    /// `host:api.example.org`, `storage:data:read` / `storage:data:read-write`, `env:NAME`.
+    pub grant: String,
+    #[command(flatten)]
+    pub server: StopArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    /// The extension's name (its identity; a hook-only guest's file name).
+    pub extension: String,
+    #[command(flatten)]
+    pub server: StopArgs,
 }
 
 /// Booleans as the Python server reads them.

@@ -18,8 +18,8 @@ use crate::jupyter::auth::Auth;
 use crate::jupyter::hub::HubEndpoints;
 
 pub use cli::{
-    Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionCommand, PythonServerArgs,
-    StartArgs, StopArgs, Transport, parse_bool,
+    Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionCommand, GrantArgs,
+    PolicyArgs, PythonServerArgs, StartArgs, StopArgs, Transport, parse_bool,
 };
 pub use extensions::{ExtensionConfig, GuestLimits, WasmConfig};
 use file::FileConfig;

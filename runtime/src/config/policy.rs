@@ -120,7 +120,14 @@ pub fn write_back(
         entry.allowed_hosts.iter().map(String::as_str),
     );
     set_list(table, "env", entry.env.iter().map(String::as_str));
-    if entry.storage.is_empty() {
+    let old_storage: Option<Vec<StorageEntry>> = table
+        .get("storage")
+        .map(|item| item.to_string())
+        .and_then(|text| toml::from_str::<StorageKey>(&format!("storage = {text}")).ok())
+        .map(|key| key.storage);
+    if old_storage.unwrap_or_default() == entry.storage {
+        // Left as the operator wrote it.
+    } else if entry.storage.is_empty() {
         table.remove("storage");
     } else {
         let mut list = toml_edit::Array::new();
@@ -135,9 +142,26 @@ pub fn write_back(
     replace_file(&origin.file, document.to_string()).map_err(|e| fail(e.to_string()))
 }
 
-/// Sets `key` to a list of strings (removed when empty).
+/// `storage` as it stands in the file, to tell whether it changed.
+#[derive(Deserialize)]
+struct StorageKey {
+    storage: Vec<StorageEntry>,
+}
+
+/// Sets `key` to a list of strings (removed when empty); a list that did not change is left as
+/// the operator wrote it.
 fn set_list<'a>(table: &mut toml_edit::Table, key: &str, values: impl Iterator<Item = &'a str>) {
     let list: toml_edit::Array = values.collect();
+    let unchanged = match table.get(key).and_then(|item| item.as_array()) {
+        Some(old) => old
+            .iter()
+            .map(|v| v.as_str())
+            .eq(list.iter().map(|v| v.as_str())),
+        None => list.is_empty(),
+    };
+    if unchanged {
+        return;
+    }
     if list.is_empty() {
         table.remove(key);
     } else {
@@ -199,7 +223,12 @@ mod tests {
             file: file.clone(),
             index: 1,
         };
-        write_back(&origin, &["read-cells".into(), "insert-cell".into()], &entry).unwrap();
+        write_back(
+            &origin,
+            &["read-cells".into(), "insert-cell".into()],
+            &entry,
+        )
+        .unwrap();
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.starts_with("# the operator's words\n"), "{text}");
         assert!(text.contains("path = \"b.wasm\" # b"), "{text}");
@@ -207,14 +236,20 @@ mod tests {
             text.contains("grants = [\"read-cells\", \"insert-cell\"]   # kept note"),
             "{text}"
         );
-        assert!(text.contains("allowed_hosts = [\"api.example.org\"]"), "{text}");
+        assert!(
+            text.contains("allowed_hosts = [\"api.example.org\"]"),
+            "{text}"
+        );
         assert!(
             text.contains("storage = [{ path = \"data\", access = \"read\" }]"),
             "{text}"
         );
         assert!(text.contains("memory_mb = 64"), "{text}");
         // The first entry is untouched.
-        assert!(text.contains("[[extension]]\npath = \"a.wasm\"\n"), "{text}");
+        assert!(
+            text.contains("[[extension]]\npath = \"a.wasm\"\n"),
+            "{text}"
+        );
         let missing = EntryOrigin { file, index: 5 };
         assert!(write_back(&missing, &[], &entry).is_err());
         let _ = std::fs::remove_dir_all(&dir);

@@ -69,6 +69,9 @@ pub struct ServerState {
     pub http: HttpConfig,
     /// Hub mode: every user of a JupyterHub, each with their own domain.
     pub hub: Option<hub::HubFront>,
+    /// Every WebAssembly guest's policy, for the policy routes.
+    #[cfg(feature = "wasm")]
+    pub policies: Option<Arc<crate::wasm::Policies>>,
 }
 
 /// The handler rmcp calls; cheap to clone (HTTP makes one per session, or per request when

@@ -301,6 +301,11 @@ impl Guest {
         self.template.settings.name()
     }
 
+    /// Its policy as it is now.
+    pub fn policy(&self) -> Arc<super::policy::Policy> {
+        self.template.settings.policy.get()
+    }
+
     /// Names the guest by what it declared, from now on everywhere.
     pub fn declare(&self, name: &str) {
         self.template.settings.declare(name);

@@ -56,9 +56,9 @@ impl WasiHttpHooks for OutgoingHttp {
         let exchange = Exchange {
             settings: self.settings.clone(),
             scope: CallScope::current(),
-            deadline: self
-                .deadline
-                .min(Instant::now() + Duration::from_millis(self.settings.limits.http_ms_per_request)),
+            deadline: self.deadline.min(
+                Instant::now() + Duration::from_millis(self.settings.limits.http_ms_per_request),
+            ),
             started: SystemTime::now(),
         };
         Box::new(exchange.run(request))
@@ -82,14 +82,17 @@ struct Target {
 }
 
 impl Exchange {
-    async fn run(self, request: http::Request<WasiBody>) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    async fn run(
+        self,
+        request: http::Request<WasiBody>,
+    ) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
         let policy = self.settings.policy.get();
         let guest = self.settings.name().to_owned();
         let uri = request.uri().clone();
         let scheme = uri.scheme_str().unwrap_or("https").to_ascii_lowercase();
         let host = uri.host().unwrap_or_default().to_owned();
         let port = uri.port_u16().unwrap_or_else(|| default_port(&scheme));
-        let shown_url = redacted_url(&uri, &policy);
+        let shown_url = policy.redact_url(&uri.to_string());
         let method = request.method().to_string();
         let record = UseOf {
             exchange: self.clone(),
@@ -107,7 +110,12 @@ impl Exchange {
         };
         let limits = self.settings.limits;
         let (parts, body) = request.into_parts();
-        let body = Capped::new(body, limits.http_request_bytes, Direction::Request, self.deadline);
+        let body = Capped::new(
+            body,
+            limits.http_request_bytes,
+            Direction::Request,
+            self.deadline,
+        );
         let request = http::Request::from_parts(parts, body);
         let mut changes = self.settings.policy.watch();
         let send = connect_and_send(target, request, self.deadline);
@@ -143,10 +151,15 @@ impl Exchange {
             Ok((response, io)) => {
                 let status = response.status().as_u16();
                 let (parts, body) = response.into_parts();
-                let body = Capped::new(body, limits.http_response_bytes, Direction::Response, self.deadline)
-                    .on_end(move |sent, received, error| {
-                        record.done(true, Some(status), sent, received, error);
-                    });
+                let body = Capped::new(
+                    body,
+                    limits.http_response_bytes,
+                    Direction::Response,
+                    self.deadline,
+                )
+                .on_end(move |sent, received, error| {
+                    record.done(true, Some(status), sent, received, error);
+                });
                 Ok((http::Response::from_parts(parts, body.boxed_unsync()), io))
             }
             Err(error) => {
@@ -159,7 +172,13 @@ impl Exchange {
 }
 
 /// The list, then the addresses the host resolves to.
-async fn check(policy: &Policy, guest: &str, scheme: &str, host: &str, port: u16) -> Result<Target, Refusal> {
+async fn check(
+    policy: &Policy,
+    guest: &str,
+    scheme: &str,
+    host: &str,
+    port: u16,
+) -> Result<Target, Refusal> {
     let rule = policy.check_host(guest, scheme, host, port)?;
     let bare = host.trim_matches(['[', ']']);
     let resolved: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
@@ -180,8 +199,9 @@ async fn check(policy: &Policy, guest: &str, scheme: &str, host: &str, port: u16
         }
     }
     if addresses.is_empty() {
-        return Err(first_refusal
-            .unwrap_or_else(|| Refusal(format!("HTTP request to {host}: it resolves to no address"))));
+        return Err(first_refusal.unwrap_or_else(|| {
+            Refusal(format!("HTTP request to {host}: it resolves to no address"))
+        }));
     }
     Ok(Target {
         host: bare.to_owned(),
@@ -326,12 +346,14 @@ impl<B: Body<Data = Bytes, Error = Error> + Unpin> Body for Capped<B> {
                     if self.seen > self.limit {
                         let limit = self.limit;
                         let (setting, error) = match self.direction {
-                            Direction::Request => {
-                                ("limits.http_request_bytes", Error::HttpRequestBodySize(Some(limit)))
-                            }
-                            Direction::Response => {
-                                ("limits.http_response_bytes", Error::HttpResponseBodySize(Some(limit)))
-                            }
+                            Direction::Request => (
+                                "limits.http_request_bytes",
+                                Error::HttpRequestBodySize(Some(limit)),
+                            ),
+                            Direction::Response => (
+                                "limits.http_response_bytes",
+                                Error::HttpResponseBodySize(Some(limit)),
+                            ),
                         };
                         self.failure = Some(format!("body over {limit} bytes ({setting})"));
                         self.end();
@@ -367,7 +389,14 @@ struct UseOf {
 }
 
 impl UseOf {
-    fn done(self, allowed: bool, status: Option<u16>, _sent: u64, received: u64, error: Option<&str>) {
+    fn done(
+        self,
+        allowed: bool,
+        status: Option<u16>,
+        _sent: u64,
+        received: u64,
+        error: Option<&str>,
+    ) {
         let mut attributes = vec![
             KeyValue::new("extension.name", self.guest),
             KeyValue::new("http.method", self.method),
@@ -385,24 +414,4 @@ impl UseOf {
         GuestUse::ended("extension.http", self.exchange.started, attributes)
             .record(self.exchange.scope.as_ref());
     }
-}
-
-/// The URL with the values of query parameters named in `redact` replaced.
-fn redacted_url(uri: &http::Uri, policy: &Policy) -> String {
-    let Some(query) = uri.query() else {
-        return uri.to_string();
-    };
-    let shown: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((name, _)) if policy.redacts(name) => format!("{name}=[redacted]"),
-            _ => pair.to_owned(),
-        })
-        .collect();
-    let mut text = uri.to_string();
-    if let Some(at) = text.find('?') {
-        text.truncate(at + 1);
-        text.push_str(&shown.join("&"));
-    }
-    text
 }

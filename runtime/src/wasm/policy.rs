@@ -308,6 +308,31 @@ impl Policy {
         })
     }
 
+    /// A URL with the values of its query parameters named in `redact` replaced (any other
+    /// text unchanged).
+    pub fn redact_url(&self, text: &str) -> String {
+        let Some((head, query)) = text.split_once('?').filter(|_| text.contains("://")) else {
+            return text.to_owned();
+        };
+        let (query, fragment) = match query.split_once('#') {
+            Some((query, fragment)) => (query, Some(fragment)),
+            None => (query, None),
+        };
+        let shown: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if self.redacts(name) => format!("{name}=[redacted]"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        let mut out = format!("{head}?{}", shown.join("&"));
+        if let Some(fragment) = fragment {
+            out.push('#');
+            out.push_str(fragment);
+        }
+        out
+    }
+
     /// Whether `name` (an argument, header or query name) is listed in `redact`.
     pub fn redacts(&self, name: &str) -> bool {
         self.entry
@@ -385,7 +410,9 @@ impl PolicyGrant {
         }
         if let Some(name) = text.strip_prefix("env:") {
             if name.is_empty() || name.contains('=') {
-                return Err(format!("'{text}' names no environment variable after 'env:'"));
+                return Err(format!(
+                    "'{text}' names no environment variable after 'env:'"
+                ));
             }
             return Ok(PolicyGrant::Env(name.to_owned()));
         }
@@ -540,7 +567,11 @@ impl Policies {
         let next = if add {
             current.granting(&grant).map_err(PolicyError::Refused)?
         } else {
-            Some(current.revoking(&grant, name).map_err(PolicyError::Refused)?)
+            Some(
+                current
+                    .revoking(&grant, name)
+                    .map_err(PolicyError::Refused)?,
+            )
         };
         let verb = if add { "granted" } else { "revoked" };
         let Some(next) = next else {
@@ -590,12 +621,27 @@ mod tests {
 
     #[test]
     fn hosts_match_by_scheme_name_and_port() {
-        let p = policy(&["api.example.org", "*.example.com", "https://secure.test", "127.0.0.1:8123"]);
+        let p = policy(&[
+            "api.example.org",
+            "*.example.com",
+            "https://secure.test",
+            "127.0.0.1:8123",
+        ]);
         assert!(p.check_host("g", "https", "api.example.org", 443).is_ok());
         assert!(p.check_host("g", "http", "API.example.org", 80).is_ok());
-        let refused = p.check_host("g", "https", "api.example.org", 8443).unwrap_err();
-        assert!(refused.0.contains("'api.example.org:8443' is not in allowed_hosts"), "{refused:?}");
-        assert!(refused.0.contains("grant g host:api.example.org:8443"), "{refused:?}");
+        let refused = p
+            .check_host("g", "https", "api.example.org", 8443)
+            .unwrap_err();
+        assert!(
+            refused
+                .0
+                .contains("'api.example.org:8443' is not in allowed_hosts"),
+            "{refused:?}"
+        );
+        assert!(
+            refused.0.contains("grant g host:api.example.org:8443"),
+            "{refused:?}"
+        );
         assert!(p.check_host("g", "https", "a.b.example.com", 443).is_ok());
         assert!(p.check_host("g", "https", "example.com", 443).is_err());
         assert!(p.check_host("g", "https", "badexample.com", 443).is_err());
@@ -603,7 +649,11 @@ mod tests {
         assert!(p.check_host("g", "http", "127.0.0.1", 8123).is_ok());
         assert!(p.check_host("g", "http", "127.0.0.1", 8124).is_err());
         assert!(p.check_host("g", "ftp", "api.example.org", 21).is_err());
-        assert!(policy(&[]).check_host("g", "https", "api.example.org", 443).is_err());
+        assert!(
+            policy(&[])
+                .check_host("g", "https", "api.example.org", 443)
+                .is_err()
+        );
         assert!(HostRule::parse("a.*.org").is_err());
         assert!(HostRule::parse("host/path").is_err());
         assert!(HostRule::parse("ftp://host").is_err());
@@ -617,7 +667,17 @@ mod tests {
         let loopback: IpAddr = "127.0.0.1".parse().unwrap();
         assert!(Policy::check_address(&named, "g", "api.example.org", loopback, 443).is_err());
         assert!(Policy::check_address(&literal, "g", "127.0.0.1", loopback, 8123).is_ok());
-        for internal in ["10.1.2.3", "192.168.0.1", "169.254.169.254", "100.64.0.1", "::1", "fd00::1", "fe80::1", "::ffff:10.0.0.1", "0.0.0.0"] {
+        for internal in [
+            "10.1.2.3",
+            "192.168.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "0.0.0.0",
+        ] {
             assert!(is_internal(internal.parse().unwrap()), "{internal}");
         }
         for public in ["93.184.216.34", "2606:2800:220:1::1"] {
@@ -629,20 +689,51 @@ mod tests {
     fn grants_parse_and_apply() {
         assert_eq!(
             PolicyGrant::parse("storage:data:read-write").unwrap(),
-            PolicyGrant::Storage { path: "data".into(), access: Some(Access::ReadWrite) }
+            PolicyGrant::Storage {
+                path: "data".into(),
+                access: Some(Access::ReadWrite)
+            }
         );
-        assert_eq!(PolicyGrant::parse("host:api.example.org").unwrap(), PolicyGrant::Host("api.example.org".into()));
-        assert_eq!(PolicyGrant::parse("env:KEY").unwrap(), PolicyGrant::Env("KEY".into()));
-        assert_eq!(PolicyGrant::parse("read-cells:nb1").unwrap(), PolicyGrant::Function("read-cells:nb1".into()));
-        assert!(PolicyGrant::parse("format-disk").unwrap_err().contains("host:HOST"));
+        assert_eq!(
+            PolicyGrant::parse("host:api.example.org").unwrap(),
+            PolicyGrant::Host("api.example.org".into())
+        );
+        assert_eq!(
+            PolicyGrant::parse("env:KEY").unwrap(),
+            PolicyGrant::Env("KEY".into())
+        );
+        assert_eq!(
+            PolicyGrant::parse("read-cells:nb1").unwrap(),
+            PolicyGrant::Function("read-cells:nb1".into())
+        );
+        assert!(
+            PolicyGrant::parse("format-disk")
+                .unwrap_err()
+                .contains("host:HOST")
+        );
         assert!(PolicyGrant::parse("storage:data:write").is_err());
         let p = policy(&[]);
-        let granted = p.granting(&PolicyGrant::parse("env:KEY").unwrap()).unwrap().unwrap();
+        let granted = p
+            .granting(&PolicyGrant::parse("env:KEY").unwrap())
+            .unwrap()
+            .unwrap();
         assert_eq!(granted.entry.env, ["KEY"]);
-        assert!(granted.granting(&PolicyGrant::Env("KEY".into())).unwrap().is_none());
-        let revoked = granted.revoking(&PolicyGrant::Env("KEY".into()), "g").unwrap();
+        assert!(
+            granted
+                .granting(&PolicyGrant::Env("KEY".into()))
+                .unwrap()
+                .is_none()
+        );
+        let revoked = granted
+            .revoking(&PolicyGrant::Env("KEY".into()), "g")
+            .unwrap();
         assert!(revoked.entry.env.is_empty());
-        assert!(revoked.revoking(&PolicyGrant::Env("KEY".into()), "g").unwrap_err().contains("has no grant env:KEY"));
+        assert!(
+            revoked
+                .revoking(&PolicyGrant::Env("KEY".into()), "g")
+                .unwrap_err()
+                .contains("has no grant env:KEY")
+        );
         let stored = p
             .granting(&PolicyGrant::parse("storage:../up").unwrap())
             .unwrap_err();

@@ -24,12 +24,12 @@ use super::limits::{CallClock, MemoryCap, Stopped};
 use super::outgoing::OutgoingHttp;
 use super::output::{GuestOutput, LogBudget};
 use super::policy::{Policy, PolicyCell};
-use crate::config::policy::Access;
-use crate::hooks::{CallScope, GuestUse};
 use super::wait::time_boxed;
 use crate::config::GuestLimits;
+use crate::config::policy::Access;
 use crate::domain::Domain;
 use crate::domain::notebooks::NotebookInUse;
+use crate::hooks::{CallScope, GuestUse};
 
 /// What does not change between instances of one guest.
 #[derive(Debug)]

@@ -3,18 +3,21 @@
 //! handler does, on the caller's thread without holding up the async runtime.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
+use opentelemetry::KeyValue;
 use rmcp::model::{ContentBlock as Content, JsonObject};
 use serde_json::Value;
 
 use super::Loaded;
 use super::guest::CallKind;
 use super::manifest::ToolDeclaration;
+use super::policy::Policy;
 use super::slot::GuestSlot;
 use crate::capabilities::Capabilities;
 use crate::dispatch::ToolRegistry;
+use crate::hooks::{CallScope, GuestUse};
 use crate::tools::outputs::{self, Rendered};
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
@@ -220,26 +223,63 @@ impl Tool for ExtensionTool {
         Box::pin(async move {
             check_against(&self.spec.input_schema, &arguments)?;
             let name = self.spec.name.clone();
-            let arguments = Value::Object(arguments).to_string();
+            let arguments = Value::Object(arguments);
             let guest = self
                 .guest
                 .wait(self.wait)
                 .await
                 .map_err(ToolError::failed)?;
+            let started = SystemTime::now();
+            let shown = redacted(&arguments, &guest.policy());
+            let text = arguments.to_string();
             let answer = guest
-                .call(CallKind::Tool, move |live| {
-                    live.call_tool(&name, &arguments)
-                })
+                .call(CallKind::Tool, move |live| live.call_tool(&name, &text))
                 .await
-                .map_err(ToolError::failed)?;
-            match answer {
-                Ok(result) => self.output(result, max_chars),
-                Err(message) => Err(ToolError::Failed(format!(
+                .map_err(ToolError::failed);
+            let outcome = match answer {
+                Ok(Ok(result)) => self.output(result, max_chars),
+                Ok(Err(message)) => Err(ToolError::Failed(format!(
                     "extension '{}' failed: {message}",
                     self.extension
                 ))),
+                Err(error) => Err(error),
+            };
+            let mut attributes = vec![
+                KeyValue::new("extension.name", self.extension.clone()),
+                KeyValue::new("tool.name", self.spec.name.clone()),
+                KeyValue::new("tool.arguments", shown.to_string()),
+                KeyValue::new("allowed", true),
+            ];
+            if let Err(error) = &outcome {
+                attributes.push(KeyValue::new("error", true));
+                attributes.push(KeyValue::new("error.message", error.to_string()));
             }
+            GuestUse::ended("extension.tool_call", started, attributes)
+                .record(CallScope::current().as_ref());
+            outcome
         })
+    }
+}
+
+/// The arguments with the values of names listed in `redact` replaced, at any depth (and in
+/// the query of a URL given as a value).
+fn redacted(value: &Value, policy: &Policy) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(name, v)| {
+                    let shown = if policy.redacts(name) {
+                        Value::from("[redacted]")
+                    } else {
+                        redacted(v, policy)
+                    };
+                    (name.clone(), shown)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redacted(v, policy)).collect()),
+        Value::String(text) => Value::String(policy.redact_url(text)),
+        other => other.clone(),
     }
 }
 

@@ -34,6 +34,8 @@ use crate::jupyter::hub::HubError;
 mod body;
 mod guard;
 mod management;
+#[cfg(feature = "wasm")]
+mod policy_routes;
 
 use body::{json_response, read_body, unauthorized};
 use guard::{LOOPBACK_HOSTS, bearer};
