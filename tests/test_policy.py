@@ -16,6 +16,7 @@ import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import anyio
 import pytest
 
 from conftest import (guest, http_client, joined, serve_guests, server_binary, toml_str,
@@ -26,10 +27,13 @@ pytestmark = pytest.mark.anyio
 
 class Site:
     """An HTTP server on a free loopback port: `/hello`, `/to?port=N` (a redirect to `/hello`
-    on port N), `/big` (100 kB)."""
+    on port N), `/big` (100 kB), `/slow` (answers when `release` is set)."""
 
     def __init__(self, label: str):
         label_bytes = label.encode()
+        site = self
+        self.slow_started = threading.Event()
+        self.release = threading.Event()
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
@@ -44,6 +48,11 @@ class Site:
                     return
                 elif self.path.startswith("/big"):
                     body = b"x" * 100_000
+                elif self.path.startswith("/slow"):
+                    # Answers once the test lets it (or after 30 s).
+                    site.slow_started.set()
+                    site.release.wait(30)
+                    body = b"slow answer"
                 else:
                     self.send_error(404)
                     return
@@ -61,6 +70,7 @@ class Site:
         self.thread.start()
 
     def close(self):
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -252,6 +262,55 @@ async def test_grants_change_while_running_and_last(jupyter_server, tmp_path, si
             assert await said(client, "reach_env", name="REACH_GRANTED") == "env: granted value"
         assert run_cli(server, "revoke", "reach", "env:REACH_GRANTED").returncode == 0
     assert "env =" not in config.read_text()
+
+
+async def test_a_grant_revoked_while_in_use_fails_that_use_cleanly(jupyter_server, tmp_path, sites):
+    a, _ = sites
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("granted words")
+    config = write_config(tmp_path, reach_entry(
+        f'allowed_hosts = ["127.0.0.1:{a.port}"]',
+        'storage = [{ path = "data", access = "read" }, { path = "scratch", access = "read-write" }]'))
+    (tmp_path / "scratch").mkdir()
+    mark = tmp_path / "scratch" / "started"
+    with served(jupyter_server, config) as server:
+        async with http_client(server, "auto") as client:
+            # An HTTP request in flight when its host is revoked is cut; the guest gets the error.
+            outcome = {}
+
+            async def slow_fetch():
+                outcome["fetch"] = await said(client, "reach_fetch", url=f"http://127.0.0.1:{a.port}/slow")
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow_fetch)
+                await anyio.to_thread.run_sync(a.slow_started.wait, 30)
+                status, _ = await anyio.to_thread.run_sync(
+                    lambda: route(server, "POST", "/api/extensions/reach/policy/revoke",
+                                  {"grant": f"host:127.0.0.1:{a.port}"}))
+                assert status == 200
+            a.release.set()
+            assert "cut: the operator revoked host '127.0.0.1'" in outcome["fetch"], outcome
+
+            # A call reading a directory when it is revoked is stopped, with the reason; the
+            # guest is not counted as failing, and the next call runs under the new policy.
+            async def hold():
+                outcome["hold"] = await client.call_tool(
+                    "reach_hold", {"path": "data/notes.txt", "mark": "scratch/started", "ms": 20000})
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(hold)
+                with anyio.fail_after(30):
+                    while not mark.exists():
+                        await anyio.sleep(0.02)
+                status, _ = await anyio.to_thread.run_sync(
+                    lambda: route(server, "POST", "/api/extensions/reach/policy/revoke", {"grant": "storage:data"}))
+                assert status == 200
+            held = outcome["hold"]
+            assert held.is_error, joined(held)
+            assert "the operator revoked storage:data:read, which the call had in use" in joined(held), joined(held)
+            assert "failure" not in joined(held)
+            assert (await said(client, "reach_read", path="data/notes.txt")).startswith("error:")
+            assert await said(client, "reach_env", name="PATH") != ""
 
 
 def read_spans(path):

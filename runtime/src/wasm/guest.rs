@@ -58,6 +58,8 @@ pub enum GuestError {
         "the host failed while calling wasm guest '{guest}' (a bug in the server: please report it)"
     )]
     HostPanic { guest: String },
+    #[error("wasm guest '{guest}' {what}")]
+    Revoked { guest: String, what: String },
     #[error("wasm guest '{guest}' answered with something the host cannot use: {reason}")]
     BadAnswer { guest: String, reason: String },
 }
@@ -392,9 +394,19 @@ impl Guest {
                 // A failed instance may be left in any state: it is never entered again.
                 let what = describe(&e, live.store.data());
                 let stderr = live.store.data().output.stderr_tail();
+                // Stopped by the operator's revoke: not the guest's failure, so not counted.
+                let revoked = live.store.data().clock.stopped == Some(Stopped::Revoked);
                 drop(live);
                 self.forget_one();
-                let error = self.failed(what, stderr);
+                let error = if revoked {
+                    tracing::info!(guest = self.name(), "call {what}");
+                    GuestError::Revoked {
+                        guest: self.name().to_owned(),
+                        what,
+                    }
+                } else {
+                    self.failed(what, stderr)
+                };
                 if self.switched_off().is_none() {
                     // Rebuilt now so the next call finds it ready.
                     if let Ok(fresh) = self.template.instantiate() {

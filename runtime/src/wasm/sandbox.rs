@@ -184,10 +184,16 @@ impl GuestState {
         if self.settings.stop.is_cancelled() {
             self.clock.stopped.get_or_insert(Stopped::Shutdown);
         }
+        self.note_revocation();
+        self.clock.expired().is_some()
+    }
+
+    /// Marks the call stopped when a directory it holds was revoked; checked at each epoch
+    /// tick and before each WASI wait, so a guest that sleeps between reads is stopped too.
+    pub fn note_revocation(&mut self) {
         if self.storage_revoked() {
             self.clock.stopped.get_or_insert(Stopped::Revoked);
         }
-        self.clock.expired().is_some()
     }
 
     /// Whether this instance was built under an older policy (it is then replaced before its

@@ -5,7 +5,7 @@
 //! it met, as text (never a failed call), so a test can read a refusal.
 //!
 //! Tools: `reach_fetch` {url, api_key?}, `reach_read` {path}, `reach_write` {path, text},
-//! `reach_list` {path}, `reach_env` {name}, `reach_cells` {notebook} (host function read-cells).
+//! `reach_list` {path}, `reach_hold` {path, mark?, ms}, `reach_env` {name}, `reach_cells` {notebook} (host function read-cells).
 
 wit_bindgen::generate!({ path: "../../../wit/v0.1.0", world: "extension" });
 
@@ -136,6 +136,26 @@ fn call(name: &str, args: &Value) -> String {
             }
             Err(e) => format!("error: {e}"),
         },
+        "reach_hold" => {
+            // Reads the file every 20 ms for `ms` milliseconds: a use in progress.
+            let ms = args["ms"].as_u64().unwrap_or(1000);
+            let started = std::time::Instant::now();
+            // Says it has begun, when asked to (in a directory it may write).
+            if !arg("mark").is_empty()
+                && let Err(e) = std::fs::write(arg("mark"), "started")
+            {
+                return format!("error: {e}");
+            }
+            let mut reads = 0;
+            while started.elapsed().as_millis() < u128::from(ms) {
+                if let Err(e) = std::fs::read_to_string(arg("path")) {
+                    return format!("error after {reads} reads: {e}");
+                }
+                reads += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            format!("held: {reads} reads")
+        }
         "reach_env" => match std::env::var(arg("name")) {
             Ok(value) => format!("env: {value}"),
             Err(e) => format!("error: {e}"),
@@ -175,6 +195,11 @@ impl extension_api::Guest for Reach {
                 &format!(r#""path":{{{s}}},"text":{{{s}}}"#),
             ),
             tool("reach_list", "Lists a directory.", &format!(r#""path":{{{s}}}"#)),
+            tool(
+                "reach_hold",
+                "Reads a file again and again for ms milliseconds.",
+                &format!(r#""path":{{{s}}},"mark":{{{s}}},"ms":{{"type":"integer"}}"#),
+            ),
             tool("reach_env", "Reads an environment variable.", &format!(r#""name":{{{s}}}"#)),
             tool("reach_cells", "Counts a notebook's cells.", &format!(r#""notebook":{{{s}}}"#)),
         ]
