@@ -11,7 +11,7 @@ export const hooks = defineHooks({
   },
   afterToolCall({ toolName, outcome }, context) {
     const how = outcome.tag === 'ok' ? 'succeeded' : `failed: ${outcome.val}`;
-    console.log(`audit-js: tool ${toolName} ${how} (paired: ${context.seen === true})`);
+    console.log(`audit-js: tool ${toolName} ${how} (${context.seen ? 'paired' : 'unpaired'})`);
   },
   kernelLifecycle({ change, kernelId }) {
     log.info(`audit-js: kernel ${kernelId} ${change.tag}`);

@@ -19,7 +19,7 @@ def before(call, context):
 @audit.on("after_tool_call")
 def after(call, context):
     how = "succeeded" if isinstance(call.outcome, Ok) else f"failed: {call.outcome.value}"
-    print(f"audit-py: tool {call.tool_name} {how} (paired: {context.get('seen') is True})")
+    print(f"audit-py: tool {call.tool_name} {how} ({'paired' if context.get('seen') else 'unpaired'})")
 
 
 @audit.on("kernel_lifecycle")
