@@ -76,15 +76,15 @@ async def check_word_count(jupyter_server, tmp_path, lang: str) -> None:
             assert refused.is_error
             assert f"host function 'read-cells' on notebook 'other' is not granted to '{scheme}'" in \
                 joined(refused), joined(refused)
-            await ok(client, "use_notebook", notebook_name="nb")
+            await ok(client, "use_notebook", notebook_name="nb", notebook_path=path)
 
             # Resources, a resource template and a prompt, listed and served with the core ones.
             resources = {str(r.uri): r for r in (await client.list_resources()).resources}
             assert f"{scheme}://current" in resources, resources
-            assert resources[f"{scheme}://current"].mimeType == "application/json"
+            assert resources[f"{scheme}://current"].mime_type == "application/json"
             read = await client.read_resource(f"{scheme}://current")
             assert json.loads(read.contents[0].text) == expected
-            templates = {t.uriTemplate for t in (await client.list_resource_templates()).resourceTemplates}
+            templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
             assert f"{scheme}://cell/{{id}}" in templates, templates
             read = await client.read_resource(f"{scheme}://cell/{second['id']}")
             assert json.loads(read.contents[0].text)["per_cell"] == [second]
@@ -117,9 +117,10 @@ async def check_refused_without_grant(jupyter_server, tmp_path, lang: str) -> No
             await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
             refused = await client.call_tool(f"word_count_{lang}", {})
             assert refused.is_error
-            assert f"host function 'read-cells' on notebook 'nb' is not granted to 'wordcount-{lang}'" in \
-                joined(refused), joined(refused)
-        wait_for_log(server, "refused a call to host function 'read-cells' on notebook 'nb': not granted")
+            message = joined(refused)
+            assert f"host function 'read-cells' is not granted to 'wordcount-{lang}'" in message, message
+            assert 'the operator can add "read-cells" to this guest\'s grants' in message, message
+        wait_for_log(server, "refused a call to host function 'read-cells'")
     finally:
         server.stop()
 
