@@ -134,6 +134,31 @@ async def test_http_goes_only_to_listed_hosts(jupyter_server, tmp_path, sites):
         assert f"HTTP request to http://127.0.0.1:{b.port} refused" in log
 
 
+@pytest.mark.parametrize("language", ["js", "py"])
+async def test_javascript_fetch_and_python_http_go_only_to_listed_hosts(jupyter_server, tmp_path, sites, language):
+    a, b = sites
+    config = write_config(tmp_path, "\n".join([
+        "[[extension]]", f"path = {toml_str(guest(f'reach-{language}'))}",
+        f'allowed_hosts = ["127.0.0.1:{a.port}"]']) + "\n")
+    tool = f"reach_{language}_fetch"
+    with served(jupyter_server, config) as server:
+        async with http_client(server, "auto") as client:
+            allowed = await said(client, tool, url=f"http://127.0.0.1:{a.port}/hello")
+            assert allowed == "status 200: hello from A", allowed
+            refused = await said(client, tool, url=f"http://127.0.0.1:{b.port}/hello")
+            assert refused.startswith("error:") and "hello from B" not in refused, refused
+            if language == "py":
+                # wasi:http hands the host's words to the guest as they are.
+                assert f"'127.0.0.1:{b.port}' is not in allowed_hosts of extension 'reach-py'" in refused, refused
+            # The redirect is followed by a second request, checked and refused like the first.
+            redirected = await said(client, tool, url=f"http://127.0.0.1:{a.port}/to?port={b.port}")
+            assert redirected.startswith("error:") and "hello from B" not in redirected, redirected
+        # JavaScript's fetch reports a bare NetworkError; the operator's log names the host and
+        # the setting either way.
+        log = server.log.read_text()
+        assert f"HTTP request to http://127.0.0.1:{b.port} refused: '127.0.0.1:{b.port}' is not in allowed_hosts" in log
+
+
 async def test_a_loopback_address_needs_the_address_itself_listed(jupyter_server, tmp_path, sites):
     a, _ = sites
     # `localhost` is listed by name: it resolves to a loopback address, refused unless the
