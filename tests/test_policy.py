@@ -178,6 +178,7 @@ async def test_storage_and_env_reach_only_what_is_granted(jupyter_server, tmp_pa
     (tmp_path / "data" / "notes.txt").write_text("granted words")
     (tmp_path / "scratch").mkdir()
     (tmp_path / "secret.txt").write_text("outside words")
+    (tmp_path / "scratch" / "escape").symlink_to(tmp_path / "secret.txt")
     config = write_config(tmp_path, reach_entry(
         'storage = [{ path = "data", access = "read" }, { path = "scratch", access = "read-write" }]',
         'env = ["REACH_GRANTED", "REACH_ABSENT"]'))
@@ -195,7 +196,7 @@ async def test_storage_and_env_reach_only_what_is_granted(jupyter_server, tmp_pa
             assert (tmp_path / "scratch" / "out.txt").read_text() == "kept"
 
             for outside in ["secret.txt", "data/../secret.txt", str(tmp_path / "secret.txt"), "/etc/hostname",
-                            "scratch/../../secret.txt"]:
+                            "scratch/../../secret.txt", "scratch/escape"]:
                 seen = await said(client, "reach_read", path=outside)
                 assert seen.startswith("error:") and "outside words" not in seen, (outside, seen)
             for directory in [".", "/", ".."]:
