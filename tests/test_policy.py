@@ -392,3 +392,13 @@ async def test_every_use_is_a_child_span_with_redacted_values(jupyter_server, tm
     for span in spans:
         if span["name"].startswith("extension."):
             assert span["start_time"] <= span["end_time"]
+
+
+def test_hub_mode_refuses_a_read_write_directory_every_user_would_share(tmp_path):
+    (tmp_path / "scratch").mkdir()
+    config = write_config(tmp_path, reach_entry('storage = [{ path = "scratch", access = "read-write" }]'))
+    done = subprocess.run([server_binary(), "start", "--transport", "streamable-http", "--jupyterhub-url",
+                           "http://127.0.0.1:1", "--config", str(config)],
+                          env=dict(os.environ), capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "is granted a read-write directory, which Hub mode" in done.stderr, done.stderr
+

@@ -58,6 +58,12 @@ pub enum RunError {
          drop its grants or serve it without Hub mode"
     )]
     HubGrants(String),
+    #[error(
+        "the extension {0} is granted a read-write directory, which Hub mode (--jupyterhub-url) \
+         refuses: every user's calls would share it, so one user could leave data for another; \
+         grant it with access = \"read\" or serve it without Hub mode"
+    )]
+    HubSharedStorage(String),
 }
 
 /// `extension compile`: fills the compile cache ahead of time. Returns a line per guest
@@ -119,6 +125,16 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         && let Some(guest) = config.wasm.extensions.iter().find(|e| !e.grants.is_empty())
     {
         return Err(RunError::HubGrants(guest.path.display().to_string()));
+    }
+    if hub.is_some()
+        && let Some(guest) = config.wasm.extensions.iter().find(|e| {
+            e.policy
+                .storage
+                .iter()
+                .any(|s| s.access == config::policy::Access::ReadWrite)
+        })
+    {
+        return Err(RunError::HubSharedStorage(guest.path.display().to_string()));
     }
     // Guests are read and checked now (milliseconds), compiled once the server serves; what
     // they declared at an earlier start is known at once.

@@ -446,6 +446,22 @@ impl PolicyGrant {
     }
 }
 
+impl PolicyGrant {
+    /// Whether Hub mode refuses it, as it refuses the same in the config file at start: a host
+    /// function would not know whose notebooks to use, and a directory every user's calls may
+    /// write to would carry data from one user to another.
+    pub fn crosses_users(&self) -> bool {
+        matches!(
+            self,
+            PolicyGrant::Function(_)
+                | PolicyGrant::Storage {
+                    access: Some(Access::ReadWrite),
+                    ..
+                }
+        )
+    }
+}
+
 impl std::fmt::Display for PolicyGrant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -556,8 +572,22 @@ impl Policies {
     }
 
     /// Adds or removes one grant, writes the entry back to its config file, then applies it.
-    pub fn change(&self, name: &str, grant: &str, add: bool) -> Result<Value, PolicyError> {
+    /// In Hub mode, grants that would cross users are refused.
+    pub fn change(
+        &self,
+        name: &str,
+        grant: &str,
+        add: bool,
+        hub_mode: bool,
+    ) -> Result<Value, PolicyError> {
         let grant = PolicyGrant::parse(grant).map_err(PolicyError::Refused)?;
+        if add && hub_mode && grant.crosses_users() {
+            return Err(PolicyError::Refused(format!(
+                "{grant} is refused in Hub mode: every user's calls share an extension, so a \
+                 host function would not know whose notebooks to use and a read-write directory \
+                 would carry one user's data to another"
+            )));
+        }
         let _one = self
             .writing
             .lock()
@@ -712,6 +742,10 @@ mod tests {
                 .contains("host:HOST")
         );
         assert!(PolicyGrant::parse("storage:data:write").is_err());
+        // What Hub mode refuses at run time, as at start.
+        let crosses = |g: &str| PolicyGrant::parse(g).unwrap().crosses_users();
+        assert!(crosses("read-cells") && crosses("storage:data:read-write"));
+        assert!(!crosses("storage:data:read") && !crosses("host:a.org") && !crosses("env:K"));
         let p = policy(&[]);
         let granted = p
             .granting(&PolicyGrant::parse("env:KEY").unwrap())

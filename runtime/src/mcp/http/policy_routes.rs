@@ -93,9 +93,11 @@ impl HttpContext {
             );
         };
         let name = name.to_owned();
+        let hub_mode = self.state.hub.is_some();
         // A file write: off the async workers.
         let changed =
-            tokio::task::spawn_blocking(move || policies.change(&name, &grant, add)).await;
+            tokio::task::spawn_blocking(move || policies.change(&name, &grant, add, hub_mode))
+                .await;
         match changed {
             Ok(outcome) => answer(outcome),
             Err(_) => json_response(
