@@ -103,7 +103,10 @@ impl Exchange {
         let target = match check(&policy, &guest, &scheme, &host, port).await {
             Ok(target) => target,
             Err(Refusal(why)) => {
-                tracing::warn!(guest, "{why}");
+                // Under the guest's log budget: a loop of refused requests cannot flood the log.
+                if self.settings.log_budget.take().0 {
+                    tracing::warn!(guest, "{why}");
+                }
                 record.done(false, None, 0, 0, Some(&why));
                 return Err(Error::InternalError(Some(why)));
             }
