@@ -107,7 +107,7 @@ impl Exchange {
                 if self.settings.log_budget.take().0 {
                     tracing::warn!(guest, "{why}");
                 }
-                record.done(false, None, 0, 0, Some(&why));
+                record.done(false, None, 0, Some(&why));
                 return Err(Error::InternalError(Some(why)));
             }
         };
@@ -141,7 +141,7 @@ impl Exchange {
                              extension '{guest}' while it was in flight"
                         );
                         tracing::warn!(guest, "{why}");
-                        record.done(false, None, 0, 0, Some(&why));
+                        record.done(false, None, 0, Some(&why));
                         return Err(Error::InternalError(Some(why)));
                     }
                     if changed.is_err() {
@@ -160,14 +160,14 @@ impl Exchange {
                     Direction::Response,
                     self.deadline,
                 )
-                .on_end(move |sent, received, error| {
-                    record.done(true, Some(status), sent, received, error);
+                .on_end(move |received, error| {
+                    record.done(true, Some(status), received, error);
                 });
                 Ok((http::Response::from_parts(parts, body.boxed_unsync()), io))
             }
             Err(error) => {
                 let why = format!("{error:?}");
-                record.done(true, None, 0, 0, Some(&why));
+                record.done(true, None, 0, Some(&why));
                 Err(error)
             }
         }
@@ -280,7 +280,7 @@ enum Direction {
     Response,
 }
 
-type OnEnd = Box<dyn FnOnce(u64, u64, Option<&str>) + Send>;
+type OnEnd = Box<dyn FnOnce(u64, Option<&str>) + Send>;
 
 /// A body cut at a byte cap and at the exchange's deadline; at its end (or when dropped) it
 /// reports what went through.
@@ -307,14 +307,14 @@ impl<B> Capped<B> {
         }
     }
 
-    fn on_end(mut self, report: impl FnOnce(u64, u64, Option<&str>) + Send + 'static) -> Self {
+    fn on_end(mut self, report: impl FnOnce(u64, Option<&str>) + Send + 'static) -> Self {
         self.on_end = Some(Box::new(report));
         self
     }
 
     fn end(&mut self) {
         if let Some(report) = self.on_end.take() {
-            report(0, self.seen, self.failure.as_deref());
+            report(self.seen, self.failure.as_deref());
         }
     }
 }
@@ -392,14 +392,7 @@ struct UseOf {
 }
 
 impl UseOf {
-    fn done(
-        self,
-        allowed: bool,
-        status: Option<u16>,
-        _sent: u64,
-        received: u64,
-        error: Option<&str>,
-    ) {
+    fn done(self, allowed: bool, status: Option<u16>, received: u64, error: Option<&str>) {
         let mut attributes = vec![
             KeyValue::new("extension.name", self.guest),
             KeyValue::new("http.method", self.method),
