@@ -1,6 +1,6 @@
 """Extension policies through the real binary, a real guest and loopback HTTP servers the tests
 start: `allowed_hosts` over wasi:http (listed, unlisted, a redirect to an unlisted port, a
-loopback address named rather than listed, the response cap), `storage` (a read grant, a
+loopback address named rather than listed, the response and time caps), `storage` (a read grant, a
 read-only write refused, nothing outside visible), `env`, grants changed while the server runs
 (subcommands and routes, written back to the config file with its comments), and the spans of
 every use with a redacted argument. The guest (`guests/tests/reach`) is built against WIT
@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -107,7 +108,7 @@ async def test_http_goes_only_to_listed_hosts(jupyter_server, tmp_path, sites):
     a, b = sites
     config = write_config(tmp_path, reach_entry(
         f'allowed_hosts = ["127.0.0.1:{a.port}"]',
-        "limits = { http_response_bytes = 10000 }"))
+        "limits = { http_response_bytes = 10000, http_ms_per_request = 1000 }"))
     with served(jupyter_server, config) as server:
         async with http_client(server, "auto") as client:
             assert await said(client, "reach_fetch", url=f"http://127.0.0.1:{a.port}/hello") == "status 200: hello from A"
@@ -126,6 +127,13 @@ async def test_http_goes_only_to_listed_hosts(jupyter_server, tmp_path, sites):
 
             too_big = await said(client, "reach_fetch", url=f"http://127.0.0.1:{a.port}/big")
             assert too_big.startswith("error:") and "exceeds limit: 10000 bytes" in too_big, too_big[:300]
+
+            # An exchange is cut at limits.http_ms_per_request.
+            started = time.monotonic()
+            slow = await said(client, "reach_fetch", url=f"http://127.0.0.1:{a.port}/slow")
+            assert slow.startswith("error:") and "slow answer" not in slow, slow
+            assert time.monotonic() - started < 20, "cut at its 1 s limit, not at the server's 30 s"
+            a.release.set()
 
             # Only http and https, never another scheme.
             ftp = await said(client, "reach_fetch", url=f"ftp://127.0.0.1:{a.port}/hello")
