@@ -248,17 +248,23 @@ async def test_grants_change_while_running_and_last(jupyter_server, tmp_path, si
             assert (await said(client, "reach_env", name="REACH_GRANTED")).startswith("error:")
             assert (await said(client, "reach_read", path="data/notes.txt")).startswith("error:")
 
+            assert "NotGranted" in await said(client, "reach_cells", notebook="")
+
             # The subcommands.
-            for grant in [f"host:127.0.0.1:{a.port}", "env:REACH_GRANTED", "storage:data:read"]:
+            for grant in [f"host:127.0.0.1:{a.port}", "env:REACH_GRANTED", "storage:data:read", "read-cells"]:
                 done = run_cli(server, "grant", "reach", grant)
                 assert done.returncode == 0, done.stderr
             assert await said(client, "reach_fetch", url=url) == "status 200: hello from A"
             assert await said(client, "reach_env", name="REACH_GRANTED") == "env: granted value"
             assert await said(client, "reach_read", path="data/notes.txt") == "read: granted words"
+            # Granted now: it gets as far as looking for a notebook in use (there is none).
+            cells = await said(client, "reach_cells", notebook="")
+            assert "NotGranted" not in cells, cells
 
             text = config.read_text()
             assert "# the operator's own note, kept through grants" in text and "# none yet" in text, text
             assert f'allowed_hosts = ["127.0.0.1:{a.port}"]' in text, text
+            assert 'grants = ["read-cells"]  # none yet' in text, text
             assert 'env = ["REACH_GRANTED"]' in text and 'storage = [{ path = "data", access = "read" }]' in text, text
 
             shown = run_cli(server, "policy", "reach")
