@@ -49,7 +49,7 @@ def test_management_routes(http_server, jupyter_server):
         [server_binary(), "connect", "--server-url", http_server.base, "--jupyter-url", jupyter_server.url,
          "--jupyter-token", jupyter_server.token], capture_output=True, text=True, env=env, timeout=30)
     assert connected.returncode == 0, connected.stderr
-    assert "Successfully connected" in connected.stderr
+    assert "Successfully connected" in connected.stdout
     refused = subprocess.run(
         [server_binary(), "connect", "--server-url", http_server.base, "--jupyter-url", "http://127.0.0.1:9"],
         capture_output=True, text=True, env=env, timeout=30)

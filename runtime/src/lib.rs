@@ -5,6 +5,7 @@
 //! See ARCHITECTURE.md for the map.
 
 pub mod capabilities;
+pub mod catalog;
 pub mod config;
 pub mod dispatch;
 pub mod domain;
@@ -60,6 +61,12 @@ pub enum RunError {
     #[cfg(feature = "wasm")]
     #[error(transparent)]
     Trust(#[from] wasm::TrustError),
+    #[error(
+        "the extension {0} is granted a read-write directory, which Hub mode (--jupyterhub-url) \
+         refuses: every user's calls would share it, so one user could leave data for another; \
+         grant it with access = \"read\" or serve it without Hub mode"
+    )]
+    HubSharedStorage(String),
 }
 
 /// `extension compile`: fills the compile cache ahead of time. Returns a line per guest
@@ -129,6 +136,16 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         && let Some(guest) = config.wasm.extensions.iter().find(|e| !e.grants.is_empty())
     {
         return Err(RunError::HubGrants(guest.path.display().to_string()));
+    }
+    if hub.is_some()
+        && let Some(guest) = config.wasm.extensions.iter().find(|e| {
+            e.policy
+                .storage
+                .iter()
+                .any(|s| s.access == config::policy::Access::ReadWrite)
+        })
+    {
+        return Err(RunError::HubSharedStorage(guest.path.display().to_string()));
     }
     // Guests are read and checked now (milliseconds), compiled once the server serves; what
     // they declared at an earlier start is known at once.
@@ -206,8 +223,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tools.insert(tool);
     }
     // After the core tools, so an extension can never shadow one.
+    // Extensions' resources and prompts, beside the core ones (whose names they cannot take).
+    let catalog = Arc::new(mcp::core_catalog());
     #[cfg(feature = "wasm")]
-    loader.register_known_tools(&tools, &capabilities);
+    loader.register_known(&tools, &catalog, &capabilities);
     // After every tool is known, extension tools included; an unknown name stops us (once every
     // guest has declared, when some are still compiling).
     // In Hub mode each user's server is the Hub's choice, never switched by a call.
@@ -257,14 +276,22 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let state = Arc::new(ServerState {
         domain: domain.clone(),
         tools,
+        catalog,
         http: config.http.clone(),
         hub,
         #[cfg(feature = "wasm")]
         extensions: extensions.clone(),
+        #[cfg(feature = "wasm")]
+        policies: Some(link.policies.clone()),
     });
 
     #[cfg(feature = "wasm")]
-    let guests = loader.start(state.tools.clone(), domain.clone(), extensions.clone());
+    let guests = loader.start(
+        state.tools.clone(),
+        state.catalog.clone(),
+        domain.clone(),
+        extensions.clone(),
+    );
     #[cfg(feature = "wasm")]
     if let Some(dir) = config.wasm.sources.extensions_dir.clone() {
         wasm::watch_folder(dir, extensions.clone());

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand, RemoteArgs};
+use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand, GrantArgs, RemoteArgs};
 use jupyter_mcp_server::mcp::control::{extension_entry, remote_control};
 use reqwest::Method;
 
@@ -44,18 +44,15 @@ fn main() -> anyhow::Result<()> {
                 "jupyter_url": args.jupyter_url.as_str(),
                 "jupyter_token": args.jupyter_token,
             });
-            let call = remote_control(
-                &args.server_url,
-                args.mcp_token.as_deref(),
+            let path = "api/connect";
+            control(
+                &runtime,
+                &args.remote,
                 Method::PUT,
-                "api/connect",
+                path,
                 Some(body),
-            );
-            let answer = runtime
-                .block_on(call)
-                .map_err(anyhow::Error::msg)
-                .context("connect failed")?;
-            eprintln!("{answer}");
+                "connect",
+            )?;
         }
         Command::Extension(ExtensionCommand::Compile(args)) => {
             let compiled = jupyter_mcp_server::compile_extensions(args)
@@ -69,54 +66,81 @@ fn main() -> anyhow::Result<()> {
             let body = extension_entry(&args.path, &args.config_entries)
                 .map_err(anyhow::Error::msg)
                 .context("extension add failed")?;
-            manage(
+            let path = "api/extensions";
+            control(
                 &runtime,
                 &args.remote,
                 Method::POST,
-                "api/extensions",
+                path,
                 Some(body),
-            )
-            .context("extension add failed")?;
+                "extension add",
+            )?;
         }
         Command::Extension(ExtensionCommand::Remove(args)) => {
             let path = format!("api/extensions/{}", args.name);
-            manage(&runtime, &args.remote, Method::DELETE, &path, None)
-                .context("extension remove failed")?;
+            control(
+                &runtime,
+                &args.remote,
+                Method::DELETE,
+                &path,
+                None,
+                "extension remove",
+            )?;
         }
         Command::Extension(ExtensionCommand::Reload(args)) => {
             let path = format!("api/extensions/{}/reload", args.name);
-            manage(&runtime, &args.remote, Method::POST, &path, None)
-                .context("extension reload failed")?;
+            control(
+                &runtime,
+                &args.remote,
+                Method::POST,
+                &path,
+                None,
+                "extension reload",
+            )?;
         }
         Command::Extension(ExtensionCommand::List(remote)) => {
-            manage(&runtime, &remote, Method::GET, "api/extensions", None)
-                .context("extension list failed")?;
+            control(
+                &runtime,
+                &remote,
+                Method::GET,
+                "api/extensions",
+                None,
+                "extension list",
+            )?;
+        }
+        Command::Grant(args) => change_policy(&runtime, args, "grant")?,
+        Command::Revoke(args) => change_policy(&runtime, args, "revoke")?,
+        Command::Policy(args) => {
+            let path = format!("api/extensions/{}/policy", args.extension);
+            control(&runtime, &args.server, Method::GET, &path, None, "policy")?;
         }
         Command::Stop(args) => {
-            let call = remote_control(
-                &args.server_url,
-                args.mcp_token.as_deref(),
-                Method::DELETE,
-                "api/stop",
-                None,
-            );
-            let answer = runtime
-                .block_on(call)
-                .map_err(anyhow::Error::msg)
-                .context("stop failed")?;
-            eprintln!("{answer}");
+            control(&runtime, &args, Method::DELETE, "api/stop", None, "stop")?;
         }
     }
     Ok(())
 }
 
-/// Sends one extension management request and prints the server's answer (JSON) on stdout.
-fn manage(
+/// `grant` / `revoke`: one change of an extension's policy on a running server.
+fn change_policy(
+    runtime: &tokio::runtime::Runtime,
+    args: GrantArgs,
+    verb: &str,
+) -> anyhow::Result<()> {
+    let path = format!("api/extensions/{}/policy/{verb}", args.extension);
+    let body = serde_json::json!({ "grant": args.grant });
+    control(runtime, &args.server, Method::POST, &path, Some(body), verb)
+}
+
+/// One management request to a running server. Its answer (JSON) goes to stdout, so scripts can
+/// read it; logs and failures go to stderr.
+fn control(
     runtime: &tokio::runtime::Runtime,
     remote: &RemoteArgs,
     method: Method,
     path: &str,
     body: Option<serde_json::Value>,
+    what: &str,
 ) -> anyhow::Result<()> {
     let call = remote_control(
         &remote.server_url,
@@ -125,7 +149,10 @@ fn manage(
         path,
         body,
     );
-    let answer = runtime.block_on(call).map_err(anyhow::Error::msg)?;
+    let answer = runtime
+        .block_on(call)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("{what} failed"))?;
     println!("{answer}");
     Ok(())
 }

@@ -32,6 +32,13 @@ pub enum Command {
     Connect(ConnectArgs),
     /// Ask a running Streamable HTTP server to shut down.
     Stop(StopArgs),
+    /// Grant an extension a host function, host, directory or environment variable while the
+    /// server runs (written to the config file; effective from the extension's next call).
+    Grant(GrantArgs),
+    /// Take a grant back from an extension while the server runs (written to the config file).
+    Revoke(GrantArgs),
+    /// Show an extension's policy on a running server.
+    Policy(PolicyArgs),
     /// Work with WebAssembly extensions without starting the server.
     #[command(subcommand)]
     Extension(ExtensionCommand),
@@ -322,28 +329,36 @@ fn parse_secret(value: &str) -> Result<Secret, String> {
 
 #[derive(Debug, Clone, Args)]
 pub struct ConnectArgs {
-    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
-    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
-    pub server_url: Url,
     /// Jupyter Server the MCP server should use from now on.
     #[arg(long, env = "JUPYTER_URL", value_parser = parse_http_url)]
     pub jupyter_url: Url,
     /// Token of that Jupyter Server.
     #[arg(long, env = "JUPYTER_TOKEN", hide_env_values = true)]
     pub jupyter_token: Option<String>,
-    /// Bearer token of the MCP server.
-    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
-    pub mcp_token: Option<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// `stop` needs only where the server is.
+pub type StopArgs = RemoteArgs;
+
+#[derive(Debug, Clone, Args)]
+pub struct GrantArgs {
+    /// The extension's name (its identity; a hook-only guest's file name).
+    pub extension: String,
+    /// What to grant or revoke: a host function (`read-cells`, `read-cells:nb1`),
+    /// `host:api.example.org`, `storage:data:read` / `storage:data:read-write`, `env:NAME`.
+    pub grant: String,
+    #[command(flatten)]
+    pub server: RemoteArgs,
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct StopArgs {
-    /// URL of the running MCP server, e.g. http://127.0.0.1:4040.
-    #[arg(long, env = "JUPYTER_MCP_SERVER_URL", default_value = "http://127.0.0.1:4040", value_parser = parse_http_url)]
-    pub server_url: Url,
-    /// Bearer token of the MCP server.
-    #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
-    pub mcp_token: Option<String>,
+pub struct PolicyArgs {
+    /// The extension's name (its identity; a hook-only guest's file name).
+    pub extension: String,
+    #[command(flatten)]
+    pub server: RemoteArgs,
 }
 
 /// Booleans as the Python server reads them.

@@ -51,6 +51,8 @@ pub struct ExtensionConfig {
     /// `critical = true|false`: whether a failure of this hook handler fails the call it guards.
     /// The operator's word wins over the guest's `propagate-errors`; unset, the guest's applies.
     pub critical: Option<bool>,
+    /// Hosts, directories and environment variables granted, and what spans never show.
+    pub policy: super::policy::PolicyEntry,
 }
 
 impl ExtensionConfig {
@@ -61,6 +63,7 @@ impl ExtensionConfig {
             limits: GuestLimits::default(),
             config: serde_json::Value::Object(Default::default()),
             critical: None,
+            policy: super::policy::PolicyEntry::empty(),
         }
     }
 }
@@ -80,6 +83,12 @@ pub struct GuestLimits {
     /// Unset, each kind of call has its own default (a hook event 2 s, a tool call 120 s, the
     /// calls made while loading 10 s); set, it bounds every call.
     pub wall_ms_per_call: Option<u64>,
+    /// The largest body of one outgoing HTTP request, in bytes (default 16 MiB).
+    pub http_request_bytes: u64,
+    /// The largest body of one HTTP response, in bytes (default 64 MiB).
+    pub http_response_bytes: u64,
+    /// The longest one HTTP exchange may take, connection to last byte, in ms (default 30 000).
+    pub http_ms_per_request: u64,
 }
 
 impl Default for GuestLimits {
@@ -89,6 +98,9 @@ impl Default for GuestLimits {
             cpu_ms_per_call: 1000,
             max_consecutive_failures: 5,
             wall_ms_per_call: None,
+            http_request_bytes: 16 << 20,
+            http_response_bytes: 64 << 20,
+            http_ms_per_request: 30_000,
         }
     }
 }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::policy::{EntryOrigin, PolicyEntry, StorageEntry};
 use super::{ConfigError, ExtensionConfig, GuestLimits};
 
 /// What a config file says, its paths resolved.
@@ -59,6 +60,18 @@ pub struct ExtensionEntry {
     /// Whether a failure of this hook handler fails the call it guards; the guest's own
     /// `propagate-errors` when left out.
     critical: Option<bool>,
+    /// Hosts it may send HTTP requests to.
+    #[serde(default)]
+    allowed_hosts: Vec<String>,
+    /// Directories it may use, relative to this file's folder.
+    #[serde(default)]
+    storage: Vec<StorageEntry>,
+    /// Environment variables it sees, by name.
+    #[serde(default)]
+    env: Vec<String>,
+    /// Names whose values spans never show.
+    #[serde(default)]
+    redact: Vec<String>,
 }
 
 /// The `limits` table of an entry; what it leaves out keeps its default.
@@ -69,6 +82,9 @@ struct LimitsEntry {
     cpu_ms_per_call: Option<NonZeroU64>,
     wall_ms_per_call: Option<NonZeroU64>,
     max_consecutive_failures: Option<NonZeroU32>,
+    http_request_bytes: Option<NonZeroU64>,
+    http_response_bytes: Option<NonZeroU64>,
+    http_ms_per_request: Option<NonZeroU64>,
 }
 
 impl LimitsEntry {
@@ -83,6 +99,15 @@ impl LimitsEntry {
                 .max_consecutive_failures
                 .map_or(defaults.max_consecutive_failures, NonZeroU32::get),
             wall_ms_per_call: self.wall_ms_per_call.map(NonZeroU64::get),
+            http_request_bytes: self
+                .http_request_bytes
+                .map_or(defaults.http_request_bytes, NonZeroU64::get),
+            http_response_bytes: self
+                .http_response_bytes
+                .map_or(defaults.http_response_bytes, NonZeroU64::get),
+            http_ms_per_request: self
+                .http_ms_per_request
+                .map_or(defaults.http_ms_per_request, NonZeroU64::get),
         }
     }
 }
@@ -109,7 +134,14 @@ impl FileConfig {
         let extensions = tables
             .extensions
             .into_iter()
-            .map(|entry| entry.resolve(base))
+            .enumerate()
+            .map(|(index, entry)| {
+                let origin = EntryOrigin {
+                    file: path.to_owned(),
+                    index,
+                };
+                entry.resolve(base, Some(origin))
+            })
             .collect();
         let mut prewarm = crate::jupyter::spares::SparePolicy::default();
         if let Some(n) = tables.prewarm_max {
@@ -145,8 +177,9 @@ impl FileConfig {
 }
 
 impl ExtensionEntry {
-    /// The entry with its path taken from `base` (an `oci://` reference is kept as it is).
-    pub fn resolve(self, base: &Path) -> ExtensionConfig {
+    /// The entry with its paths taken from `base` (an `oci://` reference is kept as it is);
+    /// `origin` is where it was read, so run-time grants can be written back there.
+    pub fn resolve(self, base: &Path, origin: Option<EntryOrigin>) -> ExtensionConfig {
         let path = if super::is_oci(&self.path) {
             self.path
         } else {
@@ -159,6 +192,14 @@ impl ExtensionEntry {
             config: serde_json::to_value(self.config)
                 .unwrap_or_else(|_| serde_json::Value::Object(Default::default())),
             critical: self.critical,
+            policy: PolicyEntry {
+                allowed_hosts: self.allowed_hosts,
+                storage: self.storage,
+                env: self.env,
+                redact: self.redact,
+                base_dir: base.to_owned(),
+                origin,
+            },
         }
     }
 }

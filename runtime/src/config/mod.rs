@@ -7,6 +7,7 @@
 mod cli;
 mod extensions;
 mod file;
+pub mod policy;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,7 +19,8 @@ use crate::jupyter::hub::HubEndpoints;
 
 pub use cli::{
     Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionAddArgs, ExtensionCommand,
-    ExtensionNameArgs, PythonServerArgs, RemoteArgs, StartArgs, StopArgs, Transport, parse_bool,
+    ExtensionNameArgs, GrantArgs, PolicyArgs, PythonServerArgs, RemoteArgs, StartArgs, StopArgs,
+    Transport, parse_bool,
 };
 pub use extensions::{ExtensionConfig, ExtensionSources, GuestLimits, WasmConfig, is_oci};
 pub use file::ExtensionEntry;

@@ -8,6 +8,9 @@
 //! suppressed. Each handler gets its own context map per before/after pair.
 
 pub mod otel;
+mod uses;
+
+pub use uses::GuestUse;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -209,6 +212,9 @@ pub struct CallScope {
     /// W3C `traceparent` from the request's `_meta`, if the client sent one.
     pub traceparent: Option<String>,
     pub shared: Mutex<Map<String, Value>>,
+    /// What extensions used during the call (host functions, HTTP, storage), each becoming a
+    /// child span of the tool call.
+    pub uses: Mutex<Vec<GuestUse>>,
 }
 
 impl CallScope {

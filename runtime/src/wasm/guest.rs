@@ -9,12 +9,16 @@ use std::time::{Duration, Instant};
 use wasmtime::component::InstancePre;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
+use super::api::{Exports, Indices};
 pub use super::limits::CallKind;
 use super::limits::{Stopped, memory_limit_message};
-use super::manifest::{CapabilityDeclaration, ToolDeclaration};
+use super::manifest::{
+    CapabilityDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
+    ToolDeclaration,
+};
 use super::sandbox::{GuestSettings, GuestState};
+use super::served::{PromptAnswer, ResourceAnswer};
 use super::tool::ToolAnswer;
-use super::v0_1_0::{Exports, Indices};
 use crate::hooks::HookEvent;
 
 /// A call into a guest that did not produce the guest's answer.
@@ -58,6 +62,8 @@ pub enum GuestError {
         "the host failed while calling wasm guest '{guest}' (a bug in the server: please report it)"
     )]
     HostPanic { guest: String },
+    #[error("wasm guest '{guest}' {what}")]
+    Revoked { guest: String, what: String },
     #[error("wasm guest '{guest}' answered with something the host cannot use: {reason}")]
     BadAnswer { guest: String, reason: String },
 }
@@ -128,6 +134,38 @@ impl GuestInstance {
         self.begin(CallKind::Tool);
         self.exports.call_tool(&mut self.store, name, arguments)
     }
+
+    pub fn resources(&mut self) -> wasmtime::Result<Vec<ResourceDeclaration>> {
+        self.begin(CallKind::Load);
+        self.exports.resources(&mut self.store)
+    }
+
+    pub fn resource_templates(&mut self) -> wasmtime::Result<Vec<TemplateDeclaration>> {
+        self.begin(CallKind::Load);
+        self.exports.resource_templates(&mut self.store)
+    }
+
+    pub fn prompts(&mut self) -> wasmtime::Result<Vec<PromptDeclaration>> {
+        self.begin(CallKind::Load);
+        self.exports.prompts(&mut self.store)
+    }
+
+    pub fn read_resource(
+        &mut self,
+        uri: &str,
+    ) -> wasmtime::Result<Result<Vec<ResourceAnswer>, String>> {
+        self.begin(CallKind::Tool);
+        self.exports.read_resource(&mut self.store, uri)
+    }
+
+    pub fn get_prompt(
+        &mut self,
+        name: &str,
+        arguments: &str,
+    ) -> wasmtime::Result<Result<PromptAnswer, String>> {
+        self.begin(CallKind::Tool);
+        self.exports.get_prompt(&mut self.store, name, arguments)
+    }
 }
 
 /// What a fresh instance is made from.
@@ -176,6 +214,13 @@ fn describe(error: &wasmtime::Error, state: &GuestState) -> String {
             return format!(
                 "exceeded its wall-clock time of {} ms for one call (limits.wall_ms_per_call)",
                 state.clock.wall_limit.as_millis()
+            );
+        }
+        Some(Stopped::Revoked) => {
+            return format!(
+                "was stopped in the middle of a call: the operator revoked {}, which the call \
+                 had in use; the next call runs under the new policy",
+                state.revoked_storage().unwrap_or("a storage grant")
             );
         }
         Some(Stopped::Shutdown) => {
@@ -294,6 +339,11 @@ impl Guest {
         self.template.settings.name()
     }
 
+    /// Its policy as it is now.
+    pub fn policy(&self) -> Arc<super::policy::Policy> {
+        self.template.settings.policy.get()
+    }
+
     /// Names the guest by what it declared, from now on everywhere.
     pub fn declare(&self, name: &str) {
         self.template.settings.declare(name);
@@ -380,9 +430,19 @@ impl Guest {
                 // A failed instance may be left in any state: it is never entered again.
                 let what = describe(&e, live.store.data());
                 let stderr = live.store.data().output.stderr_tail();
+                // Stopped by the operator's revoke: not the guest's failure, so not counted.
+                let revoked = live.store.data().clock.stopped == Some(Stopped::Revoked);
                 drop(live);
                 self.forget_one();
-                let error = self.failed(what, stderr);
+                let error = if revoked {
+                    tracing::info!(guest = self.name(), "call {what}");
+                    GuestError::Revoked {
+                        guest: self.name().to_owned(),
+                        what,
+                    }
+                } else {
+                    self.failed(what, stderr)
+                };
                 if self.switched_off().is_none() {
                     // Rebuilt now so the next call finds it ready.
                     if let Ok(fresh) = self.template.instantiate() {
@@ -407,7 +467,14 @@ impl Guest {
                 });
             }
             if let Some(live) = pool.idle.pop() {
-                return Ok(live);
+                if !live.store.data().is_stale() {
+                    return Ok(live);
+                }
+                // Built under an older policy (its directories and variables are fixed when it
+                // starts): replaced by one under the current policy.
+                pool.total -= 1;
+                drop(live);
+                continue;
             }
             if pool.total < MAX_INSTANCES {
                 pool.total += 1;

@@ -92,6 +92,8 @@ pub enum Stopped {
     Wall,
     /// The guest was switched off, or the server is shutting down.
     Shutdown,
+    /// The operator revoked a directory the call had mounted.
+    Revoked,
 }
 
 impl Stopped {
@@ -100,6 +102,7 @@ impl Stopped {
             Stopped::Cpu => "the call used up its CPU time",
             Stopped::Wall => "the call's wall-clock deadline passed",
             Stopped::Shutdown => "the guest was switched off or the server is shutting down",
+            Stopped::Revoked => "the operator revoked a directory the call was using",
         }
     }
 }

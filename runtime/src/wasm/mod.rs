@@ -1,12 +1,18 @@
 //! WebAssembly guests: hook handlers and extensions built as components against the WIT in
 //! `wit/`, run sandboxed on wasmtime.
 //!
-//! - `v0_1_0/`: one WIT version: its bindings, its host functions and every conversion between
-//!   its types and ours (a later version is a folder beside it);
+//! - `v0_1_0/`, `v0_2_0/`: one WIT version each: its bindings, its host functions and every
+//!   conversion between its types and ours; `api` picks a guest's version, so nothing else names
+//!   a binding type;
+//! - `notebook`: the grantable notebook host functions in host terms, shared by the versions;
+//! - `served`: an extension's resources and prompts in the server's catalog;
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
 //! - `imports`: what a guest may import, checked before it is compiled;
 //! - `limits`: the memory cap and the per-call CPU clock;
 //! - `grants`: the operator's grants, parsed once into a typed set;
+//! - `policy`: a guest's grants, hosts, directories and variables, changeable while it runs;
+//! - `outgoing`: `wasi:http` requests checked against the policy, capped and recorded;
+//! - `storage`: granted directories' opens recorded for the spans;
 //! - `sandbox`: a guest's store data and the grant check every notebook host function passes;
 //! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
 //! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
@@ -19,6 +25,7 @@
 //! - `oci`: components pulled from OCI registries, pinned by digest;
 //! - `signatures`: cosign-compatible signatures checked against the trusted keys.
 
+mod api;
 mod cache;
 mod grants;
 mod guest;
@@ -28,13 +35,19 @@ mod lifecycle;
 mod limits;
 mod loading;
 mod manifest;
+mod notebook;
 mod oci;
+mod outgoing;
 mod output;
+pub mod policy;
 mod sandbox;
+mod served;
 mod signatures;
 mod slot;
+mod storage;
 mod tool;
 mod v0_1_0;
+mod v0_2_0;
 mod wait;
 mod watch;
 
@@ -45,6 +58,7 @@ use std::time::Duration;
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
+pub use api::API_VERSION;
 pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
@@ -54,6 +68,7 @@ use loading::extension_tools;
 pub use loading::{Loader, Loading, compile_all, load_all};
 pub use manifest::Manifest;
 pub use oci::{OciError, Registries};
+pub use policy::{Policies, Policy, PolicyError};
 pub use sandbox::{GuestSettings, GuestState, HostLink};
 pub use signatures::{Trust, TrustError};
 pub use slot::{GuestSlot, SlotError};
@@ -133,9 +148,13 @@ impl WasmHost {
         // Every host function is linked for every guest: a guest may import any of them, and
         // grants are checked when one is called.
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        // Every request goes through `outgoing`, which refuses what the policy does not list.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
         // Its `wasi:io/poll` waits without bound; ours ends at the call's deadline.
         wait::link_poll(&mut linker)?;
+        storage::link_open_at(&mut linker)?;
         v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        v0_2_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         start_ticker(&engine)?;
         Ok(WasmHost {
             engine,
@@ -184,12 +203,11 @@ impl WasmHost {
                  WASI 0.2 and the interfaces of jupyter-mcp:extension"
             )
         })?;
-        let Some(indices) = v0_1_0::Indices::of(&pre, &exports)? else {
+        let Some(indices) = api::Indices::of(&pre, &exports)? else {
+            let (hooks, extension) = api::EXPORTS[0];
             return Err(format!(
-                "it exports neither {} nor {} (it exports: {}); build it against a world of \
-                 wit/v0.1.0",
-                v0_1_0::HOOKS_EXPORT,
-                v0_1_0::EXTENSION_EXPORT,
+                "it exports neither {hooks} nor {extension} (it exports: {}); build it against a \
+                 world of wit/v{API_VERSION} (guests of wit/v0.1.0 load too)",
                 if exports.is_empty() {
                     "nothing".into()
                 } else {
@@ -212,7 +230,7 @@ impl WasmHost {
             reason,
         };
         // A mistyped grant is named even when the file is missing too.
-        Grants::parse(&entry.grants).map_err(refuse)?;
+        Policy::of(entry).map_err(refuse)?;
         let bytes = read_checked(&entry.path).map_err(refuse)?;
         self.load_checked(entry, &bytes)
     }
@@ -223,14 +241,15 @@ impl WasmHost {
             path: entry.path.clone(),
             reason,
         };
-        let grants = Grants::parse(&entry.grants).map_err(refuse)?;
+        let policy = Policy::of(entry).map_err(refuse)?;
         let settings = Arc::new(GuestSettings::new(
             file_stem(&entry.path),
             entry.config.to_string(),
-            grants,
+            policy,
             entry.limits,
             self.link.clone(),
         ));
+        self.link.policies.register(&settings);
         let template = self.checked_template(bytes, settings).map_err(refuse)?;
         let first = template
             .instantiate()
@@ -290,13 +309,27 @@ impl WasmHost {
                 let capabilities = guest
                     .call_blocking(CallKind::Load, |live| live.capabilities())
                     .map_err(|e| e.to_string());
+                let failed = |e: GuestError| refuse(e.to_string());
                 let tools = guest
                     .call_blocking(CallKind::Load, |live| live.tools())
-                    .map_err(|e| refuse(e.to_string()))?;
+                    .map_err(failed)?;
+                // Empty for a guest of a version without them.
+                let resources = guest
+                    .call_blocking(CallKind::Load, |live| live.resources())
+                    .map_err(failed)?;
+                let resource_templates = guest
+                    .call_blocking(CallKind::Load, |live| live.resource_templates())
+                    .map_err(failed)?;
+                let prompts = guest
+                    .call_blocking(CallKind::Load, |live| live.prompts())
+                    .map_err(failed)?;
                 Some(manifest::ExtensionManifest {
                     name,
                     capabilities,
                     tools,
+                    resources,
+                    resource_templates,
+                    prompts,
                 })
             }
             None => None,
@@ -358,7 +391,7 @@ fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
 /// [`read_checked`]'s checks of bytes from elsewhere (a registry).
 fn check_bytes(bytes: &[u8]) -> Result<(), String> {
     check_header(bytes)?;
-    imports::check(bytes)
+    imports::check(bytes, API_VERSION)
 }
 
 fn file_stem(path: &Path) -> String {

@@ -54,7 +54,7 @@ impl Default for LogBudget {
 impl LogBudget {
     /// Whether one more line may be logged now; when a new second starts, the number of lines
     /// dropped in the last one is returned too.
-    fn take(&self) -> (bool, u64) {
+    pub(super) fn take(&self) -> (bool, u64) {
         let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
         let (started, used, dropped) = &mut *window;
         let mut reported = 0;

@@ -1,26 +1,35 @@
-//! What one guest's `Store` holds: an empty WASI context (no files, network, environment or
-//! stdio), its limits, its settings, and the way its host functions reach the server. The host
-//! functions themselves are per WIT version (`v0_1_0/host.rs`); every grantable one passes
-//! through [`GuestState::on_notebook`] here and then calls the domain, as tools do.
+//! What one guest's `Store` holds: a WASI context with only what its policy grants (the granted
+//! directories, the granted environment variables, outgoing HTTP checked per request; no
+//! sockets, no stdin), its limits, its settings, and the way its host functions reach the
+//! server. The host functions themselves are per WIT version (`v0_1_0/host.rs`); every
+//! grantable one passes through [`GuestState::on_notebook`] here and then calls the domain, as
+//! tools do.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+use opentelemetry::KeyValue;
 
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::grants::{Grants, HostFunction};
+use super::grants::HostFunction;
 use super::limits::{CallClock, MemoryCap, Stopped};
+use super::outgoing::OutgoingHttp;
 use super::output::{GuestOutput, LogBudget};
+use super::policy::{Policy, PolicyCell};
 use super::wait::time_boxed;
 use crate::config::GuestLimits;
+use crate::config::policy::Access;
 use crate::domain::Domain;
 use crate::domain::notebooks::NotebookInUse;
+use crate::hooks::{CallScope, GuestUse};
 
 /// What does not change between instances of one guest.
 #[derive(Debug)]
@@ -31,7 +40,9 @@ pub struct GuestSettings {
     declared: OnceLock<String>,
     /// The guest's `config` table as JSON.
     pub config_json: String,
-    pub grants: Grants,
+    /// Its grants, hosts, directories and variables; the operator may change them while the
+    /// server runs.
+    pub policy: PolicyCell,
     pub limits: GuestLimits,
     /// Shared by every guest of the process.
     pub link: Arc<HostLink>,
@@ -45,7 +56,7 @@ impl GuestSettings {
     pub fn new(
         file_name: String,
         config_json: String,
-        grants: Grants,
+        policy: Policy,
         limits: GuestLimits,
         link: Arc<HostLink>,
     ) -> Self {
@@ -53,7 +64,7 @@ impl GuestSettings {
             file_name,
             declared: OnceLock::new(),
             config_json,
-            grants,
+            policy: PolicyCell::new(policy),
             limits,
             link,
             stop: CancellationToken::new(),
@@ -63,10 +74,17 @@ impl GuestSettings {
 
     #[cfg(test)]
     pub fn for_tests(name: &str) -> Self {
+        Self::for_tests_with(name, &[])
+    }
+
+    #[cfg(test)]
+    pub fn for_tests_with(name: &str, grants: &[&str]) -> Self {
+        let mut config = crate::config::ExtensionConfig::with_defaults(name.into());
+        config.grants = grants.iter().map(|g| g.to_string()).collect();
         Self::new(
             name.into(),
             "{}".into(),
-            Grants::default(),
+            Policy::of(&config).expect("test grants"),
             GuestLimits::default(),
             Arc::default(),
         )
@@ -94,20 +112,53 @@ pub struct GuestState {
     /// cell read here expects the source the guest saw, so someone else's edit since is a
     /// conflict, as for a tool.
     pub seen: HashMap<String, Vec<(String, String)>>,
+    http: WasiHttpCtx,
+    pub(super) outgoing: OutgoingHttp,
+    /// The policy this instance was built under: its directories and variables.
+    pub policy: Arc<Policy>,
+    generation: u64,
+    /// Set once a change of policy took away a directory this instance holds.
+    lost_storage: Option<String>,
 }
 
 impl GuestState {
     pub fn new(settings: Arc<GuestSettings>) -> Self {
-        // Nothing inherited: stdin closed, no env, args, preopens or sockets (WASI's defaults; we
-        // never add to them). Stdout and stderr go to the server's log.
+        // Nothing inherited: stdin closed, no args or sockets (WASI's defaults; we never add to
+        // them); only the granted variables and directories. Stdout and stderr go to the
+        // server's log.
+        let generation = settings.policy.generation();
+        let policy = settings.policy.get();
         let output = GuestOutput::new(settings.clone());
-        let wasi = WasiCtxBuilder::new()
-            .stdout(output.stdout())
-            .stderr(output.stderr())
-            .build();
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(output.stdout()).stderr(output.stderr());
+        for name in &policy.entry.env {
+            // An absent (or non-UTF-8) variable is simply absent.
+            if let Ok(value) = std::env::var(name) {
+                wasi.env(name, value);
+            }
+        }
+        for mount in &policy.mounts {
+            let perms = match mount.access {
+                Access::Read => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            if let Err(e) = wasi.preopened_dir(&mount.host, &mount.guest, perms) {
+                tracing::warn!(
+                    guest = settings.name(),
+                    "storage '{}' ({}) is not mounted: {e:#}; create the directory, or remove it                      from storage in the guest's [[extension]] entry",
+                    mount.guest,
+                    mount.host.display()
+                );
+            }
+        }
         GuestState {
-            wasi,
+            wasi: wasi.build(),
             table: ResourceTable::new(),
+            http: WasiHttpCtx::new(),
+            outgoing: OutgoingHttp::new(settings.clone()),
+            policy,
+            generation,
+            lost_storage: None,
             output,
             limiter: MemoryCap::new(settings.limits.memory_mb),
             clock: CallClock::new(Duration::from_millis(settings.limits.cpu_ms_per_call)),
@@ -123,8 +174,21 @@ impl GuestState {
     /// Each call into the guest starts with fresh clocks, nothing seen and no stderr.
     pub fn start_call(&mut self, deadline: Instant, wall_limit: Duration) {
         self.clock.start(deadline, wall_limit);
+        self.outgoing.deadline = deadline;
         self.seen.clear();
         self.output.start_call();
+    }
+
+    /// A line the guest logs through the WIT's `log`, tagged with its name.
+    pub fn log(&self, level: tracing::Level, message: &str) {
+        let guest = self.settings.name();
+        match level {
+            tracing::Level::TRACE => tracing::trace!(guest, "{message}"),
+            tracing::Level::DEBUG => tracing::debug!(guest, "{message}"),
+            tracing::Level::INFO => tracing::info!(guest, "{message}"),
+            tracing::Level::WARN => tracing::warn!(guest, "{message}"),
+            tracing::Level::ERROR => tracing::error!(guest, "{message}"),
+        }
     }
 
     /// Checked at each epoch tick: whether the call must stop now.
@@ -132,7 +196,56 @@ impl GuestState {
         if self.settings.stop.is_cancelled() {
             self.clock.stopped.get_or_insert(Stopped::Shutdown);
         }
+        self.note_revocation();
         self.clock.expired().is_some()
+    }
+
+    /// Marks the call stopped when a directory it holds was revoked; checked at each epoch
+    /// tick and before each WASI wait, so a guest that sleeps between reads is stopped too.
+    pub fn note_revocation(&mut self) {
+        if self.storage_revoked() {
+            self.clock.stopped.get_or_insert(Stopped::Revoked);
+        }
+    }
+
+    /// Whether this instance was built under an older policy (it is then replaced before its
+    /// next call).
+    pub fn is_stale(&self) -> bool {
+        self.generation != self.settings.policy.generation()
+    }
+
+    /// Whether the operator took away (or narrowed) a directory this instance has mounted:
+    /// its call in progress is stopped, since open files cannot be taken back from it.
+    fn storage_revoked(&mut self) -> bool {
+        if self.lost_storage.is_some() {
+            return true;
+        }
+        if self.policy.mounts.is_empty() || !self.is_stale() {
+            return false;
+        }
+        let now = self.settings.policy.get();
+        let lost = self.policy.mounts.iter().find(|held| {
+            !now.mounts.iter().any(|m| {
+                m.host == held.host && (m.access == held.access || held.access == Access::Read)
+            })
+        });
+        self.lost_storage = lost.map(|m| format!("storage:{}:{}", m.guest, m.access.as_str()));
+        self.lost_storage.is_some()
+    }
+
+    /// The grant whose revocation stopped the call, for its error.
+    pub fn revoked_storage(&self) -> Option<&str> {
+        self.lost_storage.as_deref()
+    }
+}
+
+impl WasiHttpView for GuestState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.outgoing,
+        }
     }
 }
 
@@ -150,6 +263,8 @@ impl WasiView for GuestState {
 #[derive(Default)]
 pub struct HostLink {
     server: OnceLock<(Weak<Domain>, Handle)>,
+    /// Every guest's policy, for the management routes.
+    pub policies: Arc<super::policy::Policies>,
 }
 
 impl HostLink {
@@ -178,6 +293,14 @@ impl std::fmt::Debug for HostLink {
 pub enum HostCallError {
     NotGranted(String),
     NotAvailable(String),
+    /// No such notebook in use, or no such cell.
+    NotFound(String),
+    /// The cell changed since the guest saw it.
+    Conflict(String),
+    /// The kernel is gone or failed.
+    Kernel(String),
+    /// The arguments make no sense (an index past the end, ...).
+    Invalid(String),
     Failed(String),
     /// The call's deadline passed (or the server stopped) while the host function waited.
     Stopped(Stopped),
@@ -185,7 +308,15 @@ pub enum HostCallError {
 
 impl From<crate::domain::Error> for HostCallError {
     fn from(error: crate::domain::Error) -> Self {
-        HostCallError::Failed(error.to_string())
+        use crate::domain::Error;
+        let message = error.to_string();
+        match error {
+            Error::InvalidArguments(_) => HostCallError::Invalid(message),
+            Error::NotFound(_) => HostCallError::NotFound(message),
+            Error::Conflict(_) => HostCallError::Conflict(message),
+            Error::Kernel(_) => HostCallError::Kernel(message),
+            Error::Failed(_) => HostCallError::Failed(message),
+        }
     }
 }
 
@@ -230,8 +361,11 @@ impl GuestState {
     {
         let settings = self.settings.clone();
         let deadline = self.clock.deadline;
+        let started = SystemTime::now();
+        // The policy as it is now: a grant or revoke counts from the next use.
+        let policy = settings.policy.get();
         let outcome = self.clock.off_the_clock(|| {
-            if !settings.grants.allows(function, None) {
+            if !policy.grants.allows(function, None) {
                 return Err(settings.refuse(function, None));
             }
             let Some((domain, handle)) = settings.link.get() else {
@@ -240,13 +374,28 @@ impl GuestState {
                 )));
             };
             let in_use = domain.notebook(Some(notebook))?;
-            if !settings.grants.allows(function, Some(&in_use.name)) {
+            if !policy.grants.allows(function, Some(&in_use.name)) {
                 return Err(settings.refuse(function, Some(&in_use.name)));
             }
             let _enter = handle.enter();
             time_boxed(deadline, &settings.stop, work(in_use, domain))
                 .unwrap_or_else(|why| Err(HostCallError::Stopped(why)))
         });
+        let refused = matches!(outcome, Err(HostCallError::NotGranted(_)));
+        let mut attributes = vec![
+            KeyValue::new("extension.name", settings.name().to_owned()),
+            KeyValue::new("host_function.name", function.name()),
+            KeyValue::new("allowed", !refused),
+        ];
+        if !notebook.is_empty() {
+            attributes.push(KeyValue::new("notebook", notebook.to_owned()));
+        }
+        if let Err(e) = &outcome {
+            attributes.push(KeyValue::new("error", true));
+            attributes.push(KeyValue::new("error.message", format!("{e:?}")));
+        }
+        GuestUse::ended("extension.host_function", started, attributes)
+            .record(CallScope::current().as_ref());
         if let Err(HostCallError::Stopped(why)) = &outcome {
             // The guest gets the error back, and the epoch check ends it as soon as it runs on.
             self.clock.stopped = Some(*why);
@@ -261,13 +410,7 @@ mod tests {
 
     #[test]
     fn ungranted_functions_are_refused_and_granted_ones_wait_for_the_server() {
-        let settings = |grants: &[&str]| {
-            let grants: Vec<String> = grants.iter().map(|g| g.to_string()).collect();
-            Arc::new(GuestSettings {
-                grants: Grants::parse(&grants).unwrap(),
-                ..GuestSettings::for_tests("g")
-            })
-        };
+        let settings = |grants: &[&str]| Arc::new(GuestSettings::for_tests_with("g", grants));
         let never = |_: Arc<NotebookInUse>, _: Arc<Domain>| async { Ok(()) };
         let mut state = GuestState::new(settings(&[]));
         match state.on_notebook(HostFunction::ReadCells, "", never) {

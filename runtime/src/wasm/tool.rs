@@ -3,18 +3,21 @@
 //! handler does, on the caller's thread without holding up the async runtime.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
+use opentelemetry::KeyValue;
 use rmcp::model::{ContentBlock as Content, JsonObject};
 use serde_json::Value;
 
 use super::Loaded;
 use super::guest::CallKind;
 use super::manifest::ToolDeclaration;
+use super::policy::Policy;
 use super::slot::GuestSlot;
 use crate::capabilities::Capabilities;
 use crate::dispatch::ToolRegistry;
+use crate::hooks::{CallScope, GuestUse};
 use crate::tools::outputs::{self, Rendered};
 use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec};
 
@@ -33,7 +36,12 @@ pub struct ToolAnswer {
 
 pub enum AnswerContent {
     Text(String),
-    Image { data: Vec<u8>, mime_type: String },
+    Image {
+        data: Vec<u8>,
+        mime_type: String,
+    },
+    /// A link to a resource, by URI (WIT 0.2.0 on).
+    ResourceLink(String),
 }
 
 pub struct ExtensionTool {
@@ -76,6 +84,15 @@ impl ExtensionTool {
                 ));
             }
         };
+        let output_schema = match spec.output_schema.as_deref().map(serde_json::from_str) {
+            None => None,
+            Some(Ok(Value::Object(schema))) => Some(Arc::new(schema)),
+            Some(_) => {
+                return Err(format!(
+                    "the output schema of its tool '{name}' is not a JSON object"
+                ));
+            }
+        };
         Ok(ExtensionTool {
             guest,
             wait,
@@ -86,7 +103,7 @@ impl ExtensionTool {
                 input_schema: Arc::new(schema),
                 read_only: spec.read_only,
                 capability: spec.capability.clone(),
-                output_schema: None,
+                output_schema,
             },
         })
     }
@@ -97,11 +114,16 @@ impl ExtensionTool {
     fn output(&self, result: ToolAnswer, max_chars: usize) -> Result<ToolOutput, ToolError> {
         let mut image_bytes = 0;
         let mut dropped_images = 0;
+        let mut links = Vec::new();
         let rendered: Vec<Rendered> = result
             .content
             .into_iter()
             .filter_map(|c| match c {
                 AnswerContent::Text(text) => Some(Rendered::Text(text)),
+                AnswerContent::ResourceLink(uri) => {
+                    links.push(uri);
+                    None
+                }
                 AnswerContent::Image { data, mime_type } => {
                     image_bytes += data.len();
                     if image_bytes > MAX_GUEST_IMAGE_BYTES {
@@ -127,6 +149,12 @@ impl ExtensionTool {
             )));
         }
         let mut content = outputs::to_content(rendered);
+        content.extend(links.into_iter().filter_map(|uri| {
+            serde_json::from_value(
+                serde_json::json!({"type": "resource_link", "uri": uri, "name": uri}),
+            )
+            .ok()
+        }));
         if result.is_error {
             let text: Vec<&str> = content
                 .iter()
@@ -220,26 +248,63 @@ impl Tool for ExtensionTool {
         Box::pin(async move {
             check_against(&self.spec.input_schema, &arguments)?;
             let name = self.spec.name.clone();
-            let arguments = Value::Object(arguments).to_string();
+            let arguments = Value::Object(arguments);
             let guest = self
                 .guest
                 .wait(self.wait)
                 .await
                 .map_err(ToolError::failed)?;
+            let started = SystemTime::now();
+            let shown = redacted(&arguments, &guest.policy());
+            let text = arguments.to_string();
             let answer = guest
-                .call(CallKind::Tool, move |live| {
-                    live.call_tool(&name, &arguments)
-                })
+                .call(CallKind::Tool, move |live| live.call_tool(&name, &text))
                 .await
-                .map_err(ToolError::failed)?;
-            match answer {
-                Ok(result) => self.output(result, max_chars),
-                Err(message) => Err(ToolError::Failed(format!(
+                .map_err(ToolError::failed);
+            let outcome = match answer {
+                Ok(Ok(result)) => self.output(result, max_chars),
+                Ok(Err(message)) => Err(ToolError::Failed(format!(
                     "extension '{}' failed: {message}",
                     self.extension
                 ))),
+                Err(error) => Err(error),
+            };
+            let mut attributes = vec![
+                KeyValue::new("extension.name", self.extension.clone()),
+                KeyValue::new("tool.name", self.spec.name.clone()),
+                KeyValue::new("tool.arguments", shown.to_string()),
+                KeyValue::new("allowed", true),
+            ];
+            if let Err(error) = &outcome {
+                attributes.push(KeyValue::new("error", true));
+                attributes.push(KeyValue::new("error.message", error.to_string()));
             }
+            GuestUse::ended("extension.tool_call", started, attributes)
+                .record(CallScope::current().as_ref());
+            outcome
         })
+    }
+}
+
+/// The arguments with the values of names listed in `redact` replaced, at any depth (and in
+/// the query of a URL given as a value).
+fn redacted(value: &Value, policy: &Policy) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(name, v)| {
+                    let shown = if policy.redacts(name) {
+                        Value::from("[redacted]")
+                    } else {
+                        redacted(v, policy)
+                    };
+                    (name.clone(), shown)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redacted(v, policy)).collect()),
+        Value::String(text) => Value::String(policy.redact_url(text)),
+        other => other.clone(),
     }
 }
 

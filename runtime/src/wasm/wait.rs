@@ -75,6 +75,7 @@ impl GuestState {
 
 impl poll::Host for GuestState {
     fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
+        self.note_revocation();
         let (table, clock, stop) = self.for_wait();
         waited(clock, stop, async_poll::Host::poll(table, pollables))
     }
@@ -87,6 +88,7 @@ impl poll::HostPollable for GuestState {
     }
 
     fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        self.note_revocation();
         let (table, clock, stop) = self.for_wait();
         waited(
             clock,

@@ -176,6 +176,7 @@ impl OtelHandler {
             HookEvent::AfterToolCall { error, result, .. } => {
                 let summary = result.as_deref().unwrap_or_default().chars().take(200);
                 let outcome = KeyValue::new("result.summary", summary.collect::<String>());
+                self.end_uses(context);
                 self.finish(context, error.as_deref(), outcome);
             }
             HookEvent::AfterExecute { error, outputs, .. } => {
@@ -198,6 +199,34 @@ impl OtelHandler {
                 );
                 span.end();
             }
+        }
+    }
+
+    /// What extensions used during the tool call, as child spans of its span with their own
+    /// times.
+    fn end_uses(&self, context: &Map<String, Value>) {
+        let Some(scope) = CallScope::current() else {
+            return;
+        };
+        let uses = std::mem::take(&mut *scope.uses.lock().expect("call scope"));
+        if uses.is_empty() {
+            return;
+        }
+        let Some(id) = context.get("_otel_span").and_then(Value::as_u64) else {
+            return;
+        };
+        let parent = match self.open.lock().expect("open spans").get(&id) {
+            Some(span) => Context::new().with_remote_span_context(span.span_context().clone()),
+            None => return,
+        };
+        for used in uses {
+            let builder = self
+                .tracer
+                .span_builder(used.name)
+                .with_start_time(used.start)
+                .with_attributes(used.attributes);
+            let mut span = self.tracer.build_with_context(builder, &parent);
+            span.end_with_timestamp(used.end);
         }
     }
 

@@ -124,7 +124,7 @@ async fn entry_of(
         ))
     })?;
     // Relative paths mean nothing to a server whose directory the caller does not know.
-    let entry = entry.resolve(std::path::Path::new(""));
+    let entry = entry.resolve(std::path::Path::new(""), None);
     if !crate::config::is_oci(&entry.path) && !entry.path.is_absolute() {
         return Err(bad(format!(
             "the path {} is relative; give an absolute path (the subcommand makes it so)",

@@ -79,6 +79,10 @@ impl HttpContext {
                 StatusCode::METHOD_NOT_ALLOWED,
                 json!({ "error": format!("{method} is not supported on {path}") }),
             ),
+            #[cfg(feature = "wasm")]
+            _ if super::policy_routes::is_policy_route(path) => {
+                self.policy_route(path, method, request).await
+            }
             _ => json_response(
                 StatusCode::NOT_FOUND,
                 json!({ "error": format!("no route {path}; MCP is served at /mcp") }),

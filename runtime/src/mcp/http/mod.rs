@@ -36,6 +36,8 @@ mod body;
 mod extension_routes;
 mod guard;
 mod management;
+#[cfg(feature = "wasm")]
+mod policy_routes;
 
 use body::{json_response, read_body, unauthorized};
 use guard::{LOOPBACK_HOSTS, bearer};

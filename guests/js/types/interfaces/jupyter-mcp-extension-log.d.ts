@@ -1,0 +1,17 @@
+declare module 'jupyter-mcp:extension/log@0.2.0' {
+  export function log(level: Level, message: string): void;
+  /**
+   * # Variants
+   * 
+   * ## `"trace"`
+   * 
+   * ## `"debug"`
+   * 
+   * ## `"info"`
+   * 
+   * ## `"warn"`
+   * 
+   * ## `"error"`
+   */
+  export type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error';
+}

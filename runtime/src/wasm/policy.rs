@@ -1,0 +1,776 @@
+//! What one guest may reach beyond the WIT: host functions (`grants`), HTTP hosts
+//! (`allowed_hosts`), directories (`storage`) and environment variables (`env`), checked once
+//! into a [`Policy`]; the [`PolicyCell`] that holds a guest's current policy while the operator
+//! changes it (`grant`, `revoke`); and the [`Policies`] of every guest, by name.
+//!
+//! A change takes effect from the next call: host functions and HTTP requests read the current
+//! policy at each use (an HTTP request in flight to a host just revoked is cut), and instances
+//! built under an older policy (their directories and environment are fixed at instantiation)
+//! are replaced before their next call; a call using a directory revoked meanwhile is stopped.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock, Weak};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::grants::{Grant, Grants};
+use super::sandbox::GuestSettings;
+use crate::config::ExtensionConfig;
+use crate::config::policy::{self as entry, Access, PolicyEntry, StorageEntry};
+
+/// One `allowed_hosts` entry, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostRule {
+    /// `http` or `https` when the entry names one; else both.
+    scheme: Option<String>,
+    /// Lower-case; for a wildcard, the suffix after `*.`.
+    host: String,
+    wildcard: bool,
+    /// Unset: the scheme's default port only.
+    port: Option<u16>,
+}
+
+impl HostRule {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| {
+            format!(
+                "allowed_hosts entry '{text}' {why}; write a host name (api.example.org), a \
+                 wildcard (*.example.org) or an address, optionally with :PORT and an http:// or \
+                 https:// in front"
+            )
+        };
+        let (scheme, rest) = match text.split_once("://") {
+            Some((scheme @ ("http" | "https"), rest)) => (Some(scheme.to_owned()), rest),
+            Some(_) => return Err(bad("names a scheme other than http or https")),
+            None => (None, text),
+        };
+        if rest.contains(['/', '?', '#', '@']) || rest.trim().is_empty() {
+            return Err(bad("is not a bare host"));
+        }
+        let (host, port) = split_host_port(rest).ok_or_else(|| bad("has a bad port"))?;
+        let (wildcard, host) = match host.strip_prefix("*.") {
+            Some(suffix) => (true, suffix),
+            None => (false, host),
+        };
+        if host.is_empty() || host.contains('*') {
+            return Err(bad("has a '*' that is not a leading '*.'"));
+        }
+        Ok(HostRule {
+            scheme,
+            host: host.to_ascii_lowercase(),
+            wildcard,
+            port,
+        })
+    }
+
+    fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
+        let scheme_ok = self.scheme.as_deref().is_none_or(|s| s == scheme);
+        let host_ok = if self.wildcard {
+            host.strip_suffix(&self.host)
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.'))
+        } else {
+            host == self.host
+        };
+        let port_ok = match self.port {
+            Some(listed) => listed == port,
+            None => port == default_port(scheme),
+        };
+        scheme_ok && host_ok && port_ok
+    }
+
+    /// The address this entry names literally (`127.0.0.1:8123`, `[::1]`), if it names one.
+    fn literal(&self) -> Option<IpAddr> {
+        (!self.wildcard)
+            .then(|| self.host.trim_matches(['[', ']']).parse().ok())
+            .flatten()
+    }
+}
+
+pub fn default_port(scheme: &str) -> u16 {
+    if scheme == "https" { 443 } else { 80 }
+}
+
+/// `host`, `host:port`, `[v6]`, `[v6]:port`.
+fn split_host_port(text: &str) -> Option<(&str, Option<u16>)> {
+    if text.starts_with('[') {
+        let end = text.find(']')?;
+        let (host, rest) = text.split_at(end + 1);
+        return match rest.strip_prefix(':') {
+            Some(port) => Some((host, Some(port.parse().ok()?))),
+            None if rest.is_empty() => Some((host, None)),
+            None => None,
+        };
+    }
+    match text.rsplit_once(':') {
+        Some((host, port)) => Some((host, Some(port.parse().ok()?))),
+        None => Some((text, None)),
+    }
+}
+
+/// A directory a guest may use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is on the server.
+    pub host: PathBuf,
+    /// Where the guest sees it: the path as written in `storage`.
+    pub guest: String,
+    pub access: Access,
+}
+
+/// A guest's policy, checked.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The lists as written, for showing and writing back.
+    pub entry: PolicyEntry,
+    pub grant_list: Vec<String>,
+    pub grants: Grants,
+    pub hosts: Vec<HostRule>,
+    pub mounts: Vec<Mount>,
+}
+
+impl Default for Policy {
+    /// Nothing granted.
+    fn default() -> Self {
+        Policy::check(Vec::new(), PolicyEntry::empty()).expect("an empty policy is valid")
+    }
+}
+
+/// Why a request to a host is refused, in words naming the setting to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+impl Policy {
+    pub fn of(config: &ExtensionConfig) -> Result<Self, String> {
+        Self::check(config.grants.clone(), config.policy.clone())
+    }
+
+    fn check(grant_list: Vec<String>, entry: PolicyEntry) -> Result<Self, String> {
+        let grants = Grants::parse(&grant_list)?;
+        let hosts = entry
+            .allowed_hosts
+            .iter()
+            .map(|h| HostRule::parse(h))
+            .collect::<Result<_, _>>()?;
+        let mut mounts = Vec::new();
+        for storage in &entry.storage {
+            let path = std::path::Path::new(&storage.path);
+            let plain = path
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if storage.path.trim().is_empty() || !plain {
+                return Err(format!(
+                    "its storage path '{}' must be a relative path inside the config file's \
+                     folder (no leading '/', no '..')",
+                    storage.path
+                ));
+            }
+            mounts.push(Mount {
+                host: entry.base_dir.join(path),
+                guest: storage.path.clone(),
+                access: storage.access,
+            });
+        }
+        for name in &entry.env {
+            if name.is_empty() || name.contains('=') {
+                return Err(format!("its env entry '{name}' is not a variable name"));
+            }
+        }
+        Ok(Policy {
+            entry,
+            grant_list,
+            grants,
+            hosts,
+            mounts,
+        })
+    }
+
+    /// Whether a request may go to `scheme://host:port` by the list alone (addresses are
+    /// checked once resolved, by [`Policy::check_address`]).
+    pub fn check_host(
+        &self,
+        guest: &str,
+        scheme: &str,
+        host: &str,
+        port: u16,
+    ) -> Result<&HostRule, Refusal> {
+        if scheme != "http" && scheme != "https" {
+            return Err(Refusal(format!(
+                "'{guest}' may send only http and https requests, not {scheme}://{host}"
+            )));
+        }
+        let host = host.to_ascii_lowercase();
+        self.hosts
+            .iter()
+            .find(|rule| rule.matches(scheme, &host, port))
+            .ok_or_else(|| {
+                let shown = if port == default_port(scheme) {
+                    host.clone()
+                } else {
+                    format!("{host}:{port}")
+                };
+                Refusal(format!(
+                    "HTTP request to {scheme}://{shown} refused: '{shown}' is not in \
+                     allowed_hosts of extension '{guest}'; the operator can add it to \
+                     allowed_hosts in its [[extension]] entry, or run `jupyter-mcp-server grant \
+                     {guest} host:{shown}`"
+                ))
+            })
+    }
+
+    /// A resolved address: loopback, private, link-local and other non-public addresses only
+    /// when the matching entry names that very address.
+    pub fn check_address(
+        rule: &HostRule,
+        guest: &str,
+        host: &str,
+        ip: IpAddr,
+        port: u16,
+    ) -> Result<(), Refusal> {
+        if !is_internal(ip) || rule.literal() == Some(ip) {
+            return Ok(());
+        }
+        let listed = match ip {
+            IpAddr::V4(v4) => format!("{v4}:{port}"),
+            IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+        };
+        Err(Refusal(format!(
+            "HTTP request to {host} refused: it resolves to {ip}, a loopback or private address, \
+             which extension '{guest}' may reach only when its allowed_hosts lists that address \
+             itself (add \"{listed}\")"
+        )))
+    }
+
+    /// The policy with `grant` added (`Ok(None)`: it was already granted).
+    pub fn granting(&self, grant: &PolicyGrant) -> Result<Option<Policy>, String> {
+        let (mut grants, mut entry) = (self.grant_list.clone(), self.entry.clone());
+        let changed = match grant {
+            PolicyGrant::Function(text) => add(&mut grants, text),
+            PolicyGrant::Host(host) => add(&mut entry.allowed_hosts, host),
+            PolicyGrant::Env(name) => add(&mut entry.env, name),
+            PolicyGrant::Storage { path, access } => {
+                let access = access.unwrap_or(Access::Read);
+                match entry.storage.iter_mut().find(|s| &s.path == path) {
+                    Some(s) if s.access == access => false,
+                    Some(s) => {
+                        s.access = access;
+                        true
+                    }
+                    None => {
+                        entry.storage.push(StorageEntry {
+                            path: path.clone(),
+                            access,
+                        });
+                        true
+                    }
+                }
+            }
+        };
+        if !changed {
+            return Ok(None);
+        }
+        Policy::check(grants, entry).map(Some)
+    }
+
+    /// The policy without `grant`; an error when it was not granted.
+    pub fn revoking(&self, grant: &PolicyGrant, guest: &str) -> Result<Policy, String> {
+        let (mut grants, mut entry) = (self.grant_list.clone(), self.entry.clone());
+        let removed = match grant {
+            PolicyGrant::Function(text) => remove(&mut grants, |g| g == text),
+            PolicyGrant::Host(host) => remove(&mut entry.allowed_hosts, |h| h == host),
+            PolicyGrant::Env(name) => remove(&mut entry.env, |n| n == name),
+            PolicyGrant::Storage { path, access } => remove(&mut entry.storage, |s| {
+                &s.path == path && access.is_none_or(|a| a == s.access)
+            }),
+        };
+        if !removed {
+            return Err(format!(
+                "'{guest}' has no grant {grant}; see `jupyter-mcp-server policy {guest}` for what \
+                 it has"
+            ));
+        }
+        Policy::check(grants, entry)
+    }
+
+    /// The policy as JSON: what `policy EXTENSION` shows.
+    pub fn describe(&self) -> Value {
+        json!({
+            "grants": self.grant_list,
+            "allowed_hosts": self.entry.allowed_hosts,
+            "storage": self.entry.storage.iter().map(|s| json!({
+                "path": s.path,
+                "access": s.access.as_str(),
+            })).collect::<Vec<_>>(),
+            "env": self.entry.env,
+            "redact": self.entry.redact,
+            "persisted_in": self.entry.origin.as_ref().map(|o| o.file.display().to_string()),
+        })
+    }
+
+    /// A URL with the values of its query parameters named in `redact` replaced (any other
+    /// text unchanged).
+    pub fn redact_url(&self, text: &str) -> String {
+        let Some((head, query)) = text.split_once('?').filter(|_| text.contains("://")) else {
+            return text.to_owned();
+        };
+        let (query, fragment) = match query.split_once('#') {
+            Some((query, fragment)) => (query, Some(fragment)),
+            None => (query, None),
+        };
+        let shown: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if self.redacts(name) => format!("{name}=[redacted]"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        let mut out = format!("{head}?{}", shown.join("&"));
+        if let Some(fragment) = fragment {
+            out.push('#');
+            out.push_str(fragment);
+        }
+        out
+    }
+
+    /// Whether `name` (an argument, header or query name) is listed in `redact`.
+    pub fn redacts(&self, name: &str) -> bool {
+        self.entry
+            .redact
+            .iter()
+            .any(|r| r.eq_ignore_ascii_case(name))
+    }
+}
+
+fn add(list: &mut Vec<String>, value: &str) -> bool {
+    if list.iter().any(|v| v == value) {
+        return false;
+    }
+    list.push(value.to_owned());
+    true
+}
+
+fn remove<T>(list: &mut Vec<T>, hit: impl Fn(&T) -> bool) -> bool {
+    let before = list.len();
+    list.retain(|item| !hit(item));
+    list.len() != before
+}
+
+/// Loopback, private, link-local, shared, unspecified, multicast and other addresses that are
+/// not the public internet.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+                || (a == 198 && (b == 18 || b == 19))
+                || a >= 240
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_internal(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// A grant as `grant`/`revoke` name it: `read-cells:nb1`, `host:api.example.org`,
+/// `storage:data:read`, `env:NAME`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyGrant {
+    Function(String),
+    Host(String),
+    Storage {
+        path: String,
+        access: Option<Access>,
+    },
+    Env(String),
+}
+
+impl PolicyGrant {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let text = text.trim();
+        if let Some(host) = text.strip_prefix("host:") {
+            HostRule::parse(host)?;
+            return Ok(PolicyGrant::Host(host.to_owned()));
+        }
+        if let Some(name) = text.strip_prefix("env:") {
+            if name.is_empty() || name.contains('=') {
+                return Err(format!(
+                    "'{text}' names no environment variable after 'env:'"
+                ));
+            }
+            return Ok(PolicyGrant::Env(name.to_owned()));
+        }
+        if let Some(rest) = text.strip_prefix("storage:") {
+            let (path, access) = match rest.rsplit_once(':') {
+                Some((path, access)) => match Access::parse(access) {
+                    Some(access) => (path, Some(access)),
+                    None => {
+                        return Err(format!(
+                            "'{text}': the access after the path must be read or read-write"
+                        ));
+                    }
+                },
+                None => (rest, None),
+            };
+            if path.is_empty() {
+                return Err(format!("'{text}' names no directory after 'storage:'"));
+            }
+            return Ok(PolicyGrant::Storage {
+                path: path.to_owned(),
+                access,
+            });
+        }
+        Grant::parse(text).map_err(|e| {
+            format!(
+                "{e}; or host:HOST, storage:PATH:read|read-write, env:NAME",
+                e = e.replacen("its grants name", "the grant names", 1)
+            )
+        })?;
+        Ok(PolicyGrant::Function(text.to_owned()))
+    }
+}
+
+impl PolicyGrant {
+    /// Whether Hub mode refuses it, as it refuses the same in the config file at start: a host
+    /// function would not know whose notebooks to use, and a directory every user's calls may
+    /// write to would carry data from one user to another.
+    pub fn crosses_users(&self) -> bool {
+        matches!(
+            self,
+            PolicyGrant::Function(_)
+                | PolicyGrant::Storage {
+                    access: Some(Access::ReadWrite),
+                    ..
+                }
+        )
+    }
+}
+
+impl std::fmt::Display for PolicyGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PolicyGrant::Function(text) => f.write_str(text),
+            PolicyGrant::Host(host) => write!(f, "host:{host}"),
+            PolicyGrant::Env(name) => write!(f, "env:{name}"),
+            PolicyGrant::Storage { path, access } => match access {
+                Some(access) => write!(f, "storage:{path}:{}", access.as_str()),
+                None => write!(f, "storage:{path}"),
+            },
+        }
+    }
+}
+
+/// A guest's current policy. Readers take a snapshot (an `Arc`); a change replaces it and
+/// bumps the generation, which every in-flight use watches.
+#[derive(Debug)]
+pub struct PolicyCell {
+    current: RwLock<Arc<Policy>>,
+    generation: watch::Sender<u64>,
+}
+
+impl PolicyCell {
+    pub fn new(policy: Policy) -> Self {
+        PolicyCell {
+            current: RwLock::new(Arc::new(policy)),
+            generation: watch::Sender::new(0),
+        }
+    }
+
+    pub fn get(&self) -> Arc<Policy> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
+    /// A receiver that wakes at each change.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    fn set(&self, policy: Policy) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(policy);
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+/// A management request that could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error(
+        "no extension named '{0}' is loaded; extensions are named by their identity (hook-only \
+         guests by their file name)"
+    )]
+    Unknown(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    NotSaved(String),
+}
+
+/// Every guest's policy, by the guest's name. Guests register when they load; the registry
+/// holds them weakly, so a guest that is dropped leaves it.
+#[derive(Debug, Default)]
+pub struct Policies {
+    guests: RwLock<Vec<Weak<GuestSettings>>>,
+    /// One change at a time, so two writers never interleave file writes.
+    writing: std::sync::Mutex<()>,
+}
+
+impl Policies {
+    pub fn register(&self, guest: &Arc<GuestSettings>) {
+        let mut guests = self
+            .guests
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        guests.retain(|g| g.strong_count() > 0);
+        guests.push(Arc::downgrade(guest));
+    }
+
+    fn find(&self, name: &str) -> Result<Arc<GuestSettings>, PolicyError> {
+        let guests = self
+            .guests
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        guests
+            .iter()
+            .rev()
+            .filter_map(Weak::upgrade)
+            .find(|g| g.name() == name && !g.stop.is_cancelled())
+            .ok_or_else(|| PolicyError::Unknown(name.to_owned()))
+    }
+
+    /// The extension's current policy.
+    pub fn show(&self, name: &str) -> Result<Value, PolicyError> {
+        let guest = self.find(name)?;
+        let mut shown = guest.policy.get().describe();
+        shown["extension"] = json!(name);
+        Ok(shown)
+    }
+
+    /// Adds or removes one grant, writes the entry back to its config file, then applies it.
+    /// In Hub mode, grants that would cross users are refused.
+    pub fn change(
+        &self,
+        name: &str,
+        grant: &str,
+        add: bool,
+        hub_mode: bool,
+    ) -> Result<Value, PolicyError> {
+        let grant = PolicyGrant::parse(grant).map_err(PolicyError::Refused)?;
+        if add && hub_mode && grant.crosses_users() {
+            return Err(PolicyError::Refused(format!(
+                "{grant} is refused in Hub mode: every user's calls share an extension, so a \
+                 host function would not know whose notebooks to use and a read-write directory \
+                 would carry one user's data to another"
+            )));
+        }
+        let _one = self
+            .writing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let guest = self.find(name)?;
+        let current = guest.policy.get();
+        let next = if add {
+            current.granting(&grant).map_err(PolicyError::Refused)?
+        } else {
+            Some(
+                current
+                    .revoking(&grant, name)
+                    .map_err(PolicyError::Refused)?,
+            )
+        };
+        let verb = if add { "granted" } else { "revoked" };
+        let Some(next) = next else {
+            let mut shown = current.describe();
+            shown["extension"] = json!(name);
+            shown["changed"] = json!(false);
+            return Ok(shown);
+        };
+        // Saved first: a change that cannot last is not made at all.
+        let persisted = match &next.entry.origin {
+            Some(origin) => {
+                entry::write_back(origin, &next.grant_list, &next.entry)
+                    .map_err(|e| PolicyError::NotSaved(format!("{e}; nothing was changed")))?;
+                true
+            }
+            None => false,
+        };
+        tracing::info!(
+            guest = name,
+            "{verb} {grant}{}",
+            if persisted {
+                " (written to the config file)"
+            } else {
+                " (until the server stops: the guest was not loaded from a config file)"
+            }
+        );
+        let mut shown = next.describe();
+        guest.policy.set(next);
+        shown["extension"] = json!(name);
+        shown["changed"] = json!(true);
+        shown[verb] = json!(grant.to_string());
+        Ok(shown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(hosts: &[&str]) -> Policy {
+        let entry = PolicyEntry {
+            allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            ..PolicyEntry::empty()
+        };
+        Policy::check(Vec::new(), entry).unwrap()
+    }
+
+    #[test]
+    fn hosts_match_by_scheme_name_and_port() {
+        let p = policy(&[
+            "api.example.org",
+            "*.example.com",
+            "https://secure.test",
+            "127.0.0.1:8123",
+        ]);
+        assert!(p.check_host("g", "https", "api.example.org", 443).is_ok());
+        assert!(p.check_host("g", "http", "API.example.org", 80).is_ok());
+        let refused = p
+            .check_host("g", "https", "api.example.org", 8443)
+            .unwrap_err();
+        assert!(
+            refused
+                .0
+                .contains("'api.example.org:8443' is not in allowed_hosts"),
+            "{refused:?}"
+        );
+        assert!(
+            refused.0.contains("grant g host:api.example.org:8443"),
+            "{refused:?}"
+        );
+        assert!(p.check_host("g", "https", "a.b.example.com", 443).is_ok());
+        assert!(p.check_host("g", "https", "example.com", 443).is_err());
+        assert!(p.check_host("g", "https", "badexample.com", 443).is_err());
+        assert!(p.check_host("g", "http", "secure.test", 80).is_err());
+        assert!(p.check_host("g", "http", "127.0.0.1", 8123).is_ok());
+        assert!(p.check_host("g", "http", "127.0.0.1", 8124).is_err());
+        assert!(p.check_host("g", "ftp", "api.example.org", 21).is_err());
+        assert!(
+            policy(&[])
+                .check_host("g", "https", "api.example.org", 443)
+                .is_err()
+        );
+        assert!(HostRule::parse("a.*.org").is_err());
+        assert!(HostRule::parse("host/path").is_err());
+        assert!(HostRule::parse("ftp://host").is_err());
+        assert!(HostRule::parse("[::1]:80").is_ok());
+    }
+
+    #[test]
+    fn internal_addresses_need_the_address_itself() {
+        let named = HostRule::parse("api.example.org").unwrap();
+        let literal = HostRule::parse("127.0.0.1:8123").unwrap();
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(Policy::check_address(&named, "g", "api.example.org", loopback, 443).is_err());
+        assert!(Policy::check_address(&literal, "g", "127.0.0.1", loopback, 8123).is_ok());
+        for internal in [
+            "10.1.2.3",
+            "192.168.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "0.0.0.0",
+        ] {
+            assert!(is_internal(internal.parse().unwrap()), "{internal}");
+        }
+        for public in ["93.184.216.34", "2606:2800:220:1::1"] {
+            assert!(!is_internal(public.parse().unwrap()), "{public}");
+        }
+    }
+
+    #[test]
+    fn grants_parse_and_apply() {
+        assert_eq!(
+            PolicyGrant::parse("storage:data:read-write").unwrap(),
+            PolicyGrant::Storage {
+                path: "data".into(),
+                access: Some(Access::ReadWrite)
+            }
+        );
+        assert_eq!(
+            PolicyGrant::parse("host:api.example.org").unwrap(),
+            PolicyGrant::Host("api.example.org".into())
+        );
+        assert_eq!(
+            PolicyGrant::parse("env:KEY").unwrap(),
+            PolicyGrant::Env("KEY".into())
+        );
+        assert_eq!(
+            PolicyGrant::parse("read-cells:nb1").unwrap(),
+            PolicyGrant::Function("read-cells:nb1".into())
+        );
+        assert!(
+            PolicyGrant::parse("format-disk")
+                .unwrap_err()
+                .contains("host:HOST")
+        );
+        assert!(PolicyGrant::parse("storage:data:write").is_err());
+        // What Hub mode refuses at run time, as at start.
+        let crosses = |g: &str| PolicyGrant::parse(g).unwrap().crosses_users();
+        assert!(crosses("read-cells") && crosses("storage:data:read-write"));
+        assert!(!crosses("storage:data:read") && !crosses("host:a.org") && !crosses("env:K"));
+        let p = policy(&[]);
+        let granted = p
+            .granting(&PolicyGrant::parse("env:KEY").unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(granted.entry.env, ["KEY"]);
+        assert!(
+            granted
+                .granting(&PolicyGrant::Env("KEY".into()))
+                .unwrap()
+                .is_none()
+        );
+        let revoked = granted
+            .revoking(&PolicyGrant::Env("KEY".into()), "g")
+            .unwrap();
+        assert!(revoked.entry.env.is_empty());
+        assert!(
+            revoked
+                .revoking(&PolicyGrant::Env("KEY".into()), "g")
+                .unwrap_err()
+                .contains("has no grant env:KEY")
+        );
+        let stored = p
+            .granting(&PolicyGrant::parse("storage:../up").unwrap())
+            .unwrap_err();
+        assert!(stored.contains("no '..'"), "{stored}");
+    }
+}

@@ -1,0 +1,25 @@
+"""The Python SDK (guests/python): its word-count example and audit hook handler, built from
+source by guests/build with componentize-py, in the real server; the guide's Python section shows
+the example and the build commands as they are run."""
+
+from __future__ import annotations
+
+import pytest
+
+from sdk_examples import ROOT, check_guide_shows, check_refused_without_grant, check_word_count
+
+pytestmark = pytest.mark.anyio
+PY = ROOT / "guests" / "python"
+
+
+async def test_word_count_and_audit_in_python(jupyter_server, tmp_path):
+    await check_word_count(jupyter_server, tmp_path, "py")
+
+
+async def test_python_word_count_is_refused_without_its_grant(jupyter_server, tmp_path):
+    await check_refused_without_grant(jupyter_server, tmp_path, "py")
+
+
+def test_the_guide_shows_the_python_example_as_built():
+    check_guide_shows("Python", "python", [PY / "examples" / name / "app.py" for name in ("wordcount", "audit")],
+                      PY / "build")
