@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 import uuid
+from pathlib import Path
 
 import anyio
 import nbformat
@@ -18,7 +18,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from conftest import (MODES, TRANSPORTS, client_for, extension_entry, guest, http_client, joined, log_of,
-                      serve, serve_guests, toml_str, wait_for_log, write_config)
+                      serve_guests, toml_str, wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
 
@@ -242,3 +242,14 @@ async def test_resource_and_prompt_clashes_are_refused(jupyter_server, tmp_path)
             assert "capabilities://" in listed
     finally:
         server.stop()
+
+
+def test_the_guides_rust_example_is_the_one_built_and_tested():
+    root = guest("wordcount").parent  # only to fail clearly without built guests
+    assert root.exists()
+    repo = Path(__file__).resolve().parent.parent
+    section = (repo / "guests" / "README.md").read_text().split("\n## Rust\n", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```rust\n", 1)[1].split("```", 1)[0]
+    # The guide indents the code under its list item.
+    code = "\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines())
+    assert code.strip() == (repo / "guests" / "wordcount" / "src" / "lib.rs").read_text().strip()
