@@ -268,6 +268,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             link.clone(),
             loader.host(),
             tools.clone(),
+            catalog.clone(),
             domain.clone(),
         );
         extensions.note_pulled(pulled);

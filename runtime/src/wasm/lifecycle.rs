@@ -19,8 +19,11 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::oci::{OciError, Registries};
+use super::served::register_served;
 use super::signatures::{Trust, TrustError};
-use super::{Guest, HostLink, Loaded, WasmHookHandler, WasmHost, check_bytes};
+use super::slot::GuestSlot;
+use super::{CallKind, Guest, HostLink, Loaded, WasmHookHandler, WasmHost, check_bytes};
+use crate::catalog::Catalog;
 use crate::config::{ExtensionConfig, WasmConfig, is_oci};
 use crate::dispatch::ToolRegistry;
 use crate::domain::Domain;
@@ -92,6 +95,8 @@ pub struct Extensions {
     link: Arc<HostLink>,
     host: Mutex<Option<Arc<WasmHost>>>,
     tools: Arc<ToolRegistry>,
+    /// Where its resources, resource templates and prompts are listed.
+    catalog: Arc<Catalog>,
     domain: Arc<Domain>,
     running: Mutex<BTreeMap<String, Running>>,
     /// Changes are made one at a time (an add, a reload, a remove, the watched folder).
@@ -118,6 +123,7 @@ impl Extensions {
         link: Arc<HostLink>,
         host: Option<Arc<WasmHost>>,
         tools: Arc<ToolRegistry>,
+        catalog: Arc<Catalog>,
         domain: Arc<Domain>,
     ) -> Arc<Self> {
         Arc::new(Extensions {
@@ -125,6 +131,7 @@ impl Extensions {
             link,
             host: Mutex::new(host),
             tools,
+            catalog,
             domain,
             running: Mutex::new(BTreeMap::new()),
             turn: tokio::sync::Mutex::new(()),
@@ -446,6 +453,17 @@ impl Extensions {
                 "refused tool '{tool}' of extension '{name}': {taken}; rename the extension's tool"
             );
         }
+        // Resources and prompts: the new instance's offer in place of the old one's.
+        self.catalog.remove_owner(name);
+        if let Some(served) = &loaded.manifest.extension {
+            let wait = CallKind::Tool.wall_limit(&entry.limits);
+            register_served(
+                &self.catalog,
+                served,
+                &GuestSlot::ready(loaded.guest.clone()),
+                wait,
+            );
+        }
         let handler: Option<Arc<dyn HookHandler>> = loaded
             .hook_handler()
             .map(|h: Arc<WasmHookHandler>| h as Arc<dyn HookHandler>);
@@ -478,13 +496,14 @@ impl Extensions {
         }
     }
 
-    /// Withdraws what an extension offers (tools, capabilities); its hook handler is the
+    /// Withdraws what an extension offers (tools, capabilities, resources, prompts); its hook handler is the
     /// caller's to unregister.
     fn uninstall(&self, name: &str, running: &Running) {
         if running.extension {
             self.domain.capabilities.withdraw(name);
         }
         self.tools.replace_extension(name, Vec::new());
+        self.catalog.remove_owner(name);
     }
 
     fn describe(&self, name: &str) -> Value {

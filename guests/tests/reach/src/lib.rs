@@ -90,7 +90,11 @@ fn get(url: &str) -> Result<(u16, Option<String>, String), String> {
         }
     }
     drop(stream);
-    Ok((status, location, String::from_utf8_lossy(&bytes).into_owned()))
+    Ok((
+        status,
+        location,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    ))
 }
 
 /// GET with up to five redirects followed.
@@ -194,14 +198,26 @@ impl extension_api::Guest for Reach {
                 "Writes a file.",
                 &format!(r#""path":{{{s}}},"text":{{{s}}}"#),
             ),
-            tool("reach_list", "Lists a directory.", &format!(r#""path":{{{s}}}"#)),
+            tool(
+                "reach_list",
+                "Lists a directory.",
+                &format!(r#""path":{{{s}}}"#),
+            ),
             tool(
                 "reach_hold",
                 "Reads a file again and again for ms milliseconds.",
                 &format!(r#""path":{{{s}}},"mark":{{{s}}},"ms":{{"type":"integer"}}"#),
             ),
-            tool("reach_env", "Reads an environment variable.", &format!(r#""name":{{{s}}}"#)),
-            tool("reach_cells", "Counts a notebook's cells.", &format!(r#""notebook":{{{s}}}"#)),
+            tool(
+                "reach_env",
+                "Reads an environment variable.",
+                &format!(r#""name":{{{s}}}"#),
+            ),
+            tool(
+                "reach_cells",
+                "Counts a notebook's cells.",
+                &format!(r#""notebook":{{{s}}}"#),
+            ),
         ]
     }
 
