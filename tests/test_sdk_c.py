@@ -1,0 +1,156 @@
+"""The C SDK (guests/c) through the real binary and the official MCP client: the guide's C
+example built exactly as guests/README.md writes it, its tool on a real notebook with the grant
+and refused without it, its error path, its resource and prompt, and the C hook handler seeing
+events with its context carried from before to after."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import textwrap
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import (extension_entry, guest, http_client, joined, log_of, serve_guests,
+                      wait_for_log, write_config)
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+GUIDE = ROOT / "guests" / "README.md"
+EXAMPLE = ROOT / "guests" / "c" / "wordcount" / "wordcount.c"
+CELLS = [("code", "x = 1 + 2\nprint(x)"), ("markdown", "# Counting\n\nSome words, then more words."),
+         ("raw", "raw text here"), ("code", "")]
+
+
+def guide_section(title: str) -> str:
+    text = GUIDE.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end != -1 else len(text)]
+
+
+def code_blocks(section: str, language: str) -> list[str]:
+    return [textwrap.dedent(block) for block in
+            re.findall(rf"^ *```{language}\n(.*?)^ *```", section, re.S | re.M)]
+
+
+def test_the_guide_shows_the_example_that_is_built():
+    (shown,) = code_blocks(guide_section("C"), "c")
+    assert shown == EXAMPLE.read_text(), "guests/README.md's C example and guests/c/wordcount/wordcount.c differ"
+
+
+@pytest.fixture(scope="module")
+def built_as_written(tmp_path_factory) -> Path:
+    """The guide's example and build command, run as written in a folder of their own."""
+    section = guide_section("C")
+    (source,) = code_blocks(section, "c")
+    (commands,) = code_blocks(section, "sh")
+    work = tmp_path_factory.mktemp("c-guide")
+    (work / "wordcount.c").write_text(source)
+    for command in commands.strip().splitlines():
+        assert command.startswith("guests/c/"), command
+        subprocess.run(str(ROOT) + "/" + command, shell=True, cwd=work, check=True, timeout=600)
+    return work / "wordcount.wasm"
+
+
+def words_on_disk(jupyter_server, path, kind=None):
+    nb = nbformat.reads((jupyter_server.root / path).read_text(), as_version=4)
+    return [{"id": c.id, "words": len(c.source.split())} for c in nb.cells
+            if kind is None or c.cell_type == kind]
+
+
+async def test_c_word_count_on_a_real_notebook(jupyter_server, tmp_path, built_as_written):
+    # Scoped grant: the notebook in use as "nb" may be read, no other.
+    body = extension_entry(built_as_written, grants=["read-cells:nb"])
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        assert "(extension 'wordcount-c'" in log_of(server), log_of(server)
+        async with http_client(server, "legacy") as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["word_count"].annotations.readOnlyHint is True
+
+            path = f"wc-{uuid.uuid4().hex[:8]}.ipynb"
+            await client.call_tool("use_notebook", {"notebook_name": "nb", "notebook_path": path,
+                                                    "mode": "create"})
+            for kind, source in CELLS:
+                inserted = await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": kind,
+                                                                  "cell_source": source})
+                assert not inserted.isError, joined(inserted)
+
+            counted = await client.call_tool("word_count", {})
+            assert not counted.isError, joined(counted)
+            cells = words_on_disk(jupyter_server, path)
+            total = sum(c["words"] for c in cells)
+            assert total >= 14
+            assert joined(counted) == f"{total} words in {len(cells)} cells"
+            assert counted.structuredContent == {"cells": cells, "words": total}
+
+            code = await client.call_tool("word_count", {"notebook": "nb", "kind": "code"})
+            code_cells = words_on_disk(jupyter_server, path, "code")
+            assert code.structuredContent["cells"] == code_cells, code.structuredContent
+
+            # A host error passed on by the guest: a clean message, and the server keeps serving.
+            missing = await client.call_tool("word_count", {"notebook": "nope"})
+            assert missing.isError
+            message = joined(missing)
+            assert "nope" in message and "wasm backtrace" not in message and "trap" not in message, message
+
+            # Not granted: the scoped grant covers "nb" only.
+            other = f"wc-{uuid.uuid4().hex[:8]}.ipynb"
+            await client.call_tool("use_notebook", {"notebook_name": "other", "notebook_path": other,
+                                                    "mode": "create"})
+            refused = await client.call_tool("word_count", {"notebook": "other"})
+            assert refused.isError
+            assert "read-cells" in joined(refused) and "not granted" in joined(refused), joined(refused)
+            again = await client.call_tool("word_count", {"notebook": "nb"})
+            assert not again.isError and again.structuredContent["words"] == total
+
+            # The schema is the guest's, checked by the host before the guest runs.
+            wrong = await client.call_tool("word_count", {"kind": "prose"})
+            assert wrong.isError
+
+            # The resource and the prompt, through the core MCP paths.
+            resources = {str(r.uri): r for r in (await client.list_resources()).resources}
+            assert "wordcount-c://rules" in resources, resources
+            read = await client.read_resource("wordcount-c://rules")
+            assert read.contents[0].text.startswith("A word is a run of characters"), read
+            prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+            assert [a.name for a in prompts["trim_to_words"].arguments] == ["limit"]
+            prompt = await client.get_prompt("trim_to_words", {"limit": "120"})
+            assert "at most 120 words" in prompt.messages[0].content.text, prompt
+    finally:
+        server.stop()
+
+
+async def test_c_word_count_without_the_grant(jupyter_server, tmp_path):
+    body = extension_entry(guest("wordcount-c"))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            await client.call_tool("use_notebook", {"notebook_name": "nb", "mode": "create",
+                                                    "notebook_path": f"wc-{uuid.uuid4().hex[:8]}.ipynb"})
+            refused = await client.call_tool("word_count", {})
+            assert refused.isError
+            assert "read-cells" in joined(refused) and "not granted" in joined(refused), joined(refused)
+        wait_for_log(server, "not granted")
+    finally:
+        server.stop()
+
+
+async def test_c_hook_handler_sees_events(jupyter_server, tmp_path):
+    body = extension_entry(guest("audit-c"))
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        assert "audit-c.wasm (optional hook handler)" in log_of(server), log_of(server)
+        async with http_client(server, "legacy") as client:
+            listed = await client.call_tool("list_kernels", {})
+            assert not listed.isError, joined(listed)
+        wait_for_log(server, "c-audit: before_tool_call list_kernels")
+        # The tool's name reached after_tool_call through the context the handler set.
+        wait_for_log(server, "c-audit: after_tool_call list_kernels ok")
+    finally:
+        server.stop()
