@@ -5,6 +5,7 @@
 //! See ARCHITECTURE.md for the map.
 
 pub mod capabilities;
+pub mod catalog;
 pub mod config;
 pub mod dispatch;
 pub mod domain;
@@ -186,8 +187,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tools.insert(tool);
     }
     // After the core tools, so an extension can never shadow one.
+    // Extensions' resources and prompts, beside the core ones (whose names they cannot take).
+    let catalog = Arc::new(mcp::core_catalog());
     #[cfg(feature = "wasm")]
-    loader.register_known_tools(&tools, &capabilities);
+    loader.register_known(&tools, &catalog, &capabilities);
     // After every tool is known, extension tools included; an unknown name stops us (once every
     // guest has declared, when some are still compiling).
     // In Hub mode each user's server is the Hub's choice, never switched by a call.
@@ -225,12 +228,13 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let state = Arc::new(ServerState {
         domain: domain.clone(),
         tools,
+        catalog,
         http: config.http.clone(),
         hub,
     });
 
     #[cfg(feature = "wasm")]
-    let guests = loader.start(state.tools.clone(), domain.clone());
+    let guests = loader.start(state.tools.clone(), state.catalog.clone(), domain.clone());
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
     let served = serve(state.clone(), transport, stop.clone());

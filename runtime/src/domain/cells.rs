@@ -32,7 +32,7 @@ pub fn out_of_range(index: i64, notebook: &Notebook) -> Error {
 }
 
 pub fn unknown_id(id: &str) -> Error {
-    Error::Failed(format!(
+    Error::NotFound(format!(
         "No cell '{id}' in this notebook. It was deleted, or it belongs to another notebook. Read \
          the notebook again for current cell ids."
     ))

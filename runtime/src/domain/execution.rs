@@ -116,9 +116,9 @@ pub(super) fn gone_or_failed(
     in_use: &NotebookInUse,
 ) -> Error {
     if error.gone_reason().is_some() {
-        Error::Failed(kernel_gone_message(&in_use.name))
+        Error::Kernel(kernel_gone_message(&in_use.name))
     } else {
-        Error::failed(error)
+        Error::Kernel(error.to_string())
     }
 }
 

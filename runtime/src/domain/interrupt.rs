@@ -49,7 +49,7 @@ impl Domain {
                     let in_use = self.notebook(named)?;
                     let kernel = in_use.kernel();
                     if let Liveness::Gone(_) = kernel.liveness() {
-                        return Err(Error::Failed(kernel_gone_message(&in_use.name)));
+                        return Err(Error::Kernel(kernel_gone_message(&in_use.name)));
                     }
                     (format!("notebook '{}'", in_use.name), Some(kernel))
                 }

@@ -36,7 +36,7 @@ impl Domain {
             });
         };
         if !self.capabilities.enabled(AUTO_RESTART) {
-            return Err(Error::Failed(kernel_gone_message(&in_use.name)));
+            return Err(Error::Kernel(kernel_gone_message(&in_use.name)));
         }
         let fresh = self
             .jupyter()

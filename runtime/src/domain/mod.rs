@@ -58,11 +58,21 @@ impl Settings {
     }
 }
 
-/// A failure a caller can act on; its message says what to do next.
+/// A failure a caller can act on; its message says what to do next. The kinds a tool shows
+/// alike (as their message) stay apart so a guest's host function can say which it was.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
+    /// No such notebook in use, or no such cell.
+    #[error("{0}")]
+    NotFound(String),
+    /// The cell changed since the caller saw it (someone else edited it).
+    #[error("{0}")]
+    Conflict(String),
+    /// The kernel is gone or failed.
+    #[error("{0}")]
+    Kernel(String),
     #[error("{0}")]
     Failed(String),
 }
@@ -78,6 +88,7 @@ impl From<DocumentError> for Error {
         match error {
             // The plan's own words, not wrapped.
             DocumentError::Refused(reason) => Error::Failed(reason),
+            conflict @ DocumentError::Conflict { .. } => Error::Conflict(conflict.to_string()),
             other => Error::failed(other),
         }
     }
@@ -91,7 +102,7 @@ impl From<crate::hooks::HookError> for Error {
 
 impl From<LookupError> for Error {
     fn from(error: LookupError) -> Self {
-        Error::failed(error)
+        Error::NotFound(error.to_string())
     }
 }
 

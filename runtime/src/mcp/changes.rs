@@ -1,12 +1,14 @@
-//! What a session hears of changes: notebooks it subscribed to, the tool list, the capability
-//! registry; bursts of changes settle into one notification.
+//! What a session hears of changes: notebooks it subscribed to, the tool list, the resource and
+//! prompt lists (extensions joining), the capability registry; bursts of changes settle into one notification.
 
 use super::resources;
 
 /// Waits for a change and for the burst it starts to settle (a guest adds its tools one by one),
-/// so a client hears once; `false` when no change can come any more.
+/// so a client hears once; `false` when no change can come any more. The change counts as seen
+/// only once this returns, so a wait dropped midway (another branch of a `select!` won) loses
+/// nothing: the next wait sees it at once.
 pub(super) async fn settled_change(changes: &mut tokio::sync::watch::Receiver<u64>) -> bool {
-    if changes.changed().await.is_err() {
+    if changes.clone().changed().await.is_err() {
         return false;
     }
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;

@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use self::logging::{CLIENT_LOG, ClientLog};
 use self::tasks::TaskSupport;
 
+use crate::catalog::Catalog;
 use crate::config::HttpConfig;
 use crate::dispatch::ToolRegistry;
 use crate::domain::Domain;
@@ -66,10 +67,21 @@ pub struct ServerState {
     /// from it, each user's calls getting their own domain (`hub`).
     pub domain: Arc<Domain>,
     pub tools: Arc<ToolRegistry>,
+    /// Extensions' resources, resource templates and prompts.
+    pub catalog: Arc<Catalog>,
     pub http: HttpConfig,
     /// Hub mode: every user of a JupyterHub, each with their own domain.
     pub hub: Option<hub::HubFront>,
 }
+
+/// An empty catalog of extensions' resources and prompts, refusing the URI schemes and prompt
+/// names the core serves.
+pub fn core_catalog() -> Catalog {
+    Catalog::new(&["notebook", "capabilities", "ui"], &[CITE_PROMPT])
+}
+
+/// The core's one prompt.
+const CITE_PROMPT: &str = "jupyter_cite";
 
 /// The handler rmcp calls; cheap to clone (HTTP makes one per session, or per request when
 /// stateless).
@@ -156,8 +168,11 @@ impl ServerHandler for McpServer {
             .enable_resources()
             .enable_resources_subscribe()
             .enable_tools()
-            // Extension tools join when their guest is ready (compiled after the handshake).
+            // Extension tools, resources and prompts join when their guest is ready (compiled
+            // after the handshake).
             .enable_tool_list_changed()
+            .enable_resources_list_changed()
+            .enable_prompts_list_changed()
             .enable_tasks();
         #[cfg(feature = "conformance-fixtures")]
         let capabilities = {
@@ -208,13 +223,27 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        // A session of the 2025-11-25 era hears of every change of the tools (an extension ready
-        // after the handshake); the 2026-07-28 era asks for it in `listen`.
-        let mut changes = self.state.tools.changes();
+        // A session of the 2025-11-25 era hears of every change of the tools, resources and
+        // prompts (an extension ready after the handshake); the 2026-07-28 era asks for them in
+        // `listen`.
+        let mut tools = self.state.tools.changes();
+        let mut resources = self.state.catalog.resource_changes();
+        let mut prompts = self.state.catalog.prompt_changes();
         let peer = context.peer;
         let watcher = tokio::spawn(async move {
-            while settled_change(&mut changes).await {
-                if peer.notify_tool_list_changed().await.is_err() {
+            loop {
+                let sent = tokio::select! {
+                    changed = settled_change(&mut tools) => {
+                        changed && peer.notify_tool_list_changed().await.is_ok()
+                    }
+                    changed = settled_change(&mut resources) => {
+                        changed && peer.notify_resource_list_changed().await.is_ok()
+                    }
+                    changed = settled_change(&mut prompts) => {
+                        changed && peer.notify_prompt_list_changed().await.is_ok()
+                    }
+                };
+                if !sent {
                     break;
                 }
             }
@@ -267,6 +296,7 @@ impl ServerHandler for McpServer {
         }
         #[cfg(feature = "conformance-fixtures")]
         all.extend(fixtures::resources());
+        all.extend(self.state.catalog.resources());
         Ok(ListResourcesResult::with_all_items(all))
     }
 
@@ -279,6 +309,7 @@ impl ServerHandler for McpServer {
         let mut all = resources::templates();
         #[cfg(feature = "conformance-fixtures")]
         all.extend(fixtures::resource_templates());
+        all.extend(self.state.catalog.templates());
         Ok(ListResourceTemplatesResult::with_all_items(all))
     }
 
@@ -298,6 +329,9 @@ impl ServerHandler for McpServer {
         if request.uri == apps::VIEWER_URI {
             return Ok(apps::read_viewer().into());
         }
+        if let Some(extension) = self.state.catalog.resource_provider(&request.uri) {
+            return extension.read(request.uri).await.map(Into::into);
+        }
         resources::read(&domain, &request.uri).await.map(Into::into)
     }
 
@@ -310,6 +344,7 @@ impl ServerHandler for McpServer {
         let mut all = vec![cite_prompt()];
         #[cfg(feature = "conformance-fixtures")]
         all.extend(fixtures::prompts());
+        all.extend(self.state.catalog.prompts());
         Ok(ListPromptsResult::with_all_items(all))
     }
 
@@ -322,9 +357,16 @@ impl ServerHandler for McpServer {
         if let Some(result) = fixtures::get_prompt(&request.name, request.arguments.as_ref()) {
             return Ok(result.into());
         }
-        if request.name == "jupyter_cite" {
+        if request.name == CITE_PROMPT {
             return self
                 .cite(&self.domain(&context), request.arguments.as_ref())
+                .await
+                .map(Into::into);
+        }
+        if let Some(extension) = self.state.catalog.prompt_provider(&request.name) {
+            let arguments = request.arguments.unwrap_or_default();
+            return extension
+                .prompt(request.name, arguments)
                 .await
                 .map(Into::into);
         }
@@ -443,6 +485,10 @@ impl ServerHandler for McpServer {
             .clone()
             .unwrap_or_default();
         let tools_wanted = context.accepted().tools_list_changed == Some(true);
+        let resources_wanted = context.accepted().resources_list_changed == Some(true);
+        let prompts_wanted = context.accepted().prompts_list_changed == Some(true);
+        let mut resources = self.state.catalog.resource_changes();
+        let mut prompts = self.state.catalog.prompt_changes();
         let capabilities_wanted = uris.iter().any(|u| u == resources::CAPABILITIES_URI);
         let mut tools = self.state.tools.changes();
         let mut capabilities = self.state.domain.capabilities.changes();
@@ -455,6 +501,16 @@ impl ServerHandler for McpServer {
                 _ = context.cancelled() => return Ok(()),
                 changed = settled_change(&mut tools), if tools_wanted => {
                     if !changed || context.sink().notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+                changed = settled_change(&mut resources), if resources_wanted => {
+                    if !changed || context.sink().notify_resource_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+                changed = settled_change(&mut prompts), if prompts_wanted => {
+                    if !changed || context.sink().notify_prompt_list_changed().await.is_err() {
                         return Ok(());
                     }
                 }
@@ -526,7 +582,7 @@ impl ServerHandler for McpServer {
 
 fn cite_prompt() -> rmcp::model::Prompt {
     serde_json::from_value(serde_json::json!({
-        "name": "jupyter_cite",
+        "name": CITE_PROMPT,
         "description": "Cite cells of a notebook in use (as they are now, unsaved edits included) \
             ahead of your instruction.",
         "arguments": [

@@ -260,7 +260,8 @@ fn with_note(error: ToolError, ignored: Option<&Ignored>) -> ToolError {
         ToolError::InvalidArguments(message) => {
             ToolError::InvalidArguments(format!("{message}. {note}"))
         }
-        ToolError::Failed(message) => ToolError::Failed(format!("{message}\n{note}")),
+        // Every other kind reads as its message; the note follows it.
+        other => ToolError::Failed(format!("{other}\n{note}")),
     }
 }
 

@@ -9,12 +9,16 @@ use std::time::{Duration, Instant};
 use wasmtime::component::InstancePre;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
+use super::api::{Exports, Indices};
 pub use super::limits::CallKind;
 use super::limits::{Stopped, memory_limit_message};
-use super::manifest::{CapabilityDeclaration, ToolDeclaration};
+use super::manifest::{
+    CapabilityDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
+    ToolDeclaration,
+};
 use super::sandbox::{GuestSettings, GuestState};
+use super::served::{PromptAnswer, ResourceAnswer};
 use super::tool::ToolAnswer;
-use super::v0_1_0::{Exports, Indices};
 use crate::hooks::HookEvent;
 
 /// A call into a guest that did not produce the guest's answer.
@@ -127,6 +131,38 @@ impl GuestInstance {
     ) -> wasmtime::Result<Result<ToolAnswer, String>> {
         self.begin(CallKind::Tool);
         self.exports.call_tool(&mut self.store, name, arguments)
+    }
+
+    pub fn resources(&mut self) -> wasmtime::Result<Vec<ResourceDeclaration>> {
+        self.begin(CallKind::Load);
+        self.exports.resources(&mut self.store)
+    }
+
+    pub fn resource_templates(&mut self) -> wasmtime::Result<Vec<TemplateDeclaration>> {
+        self.begin(CallKind::Load);
+        self.exports.resource_templates(&mut self.store)
+    }
+
+    pub fn prompts(&mut self) -> wasmtime::Result<Vec<PromptDeclaration>> {
+        self.begin(CallKind::Load);
+        self.exports.prompts(&mut self.store)
+    }
+
+    pub fn read_resource(
+        &mut self,
+        uri: &str,
+    ) -> wasmtime::Result<Result<Vec<ResourceAnswer>, String>> {
+        self.begin(CallKind::Tool);
+        self.exports.read_resource(&mut self.store, uri)
+    }
+
+    pub fn get_prompt(
+        &mut self,
+        name: &str,
+        arguments: &str,
+    ) -> wasmtime::Result<Result<PromptAnswer, String>> {
+        self.begin(CallKind::Tool);
+        self.exports.get_prompt(&mut self.store, name, arguments)
     }
 }
 

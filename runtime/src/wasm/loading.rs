@@ -11,13 +11,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::manifest::Manifest;
+use super::served::register_served;
 use super::slot::GuestSlot;
 use super::tool::register;
 use super::{
     CallKind, CompileCache, ExtensionTool, Guest, HostLink, LoadError, Loaded, WasmHookHandler,
-    WasmHost, file_stem, imports, read_checked, v0_1_0,
+    WasmHost, api, file_stem, imports, read_checked,
 };
 use crate::capabilities::{CapabilityError, Declaration};
+use crate::catalog::Catalog;
 use crate::config::{ExtensionConfig, WasmConfig};
 use crate::dispatch::{ToolRegistry, UnknownToolNames};
 use crate::domain::Domain;
@@ -93,10 +95,7 @@ impl Loader {
             let slot = GuestSlot::loading(&name);
             let handles_hooks = match &manifest {
                 Some(manifest) => manifest.hooks.is_some(),
-                None => imports::exports(&bytes)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|e| e == v0_1_0::HOOKS_EXPORT),
+                None => api::handles_hooks(&imports::exports(&bytes).unwrap_or_default()),
             };
             let hook = handles_hooks.then(|| {
                 let handler = WasmHookHandler::pending(
@@ -146,10 +145,12 @@ impl Loader {
         self.pending.iter().filter_map(|p| p.hook.clone()).collect()
     }
 
-    /// Registers the tools known now (from manifests), in the operator's order.
-    pub fn register_known_tools(
+    /// Registers the tools, resources and prompts known now (from manifests), in the
+    /// operator's order.
+    pub fn register_known(
         &self,
         tools: &ToolRegistry,
+        catalog: &Catalog,
         domain_capabilities: &crate::capabilities::Capabilities,
     ) {
         let mut claimed: HashMap<String, PathBuf> = HashMap::new();
@@ -164,6 +165,10 @@ impl Loader {
             {
                 // The later one is refused when it loads; its tools are not listed.
                 continue;
+            }
+            if let Some(extension) = &manifest.extension {
+                let wait = CallKind::Tool.wall_limit(&pending.entry.limits);
+                register_served(catalog, extension, &pending.slot, wait);
             }
             match extension_tools(manifest, &pending.slot, &pending.entry) {
                 Ok(list) => {
@@ -181,7 +186,12 @@ impl Loader {
     }
 
     /// Compiles and starts every guest on threads of their own; returns at once.
-    pub fn start(self, tools: Arc<ToolRegistry>, domain: Arc<Domain>) -> Loading {
+    pub fn start(
+        self,
+        tools: Arc<ToolRegistry>,
+        catalog: Arc<Catalog>,
+        domain: Arc<Domain>,
+    ) -> Loading {
         let shared = Arc::new(Shared {
             running: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
@@ -215,8 +225,13 @@ impl Loader {
             done_tx.send_replace(Some(all_done(&tools, &domain, &shared)));
         }
         for pending in self.pending {
-            let (host, tools, domain, shared) =
-                (host.clone(), tools.clone(), domain.clone(), shared.clone());
+            let (host, tools, catalog, domain, shared) = (
+                host.clone(),
+                tools.clone(),
+                catalog.clone(),
+                domain.clone(),
+                shared.clone(),
+            );
             let (remaining, done_tx) = (remaining.clone(), done_tx.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("load {}", file_stem(&pending.entry.path)))
@@ -225,7 +240,11 @@ impl Loader {
                     super::lower_this_threads_priority();
                     let path = pending.entry.path.clone();
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        finish(&host, pending, &tools, &domain, &shared)
+                        let registries = Registries {
+                            tools: &tools,
+                            catalog: &catalog,
+                        };
+                        finish(&host, pending, registries, &domain, &shared)
                     }));
                     if outcome.is_err() {
                         tracing::error!(
@@ -266,15 +285,22 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Where what guests declare is listed.
+struct Registries<'a> {
+    tools: &'a ToolRegistry,
+    catalog: &'a Catalog,
+}
+
 /// Loads one guest and makes what it declared known; on a refusal its slot says why and the
-/// tools listed for it from an earlier start are withdrawn.
+/// tools, resources and prompts listed for it from an earlier start are withdrawn.
 fn finish(
     host: &WasmHost,
     pending: Pending,
-    tools: &ToolRegistry,
+    registries: Registries<'_>,
     domain: &Domain,
     shared: &Shared,
 ) {
+    let Registries { tools, catalog } = registries;
     let Pending {
         entry,
         bytes,
@@ -290,6 +316,7 @@ fn finish(
         {
             let names: Vec<String> = extension.tools.iter().map(|t| t.name.clone()).collect();
             tools.remove_extension(&extension.name, &names);
+            catalog.remove_owner(&extension.name);
         }
         slot.refuse(reason);
     };
@@ -323,6 +350,10 @@ fn finish(
     if !known {
         if let Some((name, declarations)) = &loaded.extension() {
             domain.capabilities.declare_all(name, declarations);
+        }
+        if let Some(extension) = &loaded.manifest.extension {
+            let wait = CallKind::Tool.wall_limit(&entry.limits);
+            register_served(catalog, extension, &slot, wait);
         }
         for tool in &loaded.tools {
             // Listed already from its manifest: keep that one. Any other holder of the name is

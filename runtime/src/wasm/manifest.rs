@@ -23,6 +23,14 @@ pub struct ExtensionManifest {
     /// Its capability declarations, or why they failed.
     pub capabilities: Result<Vec<CapabilityDeclaration>, String>,
     pub tools: Vec<ToolDeclaration>,
+    /// What it serves besides tools (WIT 0.2.0 on; none for a 0.1.0 guest). Defaults keep a
+    /// manifest written before they existed readable.
+    #[serde(default)]
+    pub resources: Vec<ResourceDeclaration>,
+    #[serde(default)]
+    pub resource_templates: Vec<TemplateDeclaration>,
+    #[serde(default)]
+    pub prompts: Vec<PromptDeclaration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +49,45 @@ pub struct ToolDeclaration {
     pub input_schema: String,
     pub read_only: bool,
     pub capability: Option<String>,
+    /// JSON text of the schema its structured output follows (WIT 0.2.0 on).
+    #[serde(default)]
+    pub output_schema: Option<String>,
+}
+
+/// A resource an extension serves at a fixed URI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceDeclaration {
+    pub uri: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+}
+
+/// A family of resources an extension serves: an RFC 6570 URI template.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TemplateDeclaration {
+    pub uri_template: String,
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+}
+
+/// A prompt an extension renders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptDeclaration {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub arguments: Vec<PromptArgumentDeclaration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptArgumentDeclaration {
+    pub name: String,
+    pub description: Option<String>,
+    pub required: bool,
 }
 
 impl ExtensionManifest {

@@ -1,8 +1,11 @@
 //! WebAssembly guests: hook handlers and extensions built as components against the WIT in
 //! `wit/`, run sandboxed on wasmtime.
 //!
-//! - `v0_1_0/`: one WIT version: its bindings, its host functions and every conversion between
-//!   its types and ours (a later version is a folder beside it);
+//! - `v0_1_0/`, `v0_2_0/`: one WIT version each: its bindings, its host functions and every
+//!   conversion between its types and ours; `api` picks a guest's version, so nothing else names
+//!   a binding type;
+//! - `notebook`: the grantable notebook host functions in host terms, shared by the versions;
+//! - `served`: an extension's resources and prompts in the server's catalog;
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
 //! - `imports`: what a guest may import, checked before it is compiled;
 //! - `limits`: the memory cap and the per-call CPU clock;
@@ -15,6 +18,7 @@
 //! - `hook`: a hook-handler guest on the hooks bus;
 //! - `tool`: an extension's tool in the tool registry.
 
+mod api;
 mod cache;
 mod grants;
 mod guest;
@@ -23,11 +27,14 @@ mod imports;
 mod limits;
 mod loading;
 mod manifest;
+mod notebook;
 mod output;
 mod sandbox;
+mod served;
 mod slot;
 mod tool;
 mod v0_1_0;
+mod v0_2_0;
 mod wait;
 
 use std::path::{Path, PathBuf};
@@ -37,6 +44,7 @@ use std::time::Duration;
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
+pub use api::API_VERSION;
 pub use cache::CompileCache;
 pub use grants::{Grants, HostFunction};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
@@ -124,6 +132,7 @@ impl WasmHost {
         // Its `wasi:io/poll` waits without bound; ours ends at the call's deadline.
         wait::link_poll(&mut linker)?;
         v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        v0_2_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         start_ticker(&engine)?;
         Ok(WasmHost {
             engine,
@@ -172,12 +181,11 @@ impl WasmHost {
                  WASI 0.2 and the interfaces of jupyter-mcp:extension"
             )
         })?;
-        let Some(indices) = v0_1_0::Indices::of(&pre, &exports)? else {
+        let Some(indices) = api::Indices::of(&pre, &exports)? else {
+            let (hooks, extension) = api::EXPORTS[0];
             return Err(format!(
-                "it exports neither {} nor {} (it exports: {}); build it against a world of \
-                 wit/v0.1.0",
-                v0_1_0::HOOKS_EXPORT,
-                v0_1_0::EXTENSION_EXPORT,
+                "it exports neither {hooks} nor {extension} (it exports: {}); build it against a \
+                 world of wit/v{API_VERSION} (guests of wit/v0.1.0 load too)",
                 if exports.is_empty() {
                     "nothing".into()
                 } else {
@@ -278,13 +286,27 @@ impl WasmHost {
                 let capabilities = guest
                     .call_blocking(CallKind::Load, |live| live.capabilities())
                     .map_err(|e| e.to_string());
+                let failed = |e: GuestError| refuse(e.to_string());
                 let tools = guest
                     .call_blocking(CallKind::Load, |live| live.tools())
-                    .map_err(|e| refuse(e.to_string()))?;
+                    .map_err(failed)?;
+                // Empty for a guest of a version without them.
+                let resources = guest
+                    .call_blocking(CallKind::Load, |live| live.resources())
+                    .map_err(failed)?;
+                let resource_templates = guest
+                    .call_blocking(CallKind::Load, |live| live.resource_templates())
+                    .map_err(failed)?;
+                let prompts = guest
+                    .call_blocking(CallKind::Load, |live| live.prompts())
+                    .map_err(failed)?;
                 Some(manifest::ExtensionManifest {
                     name,
                     capabilities,
                     tools,
+                    resources,
+                    resource_templates,
+                    prompts,
                 })
             }
             None => None,
@@ -340,7 +362,7 @@ pub(crate) fn lower_this_threads_priority() {
 fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
     check_header(&bytes)?;
-    imports::check(&bytes)?;
+    imports::check(&bytes, API_VERSION)?;
     Ok(bytes)
 }
 

@@ -127,6 +127,18 @@ impl GuestState {
         self.output.start_call();
     }
 
+    /// A line the guest logs through the WIT's `log`, tagged with its name.
+    pub fn log(&self, level: tracing::Level, message: &str) {
+        let guest = self.settings.name();
+        match level {
+            tracing::Level::TRACE => tracing::trace!(guest, "{message}"),
+            tracing::Level::DEBUG => tracing::debug!(guest, "{message}"),
+            tracing::Level::INFO => tracing::info!(guest, "{message}"),
+            tracing::Level::WARN => tracing::warn!(guest, "{message}"),
+            tracing::Level::ERROR => tracing::error!(guest, "{message}"),
+        }
+    }
+
     /// Checked at each epoch tick: whether the call must stop now.
     pub fn must_stop(&mut self) -> bool {
         if self.settings.stop.is_cancelled() {
@@ -178,6 +190,14 @@ impl std::fmt::Debug for HostLink {
 pub enum HostCallError {
     NotGranted(String),
     NotAvailable(String),
+    /// No such notebook in use, or no such cell.
+    NotFound(String),
+    /// The cell changed since the guest saw it.
+    Conflict(String),
+    /// The kernel is gone or failed.
+    Kernel(String),
+    /// The arguments make no sense (an index past the end, ...).
+    Invalid(String),
     Failed(String),
     /// The call's deadline passed (or the server stopped) while the host function waited.
     Stopped(Stopped),
@@ -185,7 +205,15 @@ pub enum HostCallError {
 
 impl From<crate::domain::Error> for HostCallError {
     fn from(error: crate::domain::Error) -> Self {
-        HostCallError::Failed(error.to_string())
+        use crate::domain::Error;
+        let message = error.to_string();
+        match error {
+            Error::InvalidArguments(_) => HostCallError::Invalid(message),
+            Error::NotFound(_) => HostCallError::NotFound(message),
+            Error::Conflict(_) => HostCallError::Conflict(message),
+            Error::Kernel(_) => HostCallError::Kernel(message),
+            Error::Failed(_) => HostCallError::Failed(message),
+        }
     }
 }
 

@@ -33,7 +33,12 @@ pub struct ToolAnswer {
 
 pub enum AnswerContent {
     Text(String),
-    Image { data: Vec<u8>, mime_type: String },
+    Image {
+        data: Vec<u8>,
+        mime_type: String,
+    },
+    /// A link to a resource, by URI (WIT 0.2.0 on).
+    ResourceLink(String),
 }
 
 pub struct ExtensionTool {
@@ -76,6 +81,15 @@ impl ExtensionTool {
                 ));
             }
         };
+        let output_schema = match spec.output_schema.as_deref().map(serde_json::from_str) {
+            None => None,
+            Some(Ok(Value::Object(schema))) => Some(Arc::new(schema)),
+            Some(_) => {
+                return Err(format!(
+                    "the output schema of its tool '{name}' is not a JSON object"
+                ));
+            }
+        };
         Ok(ExtensionTool {
             guest,
             wait,
@@ -86,7 +100,7 @@ impl ExtensionTool {
                 input_schema: Arc::new(schema),
                 read_only: spec.read_only,
                 capability: spec.capability.clone(),
-                output_schema: None,
+                output_schema,
             },
         })
     }
@@ -97,11 +111,16 @@ impl ExtensionTool {
     fn output(&self, result: ToolAnswer, max_chars: usize) -> Result<ToolOutput, ToolError> {
         let mut image_bytes = 0;
         let mut dropped_images = 0;
+        let mut links = Vec::new();
         let rendered: Vec<Rendered> = result
             .content
             .into_iter()
             .filter_map(|c| match c {
                 AnswerContent::Text(text) => Some(Rendered::Text(text)),
+                AnswerContent::ResourceLink(uri) => {
+                    links.push(uri);
+                    None
+                }
                 AnswerContent::Image { data, mime_type } => {
                     image_bytes += data.len();
                     if image_bytes > MAX_GUEST_IMAGE_BYTES {
@@ -127,6 +146,12 @@ impl ExtensionTool {
             )));
         }
         let mut content = outputs::to_content(rendered);
+        content.extend(links.into_iter().filter_map(|uri| {
+            serde_json::from_value(
+                serde_json::json!({"type": "resource_link", "uri": uri, "name": uri}),
+            )
+            .ok()
+        }));
         if result.is_error {
             let text: Vec<&str> = content
                 .iter()

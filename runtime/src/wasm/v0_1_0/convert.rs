@@ -35,7 +35,12 @@ pub fn host_error(error: HostCallError) -> types::HostError {
     match error {
         HostCallError::NotGranted(m) => types::HostError::NotGranted(m),
         HostCallError::NotAvailable(m) => types::HostError::NotAvailable(m),
-        HostCallError::Failed(m) => types::HostError::Failed(m),
+        // 0.1.0 has no words for these kinds; its guests get the message.
+        HostCallError::NotFound(m)
+        | HostCallError::Conflict(m)
+        | HostCallError::Kernel(m)
+        | HostCallError::Invalid(m)
+        | HostCallError::Failed(m) => types::HostError::Failed(m),
         HostCallError::Stopped(why) => types::HostError::Failed(format!(
             "the host function did not finish: {}",
             why.describe_short()
@@ -106,5 +111,6 @@ pub fn tool_declaration(spec: types::ToolSpec) -> ToolDeclaration {
         input_schema: spec.input_schema,
         read_only: spec.annotations.read_only_hint.unwrap_or(false),
         capability: spec.capability,
+        output_schema: None,
     }
 }

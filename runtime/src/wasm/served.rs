@@ -1,0 +1,238 @@
+//! An extension's resources, resource templates and prompts in the server's catalog: listed
+//! beside the core ones, served by calling the guest (the way a tool is, on the caller's thread
+//! without holding up the async runtime, under a tool call's limits).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{GetPromptResult, JsonObject, ReadResourceResult};
+use serde_json::{Value, json};
+
+use super::guest::CallKind;
+use super::manifest::ExtensionManifest;
+use super::slot::GuestSlot;
+use super::tool::AnswerContent;
+use crate::catalog::{Catalog, CatalogFuture, Provider, Refused};
+
+/// One item a resource read returns, whatever WIT version the guest was built against.
+pub struct ResourceAnswer {
+    pub uri: String,
+    pub mime_type: Option<String>,
+    pub body: ResourceBody,
+}
+
+pub enum ResourceBody {
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+#[derive(Clone, Copy)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// A rendered prompt.
+pub struct PromptAnswer {
+    pub description: Option<String>,
+    pub messages: Vec<(Role, AnswerContent)>,
+}
+
+/// An extension as the catalog reaches it.
+pub struct GuestProvider {
+    guest: Arc<GuestSlot>,
+    /// How long a read waits for a guest still loading: its limit for a tool call.
+    wait: Duration,
+    extension: String,
+}
+
+impl GuestProvider {
+    async fn ready(&self) -> Result<Arc<super::Guest>, McpError> {
+        self.guest
+            .wait(self.wait)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))
+    }
+
+    fn failed(&self, message: String) -> McpError {
+        McpError::internal_error(
+            format!("extension '{}' failed: {message}", self.extension),
+            None,
+        )
+    }
+}
+
+impl Provider for GuestProvider {
+    fn owner(&self) -> &str {
+        &self.extension
+    }
+
+    fn read(&self, uri: String) -> CatalogFuture<'_, ReadResourceResult> {
+        Box::pin(async move {
+            let guest = self.ready().await?;
+            let asked = uri.clone();
+            let answer = guest
+                .call(CallKind::Tool, move |live| live.read_resource(&asked))
+                .await
+                .map_err(|e| self.failed(e.to_string()))?;
+            let contents = answer.map_err(|message| {
+                McpError::resource_not_found(
+                    format!(
+                        "extension '{}' did not read '{uri}': {message}",
+                        self.extension
+                    ),
+                    Some(json!({ "uri": uri })),
+                )
+            })?;
+            let contents: Vec<Value> = contents.into_iter().map(resource_json).collect();
+            serde_json::from_value(json!({ "contents": contents }))
+                .map_err(|e| self.failed(format!("its answer does not fit MCP: {e}")))
+        })
+    }
+
+    fn prompt(&self, name: String, arguments: JsonObject) -> CatalogFuture<'_, GetPromptResult> {
+        Box::pin(async move {
+            let guest = self.ready().await?;
+            let arguments = Value::Object(arguments).to_string();
+            let answer = guest
+                .call(CallKind::Tool, move |live| {
+                    live.get_prompt(&name, &arguments)
+                })
+                .await
+                .map_err(|e| self.failed(e.to_string()))?;
+            let prompt = answer.map_err(|message| {
+                McpError::invalid_params(
+                    format!(
+                        "extension '{}' refused the prompt: {message}",
+                        self.extension
+                    ),
+                    None,
+                )
+            })?;
+            let messages: Vec<Value> = prompt
+                .messages
+                .into_iter()
+                .map(|(role, content)| {
+                    let role = match role {
+                        Role::User => "user",
+                        Role::Assistant => "assistant",
+                    };
+                    json!({ "role": role, "content": content_json(content) })
+                })
+                .collect();
+            let mut result = json!({ "resultType": "complete", "messages": messages });
+            if let Some(description) = prompt.description {
+                result["description"] = Value::String(description);
+            }
+            serde_json::from_value(result)
+                .map_err(|e| self.failed(format!("its answer does not fit MCP: {e}")))
+        })
+    }
+}
+
+fn resource_json(answer: ResourceAnswer) -> Value {
+    let mut item = json!({ "uri": answer.uri });
+    match answer.body {
+        ResourceBody::Text(text) => item["text"] = Value::String(text),
+        ResourceBody::Blob(bytes) => {
+            item["blob"] = Value::String(base64::engine::general_purpose::STANDARD.encode(bytes))
+        }
+    }
+    if let Some(mime) = answer.mime_type {
+        item["mimeType"] = Value::String(mime);
+    }
+    item
+}
+
+fn content_json(content: AnswerContent) -> Value {
+    match content {
+        AnswerContent::Text(text) => json!({ "type": "text", "text": text }),
+        AnswerContent::Image { data, mime_type } => json!({
+            "type": "image",
+            "data": base64::engine::general_purpose::STANDARD.encode(data),
+            "mimeType": mime_type,
+        }),
+        AnswerContent::ResourceLink(uri) => {
+            json!({ "type": "resource_link", "uri": uri, "name": uri })
+        }
+    }
+}
+
+/// Adds what an extension serves to the catalog, in the order it declared it; an entry whose
+/// URI or name is the core's or another extension's is refused and logged, never shadowing.
+pub fn register_served(
+    catalog: &Catalog,
+    extension: &ExtensionManifest,
+    slot: &Arc<GuestSlot>,
+    wait: Duration,
+) {
+    if extension.resources.is_empty()
+        && extension.resource_templates.is_empty()
+        && extension.prompts.is_empty()
+    {
+        return;
+    }
+    let provider: Arc<dyn Provider> = Arc::new(GuestProvider {
+        guest: slot.clone(),
+        wait,
+        extension: extension.name.clone(),
+    });
+    let extension_name = extension.name.as_str();
+    for r in &extension.resources {
+        let item = json!({
+            "uri": r.uri, "name": r.name, "title": r.title,
+            "description": r.description, "mimeType": r.mime_type,
+        });
+        add(extension_name, "resource", &r.uri, item, |item| {
+            catalog.add_resource(item, provider.clone())
+        });
+    }
+    for t in &extension.resource_templates {
+        let item = json!({
+            "uriTemplate": t.uri_template, "name": t.name, "title": t.title,
+            "description": t.description, "mimeType": t.mime_type,
+        });
+        add(
+            extension_name,
+            "resource template",
+            &t.uri_template,
+            item,
+            |item| catalog.add_template(item, provider.clone()),
+        );
+    }
+    for p in &extension.prompts {
+        let arguments: Vec<Value> = p
+            .arguments
+            .iter()
+            .map(|a| json!({"name": a.name, "description": a.description, "required": a.required}))
+            .collect();
+        let item = json!({
+            "name": p.name, "title": p.title, "description": p.description,
+            "arguments": arguments,
+        });
+        add(extension_name, "prompt", &p.name, item, |item| {
+            catalog.add_prompt(item, provider.clone())
+        });
+    }
+}
+
+/// Adds one declared entry (as MCP JSON) with `add`, or logs why not.
+fn add<T: serde::de::DeserializeOwned>(
+    extension: &str,
+    what: &str,
+    name: &str,
+    item: Value,
+    add: impl FnOnce(T) -> Result<(), Refused>,
+) {
+    let outcome = serde_json::from_value(item)
+        .map_err(|e| format!("it does not fit MCP ({e})"))
+        .and_then(|item| add(item).map_err(|why| why.to_string()));
+    if let Err(why) = outcome {
+        tracing::error!(
+            extension,
+            "refused {what} '{name}' of extension '{extension}': {why}"
+        );
+    }
+}

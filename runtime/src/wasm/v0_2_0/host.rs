@@ -1,0 +1,103 @@
+//! The host functions of WIT v0.2.0: logging, the guest's config, the host's versions, and the
+//! grantable notebook functions of `wasm::notebook` (cells by `cell-ref`), with this version's
+//! types.
+
+use super::convert::{cell_at, cell_type, host_error, to_wit};
+use super::{API_VERSION, config, host_info, log, notebook, types};
+use crate::wasm::sandbox::GuestState;
+
+type HostResult<R> = Result<R, types::HostError>;
+
+impl types::Host for GuestState {}
+
+impl log::Host for GuestState {
+    fn log(&mut self, level: log::Level, message: String) {
+        let level = match level {
+            log::Level::Trace => tracing::Level::TRACE,
+            log::Level::Debug => tracing::Level::DEBUG,
+            log::Level::Info => tracing::Level::INFO,
+            log::Level::Warn => tracing::Level::WARN,
+            log::Level::Error => tracing::Level::ERROR,
+        };
+        GuestState::log(self, level, &message);
+    }
+}
+
+impl config::Host for GuestState {
+    fn get_config(&mut self) -> String {
+        self.settings.config_json.clone()
+    }
+}
+
+impl host_info::Host for GuestState {
+    fn api_version(&mut self) -> String {
+        API_VERSION.to_owned()
+    }
+
+    fn server_version(&mut self) -> String {
+        env!("CARGO_PKG_VERSION").to_owned()
+    }
+}
+
+impl notebook::Host for GuestState {
+    fn execute_code(
+        &mut self,
+        notebook: String,
+        code: String,
+        timeout_seconds: Option<u32>,
+    ) -> HostResult<String> {
+        GuestState::execute_code(self, &notebook, code, timeout_seconds).map_err(host_error)
+    }
+
+    fn read_cells(&mut self, notebook: String) -> HostResult<Vec<types::Cell>> {
+        let cells = GuestState::read_cells(self, &notebook).map_err(host_error)?;
+        Ok(cells
+            .iter()
+            .enumerate()
+            .map(|(index, cell)| to_wit(index, cell))
+            .collect())
+    }
+
+    fn read_cell(&mut self, notebook: String, cell: types::CellRef) -> HostResult<types::Cell> {
+        let (index, cell) =
+            GuestState::read_cell(self, &notebook, cell_at(cell)).map_err(host_error)?;
+        Ok(to_wit(index, &cell))
+    }
+
+    fn insert_cell(
+        &mut self,
+        notebook: String,
+        before: Option<types::CellRef>,
+        kind: types::CellKind,
+        source: String,
+    ) -> HostResult<String> {
+        let before = before.map(cell_at);
+        GuestState::insert_cell(self, &notebook, before, cell_type(kind), source)
+            .map_err(host_error)
+    }
+
+    fn overwrite_cell(
+        &mut self,
+        notebook: String,
+        cell: types::CellRef,
+        source: String,
+        expected_source: Option<String>,
+    ) -> HostResult<()> {
+        GuestState::overwrite_cell(self, &notebook, cell_at(cell), source, expected_source)
+            .map_err(host_error)
+    }
+
+    fn move_cell(
+        &mut self,
+        notebook: String,
+        cell: types::CellRef,
+        before: Option<types::CellRef>,
+    ) -> HostResult<()> {
+        GuestState::move_cell(self, &notebook, cell_at(cell), before.map(cell_at))
+            .map_err(host_error)
+    }
+
+    fn delete_cell(&mut self, notebook: String, cell: types::CellRef) -> HostResult<()> {
+        GuestState::delete_cell(self, &notebook, cell_at(cell)).map_err(host_error)
+    }
+}
