@@ -71,7 +71,7 @@ async def test_c_word_count_on_a_real_notebook(jupyter_server, tmp_path, built_a
         assert "(extension 'wordcount-c'" in log_of(server), log_of(server)
         async with http_client(server, "legacy") as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert tools["word_count"].annotations.readOnlyHint is True
+            assert tools["word_count"].annotations.read_only_hint is True
 
             path = f"wc-{uuid.uuid4().hex[:8]}.ipynb"
             await client.call_tool("use_notebook", {"notebook_name": "nb", "notebook_path": path,
@@ -79,23 +79,23 @@ async def test_c_word_count_on_a_real_notebook(jupyter_server, tmp_path, built_a
             for kind, source in CELLS:
                 inserted = await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": kind,
                                                                   "cell_source": source})
-                assert not inserted.isError, joined(inserted)
+                assert not inserted.is_error, joined(inserted)
 
             counted = await client.call_tool("word_count", {})
-            assert not counted.isError, joined(counted)
+            assert not counted.is_error, joined(counted)
             cells = words_on_disk(jupyter_server, path)
             total = sum(c["words"] for c in cells)
             assert total >= 14
             assert joined(counted) == f"{total} words in {len(cells)} cells"
-            assert counted.structuredContent == {"cells": cells, "words": total}
+            assert counted.structured_content == {"cells": cells, "words": total}
 
             code = await client.call_tool("word_count", {"notebook": "nb", "kind": "code"})
             code_cells = words_on_disk(jupyter_server, path, "code")
-            assert code.structuredContent["cells"] == code_cells, code.structuredContent
+            assert code.structured_content["cells"] == code_cells, code.structured_content
 
             # A host error passed on by the guest: a clean message, and the server keeps serving.
             missing = await client.call_tool("word_count", {"notebook": "nope"})
-            assert missing.isError
+            assert missing.is_error
             message = joined(missing)
             assert "nope" in message and "wasm backtrace" not in message and "trap" not in message, message
 
@@ -104,14 +104,14 @@ async def test_c_word_count_on_a_real_notebook(jupyter_server, tmp_path, built_a
             await client.call_tool("use_notebook", {"notebook_name": "other", "notebook_path": other,
                                                     "mode": "create"})
             refused = await client.call_tool("word_count", {"notebook": "other"})
-            assert refused.isError
+            assert refused.is_error
             assert "read-cells" in joined(refused) and "not granted" in joined(refused), joined(refused)
             again = await client.call_tool("word_count", {"notebook": "nb"})
-            assert not again.isError and again.structuredContent["words"] == total
+            assert not again.is_error and again.structured_content["words"] == total
 
             # The schema is the guest's, checked by the host before the guest runs.
             wrong = await client.call_tool("word_count", {"kind": "prose"})
-            assert wrong.isError
+            assert wrong.is_error
 
             # The resource and the prompt, through the core MCP paths.
             resources = {str(r.uri): r for r in (await client.list_resources()).resources}
@@ -134,7 +134,7 @@ async def test_c_word_count_without_the_grant(jupyter_server, tmp_path):
             await client.call_tool("use_notebook", {"notebook_name": "nb", "mode": "create",
                                                     "notebook_path": f"wc-{uuid.uuid4().hex[:8]}.ipynb"})
             refused = await client.call_tool("word_count", {})
-            assert refused.isError
+            assert refused.is_error
             assert "read-cells" in joined(refused) and "not granted" in joined(refused), joined(refused)
         wait_for_log(server, "not granted")
     finally:
@@ -148,7 +148,7 @@ async def test_c_hook_handler_sees_events(jupyter_server, tmp_path):
         assert "audit-c.wasm (optional hook handler)" in log_of(server), log_of(server)
         async with http_client(server, "legacy") as client:
             listed = await client.call_tool("list_kernels", {})
-            assert not listed.isError, joined(listed)
+            assert not listed.is_error, joined(listed)
         wait_for_log(server, "c-audit: before_tool_call list_kernels")
         # The tool's name reached after_tool_call through the context the handler set.
         wait_for_log(server, "c-audit: after_tool_call list_kernels ok")
