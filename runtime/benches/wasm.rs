@@ -1,8 +1,9 @@
 //! Cost of wasm hook handlers: a raw hook-event call into a pre-instantiated Rust guest, the
 //! whole hooks-bus dispatch with that guest registered, and a fresh instance from `InstancePre`
 //! (Rust and Python guests); an extension's tool call against the same tool written natively,
-//! both through the whole dispatch; and server start with three extensions loaded from the
-//! compile cache (in process, and the real binary when `JUPYTER_MCP_SERVER_BIN` is set).
+//! both through the whole dispatch; server start with three extensions loaded from the compile
+//! cache (in process, and the real binary when `JUPYTER_MCP_SERVER_BIN` is set); and the
+//! word-count example's tool call in every language that built one.
 //! Prints medians beside the targets.
 //! Run (the dev profile's dependencies, with this crate optimized: wasmtime's typed calls are
 //! generic, so they are compiled in this crate and run unoptimized at its dev opt-level 0):
@@ -166,6 +167,7 @@ fn main() {
     hooks.shutdown();
 
     tools_and_start(&dir, &runtime);
+    wordcount_calls(&dir, &runtime);
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -193,6 +195,94 @@ fn extension_configs(dir: &std::path::Path) -> Vec<ExtensionConfig> {
         .iter()
         .map(|name| ExtensionConfig::with_defaults(dir.join(format!("{name}.wasm"))))
         .collect()
+}
+
+/// Median time of `samples` calls of one tool through the whole dispatch (after a tenth as many
+/// to warm up), on a runtime worker as a client's call runs; `check` looks at every answer.
+fn time_tool(
+    runtime: &tokio::runtime::Runtime,
+    tools: &Arc<ToolRegistry>,
+    domain: &Arc<Domain>,
+    name: &'static str,
+    arguments: impl Fn() -> serde_json::Map<String, serde_json::Value> + Send + 'static,
+    samples: usize,
+    check: impl Fn(&rmcp::model::CallToolResult) + Send + 'static,
+) -> Duration {
+    let (tools, domain) = (tools.clone(), domain.clone());
+    runtime
+        .block_on(runtime.spawn(async move {
+            let warm = samples / 10;
+            let mut taken = Vec::with_capacity(samples);
+            for i in 0..samples + warm {
+                let context = ToolContext {
+                    domain: domain.clone(),
+                    cancel: CancellationToken::new(),
+                    progress: None,
+                };
+                let arguments = arguments();
+                let started = Instant::now();
+                let result = call_tool(&tools, None, name, Some(arguments), context, None)
+                    .await
+                    .expect("a known tool");
+                let took = started.elapsed();
+                check(&result);
+                if i >= warm {
+                    taken.push(took);
+                }
+            }
+            median(taken)
+        }))
+        .unwrap()
+}
+
+/// The word-count example in every language that built one (`wordcount*.wasm`: Rust, C, Go, …):
+/// `word_count` through the whole dispatch. There is no Jupyter Server here, so the guest runs
+/// without the `read-cells` grant: each call is the arguments' way in, the guest's JSON parse,
+/// one host call refused at the grant check, and the error's way back out — the cost a language
+/// adds around a tool's own work.
+fn wordcount_calls(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    examples.retain(|p| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        name.starts_with("wordcount") && name.ends_with(".wasm")
+    });
+    examples.sort();
+    println!("word_count through dispatch, read-cells refused (medians)");
+    for path in examples {
+        let wasm = WasmConfig {
+            cache_dir: Some(cache_dir()),
+            extensions: vec![ExtensionConfig::with_defaults(path.clone())],
+        };
+        let guests = load_all(&wasm, Arc::default());
+        let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension()).collect();
+        let capabilities =
+            Capabilities::build(&declarations, &Settings::default()).expect("capabilities");
+        let tools = ToolRegistry::builtin();
+        register_tools(&tools, &guests, &capabilities);
+        let name = path.file_stem().unwrap_or_default().to_string_lossy();
+        if guests.len() != 1 || tools.get("word_count").is_none() {
+            println!("{name}: did not load or has no word_count tool");
+            continue;
+        }
+        let took = time_tool(
+            runtime,
+            &Arc::new(tools),
+            &domain(capabilities),
+            "word_count",
+            serde_json::Map::new,
+            2_000,
+            |result| {
+                let text = format!("{:?}", result.content);
+                assert!(text.contains("not granted"), "{text}");
+            },
+        );
+        row(&format!("word_count, {name}"), took, "—");
+        for guest in &guests {
+            guest.guest.stop();
+        }
+    }
 }
 
 fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
@@ -224,32 +314,14 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
     let domain = domain(capabilities);
     let tools = Arc::new(tools);
     let time_calls = |name: &'static str| {
-        let domain = domain.clone();
-        let tools = tools.clone();
-        runtime
-            .block_on(runtime.spawn(async move {
-                let mut samples = Vec::with_capacity(10_000);
-                for i in 0..11_000 {
-                    let mut arguments = serde_json::Map::new();
-                    arguments.insert("said".into(), json!("hi"));
-                    let context = ToolContext {
-                        domain: domain.clone(),
-                        cancel: CancellationToken::new(),
-                        progress: None,
-                    };
-                    let started = Instant::now();
-                    let result = call_tool(&tools, None, name, Some(arguments), context, None)
-                        .await
-                        .expect("a known tool");
-                    let took = started.elapsed();
-                    assert_ne!(result.is_error, Some(true), "{name}: {result:?}");
-                    if i >= 1_000 {
-                        samples.push(took);
-                    }
-                }
-                median(samples)
-            }))
-            .unwrap()
+        let said = || {
+            let mut arguments = serde_json::Map::new();
+            arguments.insert("said".into(), json!("hi"));
+            arguments
+        };
+        time_tool(runtime, &tools, &domain, name, said, 10_000, move |result| {
+            assert_ne!(result.is_error, Some(true), "{name}: {result:?}")
+        })
     };
     let native_call = time_calls("native_echo");
     let extension_call = time_calls("declares_echo");
