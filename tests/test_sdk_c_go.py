@@ -6,7 +6,9 @@ and prompt, and the hook handler seeing events with its context carried from bef
 from __future__ import annotations
 
 import contextlib
+import json
 import re
+import shutil
 import subprocess
 import textwrap
 import uuid
@@ -39,6 +41,92 @@ def guide_section(title: str) -> str:
 def code_blocks(section: str, language: str) -> list[str]:
     return [textwrap.dedent(block) for block in
             re.findall(rf"^ *```{language}\n(.*?)^ *```", section, re.S | re.M)]
+
+
+# Reads JSON from stdin and writes the tree back with the writer, or prints the reader's error.
+JSON_ECHO = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "jmcp_json.h"
+
+static void echo(jmcp_writer *w, const jmcp_json *x) {
+  switch (x->kind) {
+    case JMCP_JSON_NULL: jmcp_w_null(w); break;
+    case JMCP_JSON_BOOL: jmcp_w_bool(w, x->boolean); break;
+    case JMCP_JSON_NUMBER: jmcp_w_number(w, x->number); break;
+    case JMCP_JSON_STRING: jmcp_w_string_n(w, x->string, x->length); break;
+    case JMCP_JSON_ARRAY:
+      jmcp_w_array(w);
+      for (size_t i = 0; i < x->length; i++) echo(w, &x->items[i]);
+      jmcp_w_end_array(w);
+      break;
+    case JMCP_JSON_OBJECT:
+      jmcp_w_object(w);
+      for (size_t i = 0; i < x->length; i++) {
+        jmcp_w_key(w, x->keys[i]);
+        echo(w, &x->items[i]);
+      }
+      jmcp_w_end_object(w);
+      break;
+  }
+}
+
+int main(void) {
+  static char text[1 << 20];
+  size_t n = fread(text, 1, sizeof text, stdin);
+  char *why = NULL;
+  jmcp_json *value = jmcp_json_parse(text, n, &why);
+  if (!value) {
+    printf("error: %s", why);
+    free(why);
+    return 0;
+  }
+  jmcp_writer w = {0};
+  echo(&w, value);
+  char *out = jmcp_w_finish(&w);
+  fputs(out ? out : "(writer failed)", stdout);
+  free(out);
+  jmcp_json_free(value);
+  return 0;
+}
+"""
+
+
+def test_c_json_helper_round_trips_and_refuses_bad_input(tmp_path):
+    """The C SDK's JSON reader and writer, natively under AddressSanitizer and UBSan: what it
+    reads it writes back as the same JSON; bad input is an error naming the byte, never a crash
+    or a leak."""
+    compiler = shutil.which("gcc") or shutil.which("clang")
+    if not compiler:
+        pytest.skip("no C compiler on this machine (apt-get install gcc)")
+    sdk = ROOT / "guests" / "c" / "sdk"
+    (tmp_path / "echo.c").write_text(JSON_ECHO)
+    binary = tmp_path / "echo"
+    subprocess.run([compiler, "-std=c11", "-g", "-Wall", "-Wextra", "-Werror",
+                    "-fsanitize=address,undefined", "-fno-sanitize-recover=all", f"-I{sdk}",
+                    "-o", str(binary), str(tmp_path / "echo.c"), str(sdk / "jmcp_json.c"), "-lm"],
+                   check=True, timeout=120)
+
+    def run(text: str) -> str:
+        done = subprocess.run([str(binary)], input=text.encode(), capture_output=True, timeout=60)
+        assert done.returncode == 0 and not done.stderr, done.stderr.decode(errors="replace")
+        return done.stdout.decode()
+
+    samples = [{"a": [1, 2.5, -300.0, True, False, None], "": {}, "nested": [[[{"x": []}]]]},
+               "quote \" backslash \\ newline \n tab \t control \u0001 é 😀",
+               [], 0, 1e300, -0.5, "", {"dup": 1, "dup2": "two"}]
+    for sample in samples:
+        text = json.dumps(sample)
+        assert json.loads(run(text)) == sample, text
+        # Escapes the reader must decode: \u with a surrogate pair, and \/.
+        assert json.loads(run(json.dumps(sample, ensure_ascii=True))) == sample
+    assert json.loads(run('"\\/ \\ud83d\\ude00"')) == "/ 😀"
+    for bad in ["", "[", '{"a" 1}', '{"k": "v",}', "[1,]", '"unterminated', "tru", "1 2",
+                '"\\x"', "{1: 2}", "[" * 100 + "]" * 100, '"\x01"', "nul\x00"]:
+        out = run(bad)
+        assert out.startswith("error: invalid JSON: "), (bad, out)
+    # A lone surrogate cannot be UTF-8: it reads as U+FFFD rather than failing.
+    assert json.loads(run('"\\ud800x"')) == "\ufffdx"
 
 
 @pytest.fixture(params=sorted(LANGUAGES))
