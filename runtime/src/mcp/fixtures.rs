@@ -229,12 +229,62 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
+/// A prompt that comes and goes with `test_trigger_prompt_change`, served as an extension's.
+struct DynamicPrompt;
+
+impl crate::catalog::Provider for DynamicPrompt {
+    fn owner(&self) -> &str {
+        "conformance-fixtures"
+    }
+
+    fn read(
+        &self,
+        uri: String,
+    ) -> crate::catalog::CatalogFuture<'_, rmcp::model::ReadResourceResult> {
+        Box::pin(async move {
+            Err(McpError::resource_not_found(
+                format!("no resource {uri}"),
+                None,
+            ))
+        })
+    }
+
+    fn prompt(
+        &self,
+        _name: String,
+        _arguments: JsonObject,
+    ) -> crate::catalog::CatalogFuture<'_, GetPromptResult> {
+        Box::pin(async {
+            Ok(from_json(json!({"messages": [
+                {"role": "user", "content": {"type": "text", "text": "here"}}
+            ]})))
+        })
+    }
+}
+
 /// Fixture tools whose answer is a protocol-level behaviour rather than a tool result.
 pub fn intercept_call(
     name: &str,
     tools: &crate::dispatch::ToolRegistry,
+    catalog: &crate::catalog::Catalog,
 ) -> Option<Result<CallToolResponse, McpError>> {
     match name {
+        // Changes the prompt list, as an extension becoming ready does.
+        "test_trigger_prompt_change" => {
+            const DYNAMIC: &str = "test_dynamic_prompt";
+            if catalog.prompt_provider(DYNAMIC).is_some() {
+                catalog.remove_owner("conformance-fixtures");
+            } else {
+                let prompt = Prompt::new(DYNAMIC, Some("Comes and goes."), None);
+                let added = catalog.add_prompt(prompt, Arc::new(DynamicPrompt));
+                debug_assert!(added.is_ok());
+            }
+            Some(Ok(CallToolResponse::from(
+                rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+                    "the prompt list changed",
+                )]),
+            )))
+        }
         // Changes the tool list, as an extension becoming ready does.
         "test_trigger_tool_change" => {
             const DYNAMIC: &str = "test_dynamic_tool";

@@ -559,7 +559,9 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         #[cfg(feature = "conformance-fixtures")]
-        if let Some(answer) = fixtures::intercept_call(&request.name, &self.state.tools) {
+        if let Some(answer) =
+            fixtures::intercept_call(&request.name, &self.state.tools, &self.state.catalog)
+        {
             return answer;
         }
         let tasks_declared = context
