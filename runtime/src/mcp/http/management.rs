@@ -65,6 +65,11 @@ impl HttpContext {
                     json!({ "success": true, "message": "stopping" }),
                 )
             }
+            // Policy routes live under /api/extensions/NAME/policy: matched first.
+            #[cfg(feature = "wasm")]
+            _ if super::policy_routes::is_policy_route(path) => {
+                self.policy_route(path, method, request).await
+            }
             p if extension_routes::handles(p) => {
                 if let Err(refusal) = self.admit(&request, true, true) {
                     return *refusal;
@@ -79,10 +84,6 @@ impl HttpContext {
                 StatusCode::METHOD_NOT_ALLOWED,
                 json!({ "error": format!("{method} is not supported on {path}") }),
             ),
-            #[cfg(feature = "wasm")]
-            _ if super::policy_routes::is_policy_route(path) => {
-                self.policy_route(path, method, request).await
-            }
             _ => json_response(
                 StatusCode::NOT_FOUND,
                 json!({ "error": format!("no route {path}; MCP is served at /mcp") }),
