@@ -225,6 +225,9 @@ impl Loader {
             running: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             claimed: Mutex::new(HashMap::new()),
+            // A name known from a manifest is claimed below already: nothing to wait for.
+            through: Mutex::new(self.pending.iter().map(|p| p.manifest.is_some()).collect()),
+            turn: std::sync::Condvar::new(),
         });
         // Names known from manifests are claimed in the operator's order.
         for pending in &self.pending {
@@ -253,7 +256,7 @@ impl Loader {
         if self.pending.is_empty() {
             done_tx.send_replace(Some(all_done(&tools, &domain, &shared)));
         }
-        for pending in self.pending {
+        for (order, pending) in self.pending.into_iter().enumerate() {
             let (host, tools, catalog, domain, shared, extensions) = (
                 host.clone(),
                 tools.clone(),
@@ -263,6 +266,7 @@ impl Loader {
                 extensions.clone(),
             );
             let (remaining, done_tx) = (remaining.clone(), done_tx.clone());
+            let shared_for_failure = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("load {}", file_stem(&pending.entry.path)))
                 .spawn(move || {
@@ -274,8 +278,13 @@ impl Loader {
                             tools: &tools,
                             catalog: &catalog,
                         };
-                        finish(&host, pending, registries, &domain, &shared, &extensions)
+                        let turn = Turn {
+                            order,
+                            shared: &shared,
+                        };
+                        finish(&host, pending, registries, &domain, turn, &extensions)
                     }));
+                    shared.pass(order);
                     if outcome.is_err() {
                         tracing::error!(
                             "loading {} failed (a bug in the server: please report it)",
@@ -288,6 +297,7 @@ impl Loader {
                 });
             if let Err(e) = spawned {
                 tracing::error!("cannot start a thread to load a guest: {e}");
+                shared_for_failure.pass(order);
             }
         }
         Loading { shared, done }
@@ -310,10 +320,35 @@ struct Shared {
     stopping: AtomicBool,
     /// Extension names, each to one guest file.
     claimed: Mutex<HashMap<String, PathBuf>>,
+    /// Per guest in the operator's order: whether it may no longer claim a name (it has claimed,
+    /// been refused, or its name was known from its manifest). A guest claims only once every
+    /// earlier one is through, so the first listed wins a name whichever compiles first.
+    through: Mutex<Vec<bool>>,
+    turn: std::sync::Condvar,
+}
+
+impl Shared {
+    fn pass(&self, order: usize) {
+        lock(&self.through)[order] = true;
+        self.turn.notify_all();
+    }
+
+    fn wait_turn(&self, order: usize) {
+        let mut through = lock(&self.through);
+        while !through[..order].iter().all(|done| *done) {
+            through = self.turn.wait(through).unwrap_or_else(|e| e.into_inner());
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A guest's place in the operator's order, for claiming its extension name.
+struct Turn<'a> {
+    order: usize,
+    shared: &'a Shared,
 }
 
 /// Where what guests declare is listed.
@@ -329,9 +364,10 @@ fn finish(
     pending: Pending,
     registries: Registries<'_>,
     domain: &Domain,
-    shared: &Shared,
+    turn: Turn<'_>,
     extensions: &Extensions,
 ) {
+    let shared = turn.shared;
     let Registries { tools, catalog } = registries;
     let Pending {
         entry,
@@ -363,6 +399,8 @@ fn finish(
     };
     let guest = loaded.guest.clone();
     if let Some(name) = loaded.manifest.extension.as_ref().map(|e| &e.name) {
+        // Compiled in parallel, claimed in order.
+        shared.wait_turn(turn.order);
         let mut claimed = lock(&shared.claimed);
         let holder = claimed
             .entry(name.clone())
