@@ -70,21 +70,7 @@ fn main() {
         .template(&policy, settings("policy", deny.clone()))
         .expect("policy guest");
 
-    // Raw call: the event's conversion and lowering, the guest's work and the answer, on a live
-    // instance.
-    let mut live = template.instantiate().expect("instance");
-    let event = HookEvent::before_execute("kernel-1", "print(6 * 7)");
-    let mut samples = Vec::with_capacity(20_000);
-    for i in 0..22_000 {
-        let started = Instant::now();
-        let answer = live.on_event(&event, "{}").expect("call");
-        let took = started.elapsed();
-        assert_eq!(answer, Ok(None));
-        if i >= 2_000 {
-            samples.push(took);
-        }
-    }
-    let raw = median(samples);
+    let raw = raw_hook_calls(&template, 20_000);
 
     // Whole dispatch: the hooks bus, the guest's thread and back, as a tool call sees it.
     let loaded = host
@@ -170,6 +156,24 @@ fn main() {
     tools_and_start(&dir, &runtime);
 }
 
+/// Raw calls: the event's conversion and lowering, the guest's work and the answer, on a live
+/// instance that leaves the context as it is. The median of `n` after a tenth as many warm-ups.
+fn raw_hook_calls(template: &jupyter_mcp_server::wasm::Template, n: usize) -> Duration {
+    let mut live = template.instantiate().expect("instance");
+    let event = HookEvent::before_execute("kernel-1", "print(6 * 7)");
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n + n / 10 {
+        let started = Instant::now();
+        let answer = live.on_event(&event, "{}").expect("call");
+        let took = started.elapsed();
+        assert_eq!(answer, Ok(None));
+        if i >= n / 10 {
+            samples.push(took);
+        }
+    }
+    median(samples)
+}
+
 /// The same raw call into the SDKs' audit hook handlers (guests/js, guests/python: WIT 0.2.0),
 /// which act on tool calls only: what entering a guest through its SDK and back costs.
 fn sdk_hook_calls(host: &WasmHost, dir: &std::path::Path) {
@@ -183,21 +187,9 @@ fn sdk_hook_calls(host: &WasmHost, dir: &std::path::Path) {
         let template = host
             .template(&path, settings(name, json!({})))
             .expect("SDK audit guest");
-        let mut live = template.instantiate().expect("instance");
-        let event = HookEvent::before_execute("kernel-1", "print(6 * 7)");
-        let mut samples = Vec::with_capacity(5_000);
-        for i in 0..5_500 {
-            let started = Instant::now();
-            let answer = live.on_event(&event, "{}").expect("call");
-            let took = started.elapsed();
-            assert_eq!(answer, Ok(None));
-            if i >= 500 {
-                samples.push(took);
-            }
-        }
         row(
             &format!("raw before_execute call, {language} SDK ({name})"),
-            median(samples),
+            raw_hook_calls(&template, 5_000),
             "—",
         );
     }
