@@ -1,62 +1,23 @@
-//! Notebook binding: use_notebook, list_notebooks, restart_notebook, unuse_notebook.
-//!
-//! A notebook in use gets a kernel. Given `kernel_id`, that kernel. Otherwise, if no Jupyter
-//! session holds the path, we start a kernel and create a session for the path, so a person who
-//! opens the notebook in JupyterLab shares the agent's kernel. If a session already holds it (a
-//! person has it open), we start our own kernel and leave theirs alone.
+//! use_notebook: a notebook opened with the chosen document backend and given a kernel.
 
 use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::format::brief_table;
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
 use crate::config::DocumentBackend;
 use crate::domain::kernelspecs::ChosenSpec;
-use crate::domain::notebooks::{self, KernelOrigin, NotebookInUse, Released};
+use crate::domain::notebooks::{self, KernelOrigin, NotebookInUse};
 use crate::jupyter::Jupyter;
 use crate::jupyter::document::file::FileDocument;
 use crate::jupyter::document::live::LiveDocument;
 use crate::jupyter::document::{Document, Edit};
-use crate::jupyter::kernel::{ConnectError, Kernel, KernelError, Liveness};
+use crate::jupyter::kernel::{ConnectError, Kernel, KernelError};
 use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::JupyterRest;
 use crate::jupyter::rest::{RestError, SessionModel};
-
-pub fn tools() -> Vec<Arc<dyn Tool>> {
-    vec![
-        native(
-            "use_notebook",
-            "Open (mode 'connect') or create (mode 'create') a notebook, give it a name, and make \
-             it the current notebook. It gets a kernel: kernel_id if given, else one started for \
-             it and shared with JupyterLab through a Jupyter session. Shows the first cells.",
-            false,
-            use_notebook,
-        ),
-        native(
-            "list_notebooks",
-            "List the notebooks in use with their paths, kernels, kernel status and which one is \
-             current.",
-            true,
-            list_notebooks,
-        ),
-        native(
-            "restart_notebook",
-            "Restart a notebook's kernel: all variables, imports and definitions are cleared. \
-             Also brings back a notebook whose kernel was lost.",
-            false,
-            restart_notebook,
-        ),
-        native(
-            "unuse_notebook",
-            "Stop using a notebook: release its name and stop the kernel this server started for \
-             it, unless someone else uses that kernel.",
-            false,
-            unuse_notebook,
-        ),
-    ]
-}
+use crate::tools::format::brief_table;
+use crate::tools::{ToolContext, ToolError, ToolOutput};
 
 #[derive(Debug, Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -106,7 +67,7 @@ fn new_notebook(spec: Option<&ChosenSpec>) -> Notebook {
     notebook
 }
 
-async fn use_notebook(
+pub(super) async fn use_notebook(
     context: ToolContext,
     args: UseNotebookArgs,
 ) -> Result<ToolOutput, ToolError> {
@@ -389,7 +350,7 @@ fn step_done(started: std::time::Instant, step: &str) {
 }
 
 /// A kernel of the chosen kernelspec, or of the default one.
-async fn start_kernel(
+pub(super) async fn start_kernel(
     jupyter: &Jupyter,
     spec: Option<&ChosenSpec>,
     label: &str,
@@ -402,7 +363,7 @@ async fn start_kernel(
 
 /// Gives a kernel we just started a Jupyter session for the path, so JupyterLab shares it,
 /// unless a session (`existing`) already holds the path: that one is left alone.
-async fn attach_session(
+pub(super) async fn attach_session(
     jupyter: &Jupyter,
     path: &str,
     kernel: &Arc<Kernel>,
@@ -530,183 +491,4 @@ fn finish_use(
     lines.push(format!("Showing first {} cells:\n", total.min(20)));
     lines.push(brief_table(notebook, 0, 20));
     Ok(ToolOutput::text(lines.join("\n")))
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
-
-async fn list_notebooks(context: ToolContext, _args: NoArgs) -> Result<ToolOutput, ToolError> {
-    let domain = &context.domain;
-    let all = domain.notebooks.all();
-    if all.is_empty() {
-        return Ok(ToolOutput::text(
-            "No managed notebooks. Use the use_notebook tool to manage notebooks first.",
-        ));
-    }
-    let current = domain.notebooks.current_name();
-    let mut lines = vec!["Name\tPath\tKernel_ID\tKernel_Status\tActivate\tBackend".to_owned()];
-    for notebook in all {
-        let kernel = notebook.kernel();
-        let status = match kernel.liveness() {
-            Liveness::Gone(_) => "dead".to_owned(),
-            Liveness::Alive => match kernel.connection().execution_state().as_str() {
-                "unknown" => "alive".to_owned(),
-                state => state.to_owned(),
-            },
-        };
-        let active = if current.as_deref() == Some(notebook.name.as_str()) {
-            "✓"
-        } else {
-            ""
-        };
-        lines.push(format!(
-            "{}\t{}\t{}\t{status}\t{active}\t{}",
-            notebook.name,
-            notebook.path,
-            kernel.id(),
-            notebook.document.backend()
-        ));
-    }
-    Ok(ToolOutput::text(lines.join("\n")))
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NotebookNameArgs {
-    /// The notebook's use_notebook name.
-    pub notebook_name: String,
-}
-
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RestartArgs {
-    /// The notebook's use_notebook name.
-    pub notebook_name: String,
-    /// Move the notebook to a new kernel of this kernelspec (see list_kernelspecs) instead of
-    /// restarting the one it has.
-    #[serde(default)]
-    pub kernel_name: Option<String>,
-}
-
-async fn restart_notebook(
-    context: ToolContext,
-    args: RestartArgs,
-) -> Result<ToolOutput, ToolError> {
-    let in_use = context
-        .domain
-        .notebooks
-        .resolve(Some(&args.notebook_name))
-        .map_err(ToolError::failed)?;
-    if let Some(kernel_name) = &args.kernel_name {
-        return switch_kernelspec(&context, &in_use, kernel_name).await;
-    }
-    let jupyter = context.domain.jupyter();
-    let kernel = jupyter
-        .restart_kernel(&in_use.kernel())
-        .await
-        .map_err(|e| {
-            ToolError::Failed(format!(
-                "Failed to restart notebook '{}': {e}",
-                args.notebook_name
-            ))
-        })?;
-    in_use.replace_kernel(kernel);
-    Ok(ToolOutput::text(format!(
-        "Notebook '{}' kernel restarted successfully. Memory state and imported packages have been cleared.",
-        args.notebook_name
-    )))
-}
-
-/// Moves a notebook to a new kernel of another kernelspec: the new kernel is started first,
-/// then the old one released as unuse_notebook would, and the notebook's metadata updated.
-async fn switch_kernelspec(
-    context: &ToolContext,
-    in_use: &Arc<NotebookInUse>,
-    kernel_name: &str,
-) -> Result<ToolOutput, ToolError> {
-    let domain = &context.domain;
-    let spec = domain.kernelspec(kernel_name).await?;
-    let jupyter = domain.jupyter();
-    let name = &in_use.name;
-    let kernel = start_kernel(&jupyter, Some(&spec), name)
-        .await
-        .map_err(|e| ToolError::Failed(format!("Failed to restart notebook '{name}': {e}")))?;
-    let released = release_kernel(context, in_use).await;
-    let existing = jupyter
-        .rest()
-        .list_sessions()
-        .await
-        .unwrap_or_default()
-        .into_iter()
-        .find(|s| s.path == in_use.path);
-    let (origin, session_line) = attach_session(&jupyter, &in_use.path, &kernel, existing).await?;
-    let moved = Arc::new(NotebookInUse::new(
-        name.clone(),
-        in_use.path.clone(),
-        in_use.document.clone(),
-        kernel.clone(),
-        origin,
-        domain.notebooks.change_sender(),
-    ));
-    let current = domain.notebooks.current_name();
-    domain.notebooks.insert(moved.clone());
-    if let Some(current) = current {
-        domain.notebooks.make_current(&current);
-    }
-    moved
-        .apply(vec![Edit::SetNotebookMetadata {
-            key: "kernelspec".into(),
-            value: spec.metadata(),
-        }])
-        .await
-        .map_err(ToolError::failed)?;
-    Ok(ToolOutput::text(format!(
-        "Notebook '{name}' now runs on a new kernel '{}' of kernelspec '{}' ({}); memory state \
-         and imported packages have been cleared.{released}\n{session_line}",
-        kernel.id(),
-        spec.name,
-        spec.display_name
-    )))
-}
-
-async fn unuse_notebook(
-    context: ToolContext,
-    args: NotebookNameArgs,
-) -> Result<ToolOutput, ToolError> {
-    let domain = &context.domain;
-    let Some((in_use, switched)) = domain.notebooks.remove(&args.notebook_name) else {
-        return Err(ToolError::failed(
-            domain
-                .notebooks
-                .resolve(Some(&args.notebook_name))
-                .err()
-                .expect("not registered"),
-        ));
-    };
-    if let Err(e) = in_use.document.close().await {
-        tracing::warn!("closing '{}' failed: {e}", in_use.path);
-    }
-    let released = release_kernel(&context, &in_use).await;
-    let mut text = format!(
-        "Notebook '{}' unused successfully.{released}",
-        args.notebook_name
-    );
-    match switched {
-        Some(Some(new)) => text.push_str(&format!(" Current notebook switched to '{new}'.")),
-        Some(None) => text.push_str(" No notebooks remaining."),
-        None => {}
-    }
-    Ok(ToolOutput::text(text))
-}
-
-/// Stops the kernel we started for a notebook unless someone else uses it; says what happened.
-async fn release_kernel(context: &ToolContext, in_use: &NotebookInUse) -> String {
-    match in_use.release(&context.domain.jupyter()).await {
-        Released::NotOurs(id) => format!(" Kernel '{id}' was not started here and keeps running."),
-        Released::Shared(id) => {
-            format!(" Kernel '{id}' is shared with someone else and keeps running.")
-        }
-        Released::ShutDown(id) => format!(" Its kernel '{id}' was shut down."),
-    }
 }

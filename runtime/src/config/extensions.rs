@@ -1,0 +1,91 @@
+//! The guests the operator names: `[[extension]]` entries, `--extension` paths, their limits.
+
+use std::path::PathBuf;
+
+use super::file::FileConfig;
+use super::{CompileArgs, ConfigError};
+
+/// Guests from `[[extension]]` entries, then `JUPYTER_MCP_EXTENSIONS`, then `--extension`.
+#[derive(Debug, Clone, Default)]
+pub struct WasmConfig {
+    /// Compiled components are kept here (`cache_dir` in the config file; default
+    /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/jupyter-mcp-server/wasm`).
+    pub cache_dir: Option<PathBuf>,
+    pub extensions: Vec<ExtensionConfig>,
+}
+
+/// One guest: an `[[extension]]` entry, or a bare path with the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtensionConfig {
+    pub path: PathBuf,
+    /// Host functions this guest may call (e.g. `read-cells`); every other one is refused.
+    pub grants: Vec<String>,
+    pub limits: GuestLimits,
+    /// The `config` table, handed to the guest as this JSON object.
+    pub config: serde_json::Value,
+    /// `critical = true|false`: whether a failure of this hook handler fails the call it guards.
+    /// The operator's word wins over the guest's `propagate-errors`; unset, the guest's applies.
+    pub critical: Option<bool>,
+}
+
+impl ExtensionConfig {
+    pub fn with_defaults(path: PathBuf) -> Self {
+        ExtensionConfig {
+            path,
+            grants: Vec::new(),
+            limits: GuestLimits::default(),
+            config: serde_json::Value::Object(Default::default()),
+            critical: None,
+        }
+    }
+}
+
+/// The `limits` table of an `[[extension]]` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestLimits {
+    /// Linear memory the guest may grow to, in MiB (default 128: room for the CPython guests).
+    pub memory_mb: u64,
+    /// CPU time one call may use, in ms, not counting time spent waiting on host functions
+    /// (default 1000).
+    pub cpu_ms_per_call: u64,
+    /// Failed calls in a row (trap, timeout, out of memory) before the guest is switched off
+    /// (default 5).
+    pub max_consecutive_failures: u32,
+    /// Wall-clock time one call may take, in ms, waits in WASI and in host functions included.
+    /// Unset, each kind of call has its own default (a hook event 2 s, a tool call 120 s, the
+    /// calls made while loading 10 s); set, it bounds every call.
+    pub wall_ms_per_call: Option<u64>,
+}
+
+impl Default for GuestLimits {
+    fn default() -> Self {
+        GuestLimits {
+            memory_mb: 128,
+            cpu_ms_per_call: 1000,
+            max_consecutive_failures: 5,
+            wall_ms_per_call: None,
+        }
+    }
+}
+
+impl CompileArgs {
+    /// The guests to compile and where their compiled forms go, as the server would see them.
+    pub fn resolve(self) -> Result<WasmConfig, ConfigError> {
+        let file = match &self.config {
+            Some(path) => FileConfig::read(path)?,
+            None => FileConfig::default(),
+        };
+        let extensions = if self.paths.is_empty() {
+            file.extensions
+        } else {
+            self.paths
+                .into_iter()
+                .map(ExtensionConfig::with_defaults)
+                .collect()
+        };
+        Ok(WasmConfig {
+            cache_dir: file.cache_dir,
+            extensions,
+        })
+    }
+}

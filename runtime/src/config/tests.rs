@@ -1,0 +1,248 @@
+//! How flags, environment and the config file resolve into a `Config`.
+
+use super::*;
+use clap::Parser as _;
+
+fn start_args(argv: &[&str]) -> StartArgs {
+    let mut full = vec!["jupyter-mcp-server", "start"];
+    full.extend_from_slice(argv);
+    match Cli::try_parse_from(full).unwrap().command {
+        Some(Command::Start(args)) => *args,
+        other => panic!("expected start, got {other:?}"),
+    }
+}
+
+#[test]
+fn booleans_follow_the_python_server() {
+    for yes in ["1", "true", "T", "yes", "y", "ON"] {
+        assert_eq!(parse_bool(yes), Ok(true), "{yes}");
+    }
+    for no in ["0", "false", "f", "No", "n", "off"] {
+        assert_eq!(parse_bool(no), Ok(false), "{no}");
+    }
+    assert!(parse_bool("maybe").unwrap_err().contains("maybe"));
+}
+
+#[test]
+fn timeouts_resolve_and_clamp() {
+    let limits = ExecutionLimits {
+        default_timeout: Duration::from_secs(120),
+        max_timeout: Duration::from_secs(3600),
+    };
+    assert_eq!(limits.resolve(0.0), Duration::from_secs(120));
+    assert_eq!(limits.resolve(30.0), Duration::from_secs(30));
+    assert_eq!(limits.resolve(99_999.0), Duration::from_secs(3600));
+    assert_eq!(limits.resolve(-5.0), Duration::from_secs(120));
+}
+
+#[test]
+fn defaults_and_embedded_jupyter() {
+    let config = Config::from_args_and_env(start_args(&[]), |_| None).unwrap();
+    assert_eq!(config.transport, Transport::Stdio);
+    assert!(matches!(config.jupyter, JupyterSource::Embedded { .. }));
+    assert_eq!(config.execution.default_timeout, Duration::from_secs(120));
+    assert_eq!(config.execution.max_timeout, Duration::from_secs(3600));
+    assert_eq!(config.output.max_chars, 50_000);
+    assert!(config.output.allow_images);
+    assert_eq!(config.http.port, 4040);
+}
+
+#[test]
+fn image_output_can_be_switched_off() {
+    let config = Config::from_args_and_env(start_args(&[]), |n| {
+        (n == "ALLOW_IMG_OUTPUT").then(|| "false".into())
+    })
+    .unwrap();
+    assert!(!config.output.allow_images);
+    let err = Config::from_args_and_env(start_args(&[]), |_| Some("perhaps".into())).unwrap_err();
+    assert!(err.to_string().contains("ALLOW_IMG_OUTPUT"));
+}
+
+#[test]
+fn hub_mode_serves_http_under_the_service_environment() {
+    let env = |name: &str| {
+        (name == "JUPYTERHUB_SERVICE_URL").then(|| "http://127.0.0.1:10101".to_owned())
+    };
+    let config = Config::from_args_and_env(
+        start_args(&[
+            "--jupyterhub-url",
+            "http://127.0.0.1:8000",
+            "--jupyterhub-service-prefix",
+            "/services/mcp",
+        ]),
+        env,
+    )
+    .unwrap();
+    assert_eq!(config.transport, Transport::StreamableHttp);
+    assert_eq!(
+        (config.http.host.as_str(), config.http.port),
+        ("127.0.0.1", 10101)
+    );
+    assert_eq!(config.http.prefix, "/services/mcp/");
+    let JupyterSource::Hub(hub) = config.jupyter else {
+        panic!("Hub mode expected");
+    };
+    assert_eq!(hub.api.as_str(), "http://127.0.0.1:8000/hub/api/");
+    // Our own flags win over the service's address.
+    let config = Config::from_args_and_env(
+        start_args(&["--jupyterhub-url", "http://h:8000", "--port", "5000"]),
+        env,
+    )
+    .unwrap();
+    assert_eq!(config.http.port, 5000);
+    assert_eq!(config.http.prefix, "/");
+}
+
+#[test]
+fn hub_mode_refuses_single_server_flags() {
+    for extra in [
+        &["--transport", "stdio"][..],
+        &["--jupyter-url", "http://127.0.0.1:8888"],
+        &["--document-id", "a.ipynb"],
+        &["--start-new-code-sandbox"],
+    ] {
+        let mut argv = vec!["--jupyterhub-url", "http://127.0.0.1:8000"];
+        argv.extend_from_slice(extra);
+        let error = Config::from_args_and_env(start_args(&argv), |_| None).unwrap_err();
+        assert!(error.to_string().contains("Hub mode"), "{error}");
+    }
+}
+
+#[test]
+fn bad_values_are_refused() {
+    assert!(Cli::try_parse_from(["x", "start", "--transport", "carrier-pigeon"]).is_err());
+    assert!(Cli::try_parse_from(["x", "start", "--jupyter-url", "ftp://h"]).is_err());
+    assert!(Cli::try_parse_from(["x", "start", "--execution-timeout", "0"]).is_err());
+    assert!(Cli::try_parse_from(["x", "start", "--no-such-flag"]).is_err());
+    let err = Config::from_args_and_env(
+        start_args(&[
+            "--execution-timeout",
+            "100",
+            "--max-execution-timeout",
+            "10",
+        ]),
+        |_| None,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("--max-execution-timeout"));
+}
+
+#[test]
+fn config_file_capabilities() {
+    let dir = std::env::temp_dir().join(format!("jmcp-config-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.toml");
+    std::fs::write(&good, "[capabilities]\n\"kernel.auto-restart\" = true\n").unwrap();
+    let config =
+        Config::from_args_and_env(start_args(&["--config", good.to_str().unwrap()]), |_| None)
+            .unwrap();
+    assert_eq!(
+        config.capabilities.config,
+        vec![("kernel.auto-restart".to_owned(), true)]
+    );
+    std::fs::write(
+        &good,
+        "cache_dir = \"cache\"\n[[extension]]\npath = \"policy.wasm\"\ngrants = [\"read-cells\"]\n\
+         limits = { memory_mb = 32, wall_ms_per_call = 500 }\nconfig = { deny = [\"rm -rf\"] }\n\
+         critical = false\n",
+    )
+    .unwrap();
+    let config = Config::from_args_and_env(
+        start_args(&["--config", good.to_str().unwrap(), "--extension", "b.wasm"]),
+        |n| (n == "JUPYTER_MCP_EXTENSIONS").then(|| "a1.wasm:a2.wasm".into()),
+    )
+    .unwrap();
+    assert_eq!(config.wasm.cache_dir, Some(dir.join("cache")));
+    let paths: Vec<_> = config
+        .wasm
+        .extensions
+        .iter()
+        .map(|e| e.path.clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            dir.join("policy.wasm"),
+            "a1.wasm".into(),
+            "a2.wasm".into(),
+            "b.wasm".into()
+        ]
+    );
+    let policy = &config.wasm.extensions[0];
+    assert_eq!(policy.grants, ["read-cells"]);
+    assert_eq!(policy.limits.memory_mb, 32);
+    assert_eq!(policy.limits.cpu_ms_per_call, 1000);
+    assert_eq!(policy.limits.wall_ms_per_call, Some(500));
+    assert_eq!(policy.critical, Some(false));
+    assert_eq!(config.wasm.extensions[1].critical, None);
+    assert_eq!(policy.config, serde_json::json!({"deny": ["rm -rf"]}));
+    std::fs::write(&good, "[[extension]]\ngrants = []\n").unwrap();
+    let err =
+        Config::from_args_and_env(start_args(&["--config", good.to_str().unwrap()]), |_| None)
+            .unwrap_err();
+    assert!(err.to_string().contains("missing field `path`"), "{err}");
+    std::fs::write(
+        &good,
+        "[[extension]]\npath = \"a.wasm\"\nlimits = { memory_mb = 0 }\n",
+    )
+    .unwrap();
+    let err =
+        Config::from_args_and_env(start_args(&["--config", good.to_str().unwrap()]), |_| None)
+            .unwrap_err();
+    assert!(err.to_string().contains("nonzero"), "{err}");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[capabilities]\nx = \"yes\"\n").unwrap();
+    let err = Config::from_args_and_env(start_args(&["--config", bad.to_str().unwrap()]), |_| None)
+        .unwrap_err();
+    assert!(err.to_string().contains("true or false"), "{err}");
+    std::fs::write(&bad, "cache_dirr = \"/tmp\"\n").unwrap();
+    let err = Config::from_args_and_env(start_args(&["--config", bad.to_str().unwrap()]), |_| None)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("unknown field `cache_dirr`"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn python_server_flags_map_to_ours() {
+    let config = Config::from_args_and_env(
+        start_args(&[
+            "--code-sandbox-url",
+            "http://127.0.0.1:9001",
+            "--jupyter-url",
+            "http://127.0.0.1:9002",
+            "--document-id",
+            "work/a.ipynb",
+            "--start-new-code-sandbox",
+        ]),
+        |_| None,
+    )
+    .unwrap();
+    match &config.jupyter {
+        JupyterSource::Remote { url, .. } => assert_eq!(url.port(), Some(9001)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(config.documents.as_ref().unwrap().0.port(), Some(9002));
+    assert_eq!(config.default_notebook.as_deref(), Some("work/a.ipynb"));
+    assert!(config.start_default_kernel);
+    let plain = Config::from_args_and_env(
+        start_args(&["--jupyter-url", "http://127.0.0.1:9002"]),
+        |_| None,
+    )
+    .unwrap();
+    assert!(plain.documents.is_none() && !plain.start_default_kernel);
+    let args = start_args(&["--start-new-code-sandbox", "false"]);
+    assert!(!args.python.start_new_code_sandbox);
+}
+
+#[test]
+fn start_flags_work_without_the_subcommand() {
+    let cli = Cli::try_parse_from(["x", "--jupyter-url", "http://127.0.0.1:8888"]).unwrap();
+    assert!(cli.command.is_none());
+    assert_eq!(
+        cli.start.jupyter_url.unwrap().as_str(),
+        "http://127.0.0.1:8888/"
+    );
+}

@@ -1,0 +1,318 @@
+//! One connection to a notebook's collaboration room: joining it (session, websocket, first
+//! sync) and the task that owns the socket, applying the room's updates to our copy and sending
+//! ours, with awareness so JupyterLab lists us among the collaborators.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::Message as Frame;
+use yrs::sync::{Awareness, Message, SyncMessage};
+use yrs::updates::decoder::Decode;
+use yrs::updates::encoder::Encode;
+
+use super::save::{self, SaveReply};
+use crate::jupyter::document::DocumentError;
+use crate::jupyter::document::ynotebook::YNotebook;
+use crate::jupyter::rest::{CollaborationSession, JupyterRest, RestError};
+use crate::jupyter::websocket::{self, JupyterSocket};
+
+/// How long joining a room (PUT, websocket, first sync) may take: a busy Jupyter Server (dozens
+/// of kernels starting) has been seen to need over 20 s.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How often our awareness state is sent again (y-protocols peers drop states older than 30 s).
+const AWARENESS_RENEWAL: Duration = Duration::from_secs(15);
+
+/// Who we are in JupyterLab's list of collaborators.
+fn agent_awareness() -> Value {
+    serde_json::json!({
+        "user": {
+            "username": "jupyter-mcp-server",
+            "name": "AI agent (jupyter-mcp-server)",
+            "display_name": "AI agent (jupyter-mcp-server)",
+            "initials": "AI",
+            "color": "#7c4dff",
+        }
+    })
+}
+
+/// One connection to the room: its document and the task that owns the socket.
+pub(super) struct Link {
+    pub(super) notebook: Arc<Mutex<YNotebook>>,
+    pub(super) outgoing: mpsc::UnboundedSender<Vec<u8>>,
+    /// Sync step 2 answers received (the first answers our opening step 1).
+    pub(super) answers: watch::Receiver<u64>,
+    /// Sync step 1 messages sent, the opening one included.
+    pub(super) asked: u64,
+    pub(super) closed: watch::Receiver<Option<String>>,
+    /// The room's latest answer to a save request, and how many we have sent.
+    pub(super) saves: watch::Receiver<Option<SaveReply>>,
+    pub(super) saves_asked: u64,
+}
+
+impl Link {
+    pub(super) fn is_open(&self) -> bool {
+        self.closed.borrow().is_none() && !self.outgoing.is_closed()
+    }
+
+    /// Sends an update followed by our state vector; returns the answer number that proves it.
+    pub(super) fn send_update(&mut self, update: Vec<u8>) -> u64 {
+        let step1 = {
+            let notebook = self
+                .notebook
+                .lock()
+                .expect("the document lock is never poisoned");
+            Message::Sync(SyncMessage::SyncStep1(notebook.state_vector())).encode_v1()
+        };
+        let _ = self
+            .outgoing
+            .send(Message::Sync(SyncMessage::Update(update)).encode_v1());
+        let _ = self.outgoing.send(step1);
+        self.asked += 1;
+        self.asked
+    }
+
+    pub(super) fn answered(&self) -> u64 {
+        *self.answers.borrow()
+    }
+}
+
+/// Names the notebook's room (`NoCollaboration` when the server has no real-time collaboration).
+pub(super) async fn room_session(
+    rest: &JupyterRest,
+    path: &str,
+) -> Result<CollaborationSession, DocumentError> {
+    rest.collaboration_session(path).await.map_err(|e| match e {
+        RestError::NotFound { .. } => DocumentError::NoCollaboration {
+            url: rest.shown_url(),
+            path: path.to_owned(),
+        },
+        other => other.into(),
+    })
+}
+
+/// Opens a connection to the notebook's room and waits until the first sync is done.
+pub(super) async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
+    let started = std::time::Instant::now();
+    let elapsed = || format!("{:.1}", started.elapsed().as_secs_f64() * 1e3);
+    let attempt = async {
+        let session = room_session(rest, path).await?;
+        tracing::debug!(ms = elapsed(), "room of '{path}': session");
+        let url = rest.collaboration_room_url(&session)?;
+        let (socket, _) = websocket::dial_server(rest, &url, None)
+            .await
+            .map_err(|e| {
+                DocumentError::Room(format!(
+                    "could not join the collaboration room of '{path}': {e}"
+                ))
+            })?;
+        tracing::debug!(ms = elapsed(), "room of '{path}': socket open");
+        let notebook = Arc::new(Mutex::new(YNotebook::new()));
+        let (outgoing, queued) = mpsc::unbounded_channel();
+        let (answers_tx, mut answers) = watch::channel(0u64);
+        let (closed_tx, closed) = watch::channel(None);
+        let (saves_tx, saves) = watch::channel(None);
+        let room = Room {
+            notebook: notebook.clone(),
+            answers: answers_tx,
+            closed: closed_tx,
+            saves: saves_tx,
+            path: path.to_owned(),
+        };
+        tokio::spawn(room.run(socket, queued));
+        let mut closed_rx = closed.clone();
+        tokio::select! {
+            synced = answers.wait_for(|n| *n >= 1) => {
+                synced.map_err(|_| closed_error(path, &closed))?;
+            }
+            _ = closed_rx.wait_for(Option::is_some) => return Err(closed_error(path, &closed)),
+        }
+        tracing::debug!(ms = elapsed(), "room of '{path}': synced");
+        Ok(Link {
+            notebook,
+            outgoing,
+            answers,
+            asked: 1,
+            closed,
+            saves,
+            saves_asked: 0,
+        })
+    };
+    tokio::time::timeout(JOIN_TIMEOUT, attempt)
+        .await
+        .map_err(|_| {
+            DocumentError::Room(format!(
+                "the collaboration room of '{path}' did not sync within {}s; check the Jupyter \
+                 Server's log",
+                JOIN_TIMEOUT.as_secs()
+            ))
+        })?
+}
+
+pub(super) fn closed_error(path: &str, closed: &watch::Receiver<Option<String>>) -> DocumentError {
+    let reason = closed.borrow().clone().unwrap_or_default();
+    DocumentError::Room(format!(
+        "the collaboration room of '{path}' closed the connection: {reason}"
+    ))
+}
+
+/// The task that owns one room socket.
+struct Room {
+    notebook: Arc<Mutex<YNotebook>>,
+    answers: watch::Sender<u64>,
+    closed: watch::Sender<Option<String>>,
+    saves: watch::Sender<Option<SaveReply>>,
+    path: String,
+}
+
+impl Room {
+    async fn run(self, mut socket: JupyterSocket, mut queued: mpsc::UnboundedReceiver<Vec<u8>>) {
+        let (hello, mut awareness) = {
+            let notebook = self.lock();
+            let step1 = Message::Sync(SyncMessage::SyncStep1(notebook.state_vector()));
+            let awareness = Awareness::new(notebook.doc().clone());
+            (step1.encode_v1(), awareness)
+        };
+        let _ = awareness.set_local_state(agent_awareness());
+        let mut greeting = vec![hello];
+        if let Ok(update) = awareness.update() {
+            greeting.push(Message::Awareness(update).encode_v1());
+        }
+        let reason = match self.greet(&mut socket, greeting).await {
+            Err(e) => e,
+            Ok(()) => self.serve(&mut socket, &mut queued, &mut awareness).await,
+        };
+        tracing::debug!("left the collaboration room of '{}': {reason}", self.path);
+        let _ = socket.close(None).await;
+        self.closed.send_replace(Some(reason));
+    }
+
+    async fn greet(&self, socket: &mut JupyterSocket, frames: Vec<Vec<u8>>) -> Result<(), String> {
+        for frame in frames {
+            socket
+                .send(Frame::Binary(frame.into()))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Relays until the socket ends (returns why) or we leave (all senders dropped).
+    async fn serve(
+        &self,
+        socket: &mut JupyterSocket,
+        queued: &mut mpsc::UnboundedReceiver<Vec<u8>>,
+        awareness: &mut Awareness,
+    ) -> String {
+        let mut renew = tokio::time::interval_at(
+            tokio::time::Instant::now() + AWARENESS_RENEWAL,
+            AWARENESS_RENEWAL,
+        );
+        loop {
+            tokio::select! {
+                // Our own updates go first, so a read after a write never races our own edit.
+                biased;
+                _ = renew.tick() => {
+                    // Peers forget a collaborator not heard from in 30 s.
+                    let _ = awareness.set_local_state(agent_awareness());
+                    if let Ok(update) = awareness.update() {
+                        let frame = Message::Awareness(update).encode_v1();
+                        if let Err(e) = socket.send(Frame::Binary(frame.into())).await {
+                            return format!("sending failed: {e}");
+                        }
+                    }
+                }
+                out = queued.recv() => match out {
+                    Some(frame) => {
+                        if let Err(e) = socket.send(Frame::Binary(frame.into())).await {
+                            return format!("sending failed: {e}");
+                        }
+                    }
+                    None => {
+                        // Leaving: tell the others we are gone so JupyterLab drops our cursor.
+                        awareness.clean_local_state();
+                        if let Ok(update) = awareness.update_with_clients([awareness.client_id()]) {
+                            let goodbye = Message::Awareness(update).encode_v1();
+                            let _ = socket.send(Frame::Binary(goodbye.into())).await;
+                        }
+                        return "the notebook was released".into();
+                    }
+                },
+                frame = socket.next() => match frame {
+                    Some(Ok(Frame::Binary(bytes))) => {
+                        if let Err(e) = self.receive(socket, &bytes).await {
+                            return e;
+                        }
+                    }
+                    Some(Ok(Frame::Close(close))) => {
+                        return format!(
+                            "the server closed the room{}",
+                            close.map(|c| format!(" ({} {})", c.code, c.reason)).unwrap_or_default()
+                        );
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return format!("the socket failed: {e}"),
+                    None => return "the socket ended".into(),
+                },
+            }
+        }
+    }
+
+    async fn receive(&self, socket: &mut JupyterSocket, bytes: &[u8]) -> Result<(), String> {
+        if bytes.first() == Some(&save::RAW) {
+            if let Some(reply) = save::reply(bytes) {
+                self.saves.send_replace(Some(reply));
+            }
+            return Ok(());
+        }
+        let message = match Message::decode_v1(bytes) {
+            Ok(message) => message,
+            Err(e) => {
+                tracing::debug!(
+                    "ignoring an unreadable room message for '{}': {e}",
+                    self.path
+                );
+                return Ok(());
+            }
+        };
+        match message {
+            Message::Sync(SyncMessage::SyncStep1(remote)) => {
+                let diff = self.lock().diff(&remote);
+                let reply = Message::Sync(SyncMessage::SyncStep2(diff)).encode_v1();
+                socket
+                    .send(Frame::Binary(reply.into()))
+                    .await
+                    .map_err(|e| format!("sending failed: {e}"))?;
+            }
+            Message::Sync(SyncMessage::SyncStep2(update)) => {
+                self.apply(&update)?;
+                self.answers.send_modify(|n| *n += 1);
+            }
+            Message::Sync(SyncMessage::Update(update)) => self.apply(&update)?,
+            // Other peers' cursors and our own echo: nothing we act on.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A bad update leaves our copy in doubt: the link ends, and the next call rejoins with a
+    /// fresh document (and re-applies our journal).
+    fn apply(&self, update: &[u8]) -> Result<(), String> {
+        self.lock().apply_update(update).map_err(|e| {
+            tracing::warn!(
+                "a room update for '{}' could not be applied: {e}",
+                self.path
+            );
+            format!("a room update could not be applied: {e}")
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, YNotebook> {
+        self.notebook
+            .lock()
+            .expect("the document lock is never poisoned")
+    }
+}
