@@ -89,7 +89,7 @@ class _HostHandler(logging.Handler):
 
 sys.stdout = _HostStream(_log.Level.INFO)
 sys.stderr = _HostStream(_log.Level.ERROR)
-logging.basicConfig(level=logging.INFO, handlers=[_HostHandler()], force=True)
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", handlers=[_HostHandler()], force=True)
 
 
 # ---- errors ----
