@@ -87,6 +87,10 @@ test('what an extension leaves out is empty', () => {
   const [spec] = tools.extensionApi.tools();
   assert.deepEqual(JSON.parse(spec.inputSchema), { type: 'object', properties: {} });
   assert.deepEqual(tools.extensionApi.callTool('t', '{}').content, [{ tag: 'text', val: 'hi' }]);
+  // With hooks, both exports (for the extension-with-hooks world).
+  const both = defineExtension({ name: 'both', version: '1', hooks: { beforeExecute: (e, ctx) => ({ ...ctx, code: e.code }) } });
+  assert.deepEqual(both.extensionApi.tools(), []);
+  assert.equal(both.hooks.onEvent({ tag: 'before-execute', val: { kernelId: 'k', code: '1 + 1' } }, '{}'), '{"code":"1 + 1"}');
 });
 
 test('hooks get parsed context, and log through the host, console included', () => {
