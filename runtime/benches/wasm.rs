@@ -1,7 +1,6 @@
 //! Cost of wasm hook handlers: a raw hook-event call into a pre-instantiated Rust guest, the
 //! whole hooks-bus dispatch with that guest registered, and a fresh instance from `InstancePre`
-//! (Rust and Python guests); the same raw call into the JavaScript and Python SDKs' audit
-//! handlers; an extension's tool call against the same tool written natively,
+//! (Rust and Python guests); an extension's tool call against the same tool written natively,
 //! both through the whole dispatch; and server start with three extensions loaded from the
 //! compile cache (in process, and the real binary when `JUPYTER_MCP_SERVER_BIN` is set).
 //! Prints medians beside the targets.
@@ -70,7 +69,21 @@ fn main() {
         .template(&policy, settings("policy", deny.clone()))
         .expect("policy guest");
 
-    let raw = raw_hook_calls(&template, 20_000);
+    // Raw call: the event's conversion and lowering, the guest's work and the answer, on a live
+    // instance.
+    let mut live = template.instantiate().expect("instance");
+    let event = HookEvent::before_execute("kernel-1", "print(6 * 7)");
+    let mut samples = Vec::with_capacity(20_000);
+    for i in 0..22_000 {
+        let started = Instant::now();
+        let answer = live.on_event(&event, "{}").expect("call");
+        let took = started.elapsed();
+        assert_eq!(answer, Ok(None));
+        if i >= 2_000 {
+            samples.push(took);
+        }
+    }
+    let raw = median(samples);
 
     // Whole dispatch: the hooks bus, the guest's thread and back, as a tool call sees it.
     let loaded = host
@@ -151,48 +164,8 @@ fn main() {
         python_load.as_secs_f64() * 1e3
     );
     hooks.shutdown();
-    sdk_hook_calls(&host, &dir);
 
     tools_and_start(&dir, &runtime);
-}
-
-/// Raw calls: the event's conversion and lowering, the guest's work and the answer, on a live
-/// instance that leaves the context as it is. The median of `n` after a tenth as many warm-ups.
-fn raw_hook_calls(template: &jupyter_mcp_server::wasm::Template, n: usize) -> Duration {
-    let mut live = template.instantiate().expect("instance");
-    let event = HookEvent::before_execute("kernel-1", "print(6 * 7)");
-    let mut samples = Vec::with_capacity(n);
-    for i in 0..n + n / 10 {
-        let started = Instant::now();
-        let answer = live.on_event(&event, "{}").expect("call");
-        let took = started.elapsed();
-        assert_eq!(answer, Ok(None));
-        if i >= n / 10 {
-            samples.push(took);
-        }
-    }
-    median(samples)
-}
-
-/// The same raw call into the SDKs' audit hook handlers (guests/js, guests/python: WIT 0.2.0),
-/// which act on tool calls only: what entering a guest through its SDK and back costs.
-fn sdk_hook_calls(host: &WasmHost, dir: &std::path::Path) {
-    println!("SDK hook handlers, raw before_execute call, pre-instantiated (medians)");
-    for (name, language) in [("audit-js", "JavaScript"), ("audit-py", "Python")] {
-        let path = dir.join(format!("{name}.wasm"));
-        if !path.exists() {
-            println!("({} not built)", path.display());
-            continue;
-        }
-        let template = host
-            .template(&path, settings(name, json!({})))
-            .expect("SDK audit guest");
-        row(
-            &format!("raw before_execute call, {language} SDK ({name})"),
-            raw_hook_calls(&template, 5_000),
-            "—",
-        );
-    }
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -6,7 +6,7 @@ import { host } from './host-stub.mjs';
 import {
   defineExtension, defineHooks, guard, invalidArguments, notFound, text, toGuestError,
 } from 'jupyter-mcp-extension';
-import { extensionApi as wordcount } from '../examples/wordcount/app.js';
+import { extensionApi as wordcount, hooks as wordcountHooks } from '../examples/wordcount/app.js';
 import { hooks as audit } from '../examples/audit/app.js';
 
 const cell = (id, kind, source) => ({
@@ -43,37 +43,55 @@ test('every thrown value becomes a guest-error with its message', () => {
   assert.deepEqual(toGuestError(refused), { tag: 'host', val: { tag: 'not-granted', val: 'add read-cells' } });
 });
 
-test('the example counts words, and passes on a refusal and its own errors', () => {
-  host.cells = [cell('a', 'markdown', '# Two words'), cell('b', 'code', 'x = 1\nprint(x)')];
+test('the example counts words, edits by id, and passes on refusals and its own errors', () => {
+  host.cells = [cell('a', 'markdown', '# Two words'), cell('b', 'code', 'x = 1\nprint(x)'), cell('c', 'raw', 'not counted')];
   host.refuse = undefined;
-  const result = wordcount.callTool('word_count_js', '{}');
-  const expected = { cells: 2, words: 7, per_cell: [
-    { id: 'a', kind: 'markdown', words: 3 }, { id: 'b', kind: 'code', words: 4 }] };
+  const result = wordcount.callTool('word_count', '{}');
+  const expected = { markdown: 3, code: 4, total: 7, cells: [
+    { id: 'a', index: 0, kind: 'markdown', words: 3 }, { id: 'b', index: 0, kind: 'code', words: 4 }] };
   assert.deepEqual(JSON.parse(result.structured), expected);
   assert.equal(result.isError, false);
-  assert.deepEqual(err(() => wordcount.callTool('word_count_js', '{"cell_id":"zz"}')),
-    { tag: 'failed', val: "no cell has the id 'zz'; read_notebook lists them" });
   assert.deepEqual(err(() => wordcount.callTool('nope', '{}')),
-    { tag: 'not-found', val: "wordcount-js has no tool 'nope'" });
-  assert.deepEqual(err(() => wordcount.callTool('word_count_js', 'not json')).tag, 'invalid-arguments');
+    { tag: 'not-found', val: "wordcount has no tool 'nope'" });
+  assert.deepEqual(err(() => wordcount.callTool('word_count', 'not json')).tag, 'invalid-arguments');
+  // Whole words only; the source read is what the host must still find.
+  const replaced = wordcount.callTool('replace_word', '{"cell_id":"a","word":"Two","replacement":"Twenty"}');
+  assert.deepEqual(replaced.content, [{ tag: 'text', val: "replaced 1 occurrence(s) of 'Two' in cell a" }]);
+  assert.deepEqual(host.written.at(-1), [{ tag: 'id', val: 'a' }, '# Twenty words', '# Two words']);
+  assert.equal(wordcount.callTool('replace_word', '{"cell_id":"a","word":"wo","replacement":"x"}').content[0].val,
+    "'wo' does not occur in cell a");
+  assert.deepEqual(err(() => wordcount.callTool('replace_word', '{"cell_id":"a","word":" ","replacement":"x"}')),
+    { tag: 'invalid-arguments', val: "'word' is empty; name the word to replace" });
+  assert.deepEqual(err(() => wordcount.callTool('replace_word',
+    '{"cell_id":"a","word":"words","replacement":"x","expected_source":"stale"}')),
+  { tag: 'host', val: { tag: 'conflict', val: 'changed' } });
+  assert.deepEqual(err(() => wordcount.callTool('replace_word', '{"cell_id":"zz","word":"a","replacement":"b"}')),
+    { tag: 'host', val: { tag: 'not-found', val: 'no cell zz' } });
   host.refuse = { tag: 'not-granted', val: 'read-cells is not granted' };
-  assert.deepEqual(err(() => wordcount.callTool('word_count_js', '{}')),
-    { tag: 'host', val: host.refuse });
+  assert.deepEqual(err(() => wordcount.callTool('word_count', '{}')), { tag: 'host', val: host.refuse });
   host.refuse = undefined;
 });
 
 test('resources, templates and prompts are listed and served', () => {
-  host.cells = [cell('a', 'markdown', 'one two three'), cell('b', 'markdown', 'one')];
-  assert.deepEqual(wordcount.resources().map((r) => r.uri), ['wordcount-js://current']);
-  assert.deepEqual(wordcount.resourceTemplates().map((r) => r.uriTemplate), ['wordcount-js://cell/{id}']);
-  const [one] = wordcount.readResource('wordcount-js://cell/b');
+  host.cells = [cell('a', 'markdown', 'one two three'), cell('b', 'code', 'one')];
+  assert.deepEqual(wordcount.resources().map((r) => r.uri), ['wordcount://current']);
+  assert.deepEqual(wordcount.resourceTemplates().map((r) => r.uriTemplate), ['wordcount://notebooks/{name}']);
+  const [one] = wordcount.readResource('wordcount://notebooks/nb');
   assert.equal(one.mimeType, 'application/json');
-  assert.equal(JSON.parse(one.body.val).words, 1);
-  assert.equal(err(() => wordcount.readResource('wordcount-js://else')).tag, 'not-found');
-  const got = wordcount.getPrompt('tighten_prose_js', '{"limit":"2"}');
-  assert.deepEqual(got.messages, [{ role: 'user', content: { tag: 'text', val: 'Rewrite markdown cell a (3 words) in at most 2 words.' } }]);
-  assert.deepEqual(err(() => wordcount.getPrompt('tighten_prose_js', '{}')),
-    { tag: 'invalid-arguments', val: "prompt 'tighten_prose_js' needs the argument 'limit'" });
+  assert.equal(JSON.parse(one.body.val).total, 4);
+  assert.equal(err(() => wordcount.readResource('wordcount://else')).tag, 'not-found');
+  const got = wordcount.getPrompt('word_budget', '{"budget":"2"}');
+  assert.deepEqual(got.messages, [{ role: 'user', content: { tag: 'text', val:
+    "The notebook's markdown has 3 words (code: 1); the budget is 2. Cut 1 words. Keep every code cell as it is." } }]);
+  assert.deepEqual(err(() => wordcount.getPrompt('word_budget', '{}')),
+    { tag: 'invalid-arguments', val: "prompt 'word_budget' needs the argument 'budget'" });
+  assert.deepEqual(err(() => wordcount.getPrompt('word_budget', '{"budget":"many"}')),
+    { tag: 'invalid-arguments', val: "'budget' must be a whole number of words" });
+  // Its name comes from the operator's config when given, asked at load.
+  assert.equal(wordcount.identity().name, 'wordcount');
+  host.config = '{"name":"wordcount-2"}';
+  assert.equal(wordcount.identity().name, 'wordcount-2');
+  host.config = '{}';
 });
 
 test('what an extension leaves out is empty', () => {
@@ -107,6 +125,9 @@ test('hooks get parsed context, and log through the host, console included', () 
     ['info', 'audit-js: tool insert_cell called with {}'],
     ['info', 'audit-js: tool insert_cell failed: no (paired)'],
   ]);
+  host.logged.length = 0;
+  assert.equal(wordcountHooks.onEvent({ tag: 'before-execute', val: { kernelId: 'k1', code: 'print(1 + 2)' } }, '{}'), undefined);
+  assert.deepEqual(host.logged, [['info', '3 words of code sent to kernel k1']]);
   const refusing = defineHooks({ propagateErrors: true, beforeExecute: () => { throw new Error('no kernels today'); } });
   assert.equal(refusing.propagateErrors(), true);
   assert.deepEqual(err(() => refusing.onEvent({ tag: 'before-execute', val: { kernelId: 'k', code: '1' } }, '{}')),

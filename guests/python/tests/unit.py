@@ -17,19 +17,46 @@ from wit_world.imports import log as host_log  # noqa: E402
 from wit_world.imports import notebook  # noqa: E402
 from wit_world.imports import types as t  # noqa: E402
 
+from wit_world.imports import config as host_config  # noqa: E402
+
 LOGGED = []
 CELLS = []
 REFUSE = []
+WRITTEN = []
+CONFIG = ["{}"]
+
+
+def check():
+    if REFUSE:
+        raise Err(REFUSE[0])
 
 
 def read_cells(name):
-    if REFUSE:
-        raise Err(REFUSE[0])
+    check()
     return CELLS
 
 
+def read_cell(name, ref):
+    check()
+    for cell in CELLS:
+        if cell.id == ref.value:
+            return cell
+    raise Err(t.HostError_NotFound(f"no cell {ref.value}"))
+
+
+def overwrite_cell(name, ref, source, expected):
+    cell = read_cell(name, ref)
+    if expected is not None and expected != cell.source:
+        raise Err(t.HostError_Conflict("changed"))
+    WRITTEN.append((ref, source, expected))
+    cell.source = source
+
+
 host_log.log = lambda level, message: LOGGED.append((level.name.lower(), message))
+host_config.get_config = lambda: CONFIG[0]
 notebook.read_cells = read_cells
+notebook.read_cell = read_cell
+notebook.overwrite_cell = overwrite_cell
 
 import jupyter_mcp_extension as ext  # noqa: E402
 
@@ -41,7 +68,8 @@ def example(name):
     return module
 
 
-wordcount = example("wordcount").ExtensionApi()
+wordcount_app = example("wordcount")
+wordcount, wordcount_hooks = wordcount_app.ExtensionApi(), wordcount_app.Hooks()
 audit = example("audit").Hooks()
 
 
@@ -61,6 +89,7 @@ class Sdk(unittest.TestCase):
     def setUp(self):
         LOGGED.clear()
         REFUSE.clear()
+        WRITTEN.clear()
 
     def test_every_exception_becomes_a_guest_error_with_its_message(self):
         cases = [(ValueError("bad value"), t.GuestError_Failed("bad value")),
@@ -78,35 +107,55 @@ class Sdk(unittest.TestCase):
                 raise raised
             self.assertEqual(err(ext.guard(raising)), expected)
 
-    def test_the_example_counts_words_and_passes_on_errors(self):
-        CELLS[:] = [cell("a", t.CellKind.MARKDOWN, "# Two words"), cell("b", t.CellKind.CODE, "x = 1\nprint(x)")]
-        result = wordcount.call_tool("word_count_py", "{}")
-        self.assertEqual(json.loads(result.structured), {"cells": 2, "words": 7, "per_cell": [
-            {"id": "a", "kind": "markdown", "words": 3}, {"id": "b", "kind": "code", "words": 4}]})
+    def test_the_example_counts_words_edits_by_id_and_passes_on_errors(self):
+        CELLS[:] = [cell("a", t.CellKind.MARKDOWN, "# Two words"), cell("b", t.CellKind.CODE, "x = 1\nprint(x)"),
+                    cell("c", t.CellKind.RAW, "not counted")]
+        result = wordcount.call_tool("word_count", "{}")
+        self.assertEqual(json.loads(result.structured), {"markdown": 3, "code": 4, "total": 7, "cells": [
+            {"id": "a", "index": 0, "kind": "markdown", "words": 3},
+            {"id": "b", "index": 0, "kind": "code", "words": 4}]})
         self.assertFalse(result.is_error)
-        self.assertEqual(err(lambda: wordcount.call_tool("word_count_py", '{"cell_id": "zz"}')),
-                         t.GuestError_Failed("no cell has the id 'zz'; read_notebook lists them"))
         self.assertEqual(err(lambda: wordcount.call_tool("nope", "{}")),
-                         t.GuestError_NotFound("wordcount-py has no tool 'nope'"))
-        self.assertIsInstance(err(lambda: wordcount.call_tool("word_count_py", "not json")),
+                         t.GuestError_NotFound("wordcount has no tool 'nope'"))
+        self.assertIsInstance(err(lambda: wordcount.call_tool("word_count", "not json")),
                               t.GuestError_InvalidArguments)
+        replaced = wordcount.call_tool("replace_word", '{"cell_id": "a", "word": "Two", "replacement": "Twenty"}')
+        self.assertEqual(replaced.content, [t.Content_Text("replaced 1 occurrence(s) of 'Two' in cell a")])
+        self.assertEqual(WRITTEN[-1], (t.CellRef_Id("a"), "# Twenty words", "# Two words"))
+        self.assertEqual(wordcount.call_tool("replace_word", '{"cell_id": "a", "word": "wo", "replacement": "x"}')
+                         .content[0].value, "'wo' does not occur in cell a")
+        self.assertEqual(err(lambda: wordcount.call_tool("replace_word", '{"cell_id": "a", "word": " ", "replacement": "x"}')),
+                         t.GuestError_InvalidArguments("'word' is empty; name the word to replace"))
+        self.assertEqual(err(lambda: wordcount.call_tool("replace_word", json.dumps(
+            {"cell_id": "a", "word": "words", "replacement": "x", "expected_source": "stale"}))),
+            t.GuestError_Host(t.HostError_Conflict("changed")))
+        self.assertEqual(err(lambda: wordcount.call_tool("replace_word", '{"cell_id": "zz", "word": "a", "replacement": "b"}')),
+                         t.GuestError_Host(t.HostError_NotFound("no cell zz")))
         REFUSE.append(t.HostError_NotGranted("read-cells is not granted"))
-        self.assertEqual(err(lambda: wordcount.call_tool("word_count_py", "{}")),
+        self.assertEqual(err(lambda: wordcount.call_tool("word_count", "{}")),
                          t.GuestError_Host(t.HostError_NotGranted("read-cells is not granted")))
 
     def test_resources_templates_and_prompts(self):
-        CELLS[:] = [cell("a", t.CellKind.MARKDOWN, "one two three"), cell("b", t.CellKind.MARKDOWN, "one")]
-        self.assertEqual([r.uri for r in wordcount.resources()], ["wordcount-py://current"])
-        self.assertEqual([r.uri_template for r in wordcount.resource_templates()], ["wordcount-py://cell/{id}"])
-        (one,) = wordcount.read_resource("wordcount-py://cell/b")
+        CELLS[:] = [cell("a", t.CellKind.MARKDOWN, "one two three"), cell("b", t.CellKind.CODE, "one")]
+        self.assertEqual([r.uri for r in wordcount.resources()], ["wordcount://current"])
+        self.assertEqual([r.uri_template for r in wordcount.resource_templates()], ["wordcount://notebooks/{name}"])
+        (one,) = wordcount.read_resource("wordcount://notebooks/nb")
         self.assertEqual(one.mime_type, "application/json")
-        self.assertEqual(json.loads(one.body.value)["words"], 1)
-        self.assertIsInstance(err(lambda: wordcount.read_resource("wordcount-py://else")), t.GuestError_NotFound)
-        got = wordcount.get_prompt("tighten_prose_py", '{"limit": "2"}')
+        self.assertEqual(json.loads(one.body.value)["total"], 4)
+        self.assertIsInstance(err(lambda: wordcount.read_resource("wordcount://else")), t.GuestError_NotFound)
+        got = wordcount.get_prompt("word_budget", '{"budget": "2"}')
         self.assertEqual(got.messages, [t.PromptMessage(t.Role.USER, t.Content_Text(
-            "Rewrite markdown cell a (3 words) in at most 2 words."))])
-        self.assertEqual(err(lambda: wordcount.get_prompt("tighten_prose_py", "{}")),
-                         t.GuestError_InvalidArguments("prompt 'tighten_prose_py' needs the argument 'limit'"))
+            "The notebook's markdown has 3 words (code: 1); the budget is 2. Cut 1 words. "
+            "Keep every code cell as it is."))])
+        self.assertEqual(err(lambda: wordcount.get_prompt("word_budget", "{}")),
+                         t.GuestError_InvalidArguments("prompt 'word_budget' needs the argument 'budget'"))
+        self.assertEqual(err(lambda: wordcount.get_prompt("word_budget", '{"budget": "many"}')),
+                         t.GuestError_InvalidArguments("'budget' must be a whole number of words"))
+        # Its name comes from the operator's config when given, asked at load.
+        self.assertEqual(wordcount.identity().name, "wordcount")
+        CONFIG[0] = '{"name": "wordcount-2"}'
+        self.assertEqual(wordcount.identity().name, "wordcount-2")
+        CONFIG[0] = "{}"
 
     def test_what_an_extension_leaves_out_is_empty(self):
         bare = ext.Extension("bare", "1.0.0").export()()
@@ -128,6 +177,9 @@ class Sdk(unittest.TestCase):
         self.assertEqual(LOGGED, [("info", "audit-py: tool insert_cell called with {}"),
                                   ("info", "audit-py: tool insert_cell failed: no (paired)"),
                                   ("info", "printed"), ("warn", "mine: warned")])
+        LOGGED.clear()
+        self.assertIsNone(wordcount_hooks.on_event(t.HookEvent_BeforeExecute(t.BeforeExecute("k1", "print(1 + 2)")), "{}"))
+        self.assertEqual(LOGGED, [("info", "3 words of code sent to kernel k1")])
 
 
 if __name__ == "__main__":
