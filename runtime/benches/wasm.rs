@@ -2,8 +2,11 @@
 //! whole hooks-bus dispatch with that guest registered, and a fresh instance from `InstancePre`
 //! (Rust and Python guests); an extension's tool call against the same tool written natively,
 //! both through the whole dispatch; and server start with three extensions loaded from the
-//! compile cache (in process, and the real binary when `JUPYTER_MCP_SERVER_BIN` is set).
-//! Prints medians beside the targets.
+//! compile cache (in process, and the real binary when `JUPYTER_MCP_SERVER_BIN` is set); and
+//! per word-count example (every `wordcount*.wasm` of the guests' folder, one per language): its
+//! size, its cold compile, a raw hook event and a `word_count` call through the whole dispatch
+//! (the host answering its `read-cells` at once: no notebook is in use), for the table of
+//! guests/README.md. Prints medians beside the targets.
 //! Run (the dev profile's dependencies, with this crate optimized: wasmtime's typed calls are
 //! generic, so they are compiled in this crate and run unoptimized at its dev opt-level 0):
 //!   JUPYTER_MCP_GUESTS_DIR=$(guests/build) cargo bench --profile dev \
@@ -166,6 +169,104 @@ fn main() {
     hooks.shutdown();
 
     tools_and_start(&dir, &runtime);
+    word_count_examples(&dir, &runtime);
+}
+
+/// The word-count example of each language: what a guest of that language costs per call.
+fn word_count_examples(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
+    let mut examples: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("guests dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("wordcount") && n.ends_with(".wasm"))
+        })
+        .collect();
+    examples.sort();
+    println!("word-count examples (medians; compile: an empty cache, once)");
+    for path in examples {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        // Cold: a cache of its own, empty.
+        let cold =
+            std::env::temp_dir().join(format!("jmcp-bench-cold-{}-{name}", std::process::id()));
+        let started = Instant::now();
+        let template = WasmHost::new(Some(cold.clone()))
+            .expect("wasm host")
+            .template(&path, settings(&name, json!({})))
+            .expect("the example loads");
+        let compile = started.elapsed();
+        let _ = std::fs::remove_dir_all(&cold);
+        let mut live = template.instantiate().expect("instance");
+        let hook = template.exports.handles_hooks().then(|| {
+            let event = HookEvent::before_tool_call("word_count", &json!({}));
+            let mut samples = Vec::with_capacity(10_000);
+            for i in 0..11_000 {
+                let started = Instant::now();
+                live.on_event(&event, "{}")
+                    .expect("call")
+                    .expect("not refused");
+                if i >= 1_000 {
+                    samples.push(started.elapsed());
+                }
+            }
+            median(samples)
+        });
+        drop(live);
+        let wasm = WasmConfig {
+            cache_dir: Some(cache_dir()),
+            extensions: vec![ExtensionConfig {
+                grants: vec!["read-cells".into()],
+                ..ExtensionConfig::with_defaults(path.clone())
+            }],
+        };
+        let guests = load_all(&wasm, Arc::default());
+        let declarations: Vec<_> = guests.iter().filter_map(|g| g.extension()).collect();
+        let capabilities =
+            Capabilities::build(&declarations, &Settings::default()).expect("capabilities");
+        let tools = ToolRegistry::builtin();
+        register_tools(&tools, &guests, &capabilities);
+        let domain = domain(capabilities);
+        let tools = Arc::new(tools);
+        let call = runtime
+            .block_on(runtime.spawn(async move {
+                let mut samples = Vec::with_capacity(5_000);
+                for i in 0..5_500 {
+                    let context = ToolContext {
+                        domain: domain.clone(),
+                        cancel: CancellationToken::new(),
+                        progress: None,
+                    };
+                    let started = Instant::now();
+                    let result = call_tool(&tools, None, "word_count", None, context, None)
+                        .await
+                        .expect("a known tool");
+                    let took = started.elapsed();
+                    // The host answers read-cells at once: no notebook is in use.
+                    assert_eq!(result.is_error, Some(true), "{result:?}");
+                    if i >= 500 {
+                        samples.push(took);
+                    }
+                }
+                median(samples)
+            }))
+            .unwrap();
+        for guest in &guests {
+            guest.guest.stop();
+        }
+        println!(
+            "{name:24} {:>8.1} KiB  cold compile {:>8.1} ms  raw hook event {:>9}  word_count via dispatch {:>9.2} µs",
+            size as f64 / 1024.0,
+            compile.as_secs_f64() * 1e3,
+            hook.map_or("—".to_owned(), |h| format!(
+                "{:.2} µs",
+                h.as_secs_f64() * 1e6
+            )),
+            call.as_secs_f64() * 1e6
+        );
+    }
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]

@@ -1,23 +1,17 @@
 //! A critical hook handler: refuses `before_execute` when the code contains any entry of the
-//! deny list in its config (`config = { deny = ["import subprocess", "os.system"] }`).
+//! deny list in its config (`config = { deny = ["import subprocess", "os.system"] }`). Built with
+//! the SDK (WIT 0.2.0).
 
-wit_bindgen::generate!({ path: "../../wit/v0.1.0", world: "hook-handler" });
+use jupyter_mcp_extension::{self as ext, Extension, HookEvent, register_hook_handler};
 
-use std::sync::OnceLock;
+struct Policy {
+    /// The deny list, read once per instance from the operator's config.
+    deny: Vec<String>,
+}
 
-use exports::jupyter_mcp::extension::hooks::Guest;
-use jupyter_mcp::extension::log::{Level, log};
-use jupyter_mcp::extension::types::HookEvent;
-
-struct Policy;
-
-/// The deny list, read once per instance from the operator's config.
-fn deny_list() -> &'static [String] {
-    static DENY: OnceLock<Vec<String>> = OnceLock::new();
-    DENY.get_or_init(|| {
-        let config = jupyter_mcp::extension::config::get_config();
-        let parsed: serde_json::Value = serde_json::from_str(&config).unwrap_or_default();
-        let deny: Vec<String> = parsed["deny"]
+impl Extension for Policy {
+    fn new() -> Self {
+        let deny: Vec<String> = ext::config()["deny"]
             .as_array()
             .map(|list| {
                 list.iter()
@@ -26,38 +20,30 @@ fn deny_list() -> &'static [String] {
             })
             .unwrap_or_default();
         if deny.is_empty() {
-            log(
-                Level::Warn,
-                "no deny list in config (deny = [...]): nothing is refused",
-            );
+            ext::log::warn("no deny list in config (deny = [...]): nothing is refused");
         }
-        deny
-    })
-}
+        Policy { deny }
+    }
 
-impl Guest for Policy {
-    fn propagate_errors() -> bool {
+    fn propagate_errors(&self) -> bool {
         true
     }
 
-    fn on_event(event: HookEvent, _context: String) -> Result<Option<String>, String> {
+    fn on_event(&self, event: &HookEvent, _context: &mut ext::Context) -> ext::Result<()> {
         let HookEvent::BeforeExecute(execute) = event else {
-            return Ok(None);
+            return Ok(());
         };
-        match deny_list()
-            .iter()
-            .find(|d| execute.code.contains(d.as_str()))
-        {
+        match self.deny.iter().find(|d| execute.code.contains(d.as_str())) {
             Some(denied) => {
-                log(Level::Info, &format!("refused code containing {denied:?}"));
-                Err(format!(
+                ext::log::info(&format!("refused code containing {denied:?}"));
+                Err(ext::Error::failed(format!(
                     "the operator's policy does not allow code containing {denied:?}; change the \
                      code or ask the operator to change the policy's deny list"
-                ))
+                )))
             }
-            None => Ok(None),
+            None => Ok(()),
         }
     }
 }
 
-export!(Policy);
+register_hook_handler!(Policy);

@@ -1,30 +1,42 @@
-//! Write a jupyter-mcp-server extension in Rust: implement [`Extension`], call
-//! [`register_extension!`], build for `wasm32-wasip2` as a `cdylib`.
+//! Write a jupyter-mcp-server extension or hook handler in Rust, against WIT
+//! `jupyter-mcp:extension@0.2.0` (vendored in this crate's `wit/`): implement [`Extension`]
+//! (every method has a default, so implement only what you offer), then
+//! [`register_extension!`] (or [`register_hook_handler!`]), and build for `wasm32-wasip2` as a
+//! `cdylib`.
 //!
-//! The generated WIT bindings stay behind this crate: tools are described with [`Tool`], answer
-//! with [`ToolResult`], take their arguments as `serde_json::Value`, and reach notebooks through
-//! [`notebook`] (each function refused unless the operator granted it).
+//! - A tool is declared once: [`Tool::new`] takes its name, description and handler; its input
+//!   schema is derived from the handler's argument type (`serde::Deserialize` +
+//!   `schemars::JsonSchema`), and the call is routed to it by name.
+//! - A host function's error converts into [`Error`], so `?` passes it on to the caller.
+//! - Resources, resource templates and prompts are listed and served like the core ones.
+//! - Hook events arrive typed ([`HookEvent`]).
+//! - The WIT version is stamped into the component, so a server older than this SDK refuses it
+//!   at load with both versions named, instead of failing at the first call.
 //!
 //! ```ignore
-//! use jupyter_mcp_extension::{self as ext, Extension, Tool, ToolResult, register_extension};
-//! use serde_json::{Value, json};
+//! use jupyter_mcp_extension::{self as ext, Extension, Tool, register_extension};
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Greet {
+//!     /// Whom to greet.
+//!     who: String,
+//! }
 //!
 //! struct Hello;
+//!
+//! impl Hello {
+//!     fn greet(&self, args: Greet) -> ext::Result<String> {
+//!         let cells = ext::notebook::read_cells("")?;
+//!         Ok(format!("Hello, {}! ({} cells)", args.who, cells.len()))
+//!     }
+//! }
 //!
 //! impl Extension for Hello {
 //!     fn new() -> Self {
 //!         Hello
 //!     }
-//!     fn identity(&self) -> ext::Identity {
-//!         ext::Identity::new("hello", "0.1.0")
-//!     }
-//!     fn tools(&self) -> Vec<Tool> {
-//!         let schema = json!({"type": "object", "properties": {"who": {"type": "string"}}});
-//!         vec![Tool::new("hello", "Greets someone.").schema(schema).read_only()]
-//!     }
-//!     fn call_tool(&self, _name: &str, arguments: Value) -> Result<ToolResult, String> {
-//!         let who = arguments["who"].as_str().unwrap_or("world");
-//!         Ok(ToolResult::text(format!("Hello, {who}!")))
+//!     fn tools(&self) -> Vec<Tool<Self>> {
+//!         vec![Tool::new("hello", "Greets someone.", Self::greet).read_only()]
 //!     }
 //! }
 //!
@@ -33,33 +45,169 @@
 
 #[doc(hidden)]
 pub mod bindings {
+    // The imports (world `host`) once; each export interface in a world of its own that reuses
+    // them, so one set of types serves every guest. A guest exports one or both: a component
+    // made of both exports is the world `extension-with-hooks`.
     wit_bindgen::generate!({
-        path: "../../wit/v0.1.0",
-        world: "extension",
-        pub_export_macro: true,
-        export_macro_name: "__export_extension",
-        default_bindings_module: "jupyter_mcp_extension::bindings",
+        path: "wit",
+        world: "host",
     });
+
+    pub mod extension {
+        wit_bindgen::generate!({
+            path: "wit",
+            world: "extension",
+            with: {
+                "jupyter-mcp:extension/types@0.2.0": crate::bindings::jupyter_mcp::extension::types,
+                "jupyter-mcp:extension/log@0.2.0": crate::bindings::jupyter_mcp::extension::log,
+                "jupyter-mcp:extension/config@0.2.0": crate::bindings::jupyter_mcp::extension::config,
+                "jupyter-mcp:extension/host-info@0.2.0": crate::bindings::jupyter_mcp::extension::host_info,
+                "jupyter-mcp:extension/notebook@0.2.0": crate::bindings::jupyter_mcp::extension::notebook,
+            },
+            pub_export_macro: true,
+            export_macro_name: "__export_extension",
+            default_bindings_module: "jupyter_mcp_extension::bindings::extension",
+        });
+    }
+
+    pub mod hook_handler {
+        wit_bindgen::generate!({
+            path: "wit",
+            world: "hook-handler",
+            with: {
+                "jupyter-mcp:extension/types@0.2.0": crate::bindings::jupyter_mcp::extension::types,
+                "jupyter-mcp:extension/log@0.2.0": crate::bindings::jupyter_mcp::extension::log,
+                "jupyter-mcp:extension/config@0.2.0": crate::bindings::jupyter_mcp::extension::config,
+                "jupyter-mcp:extension/host-info@0.2.0": crate::bindings::jupyter_mcp::extension::host_info,
+                "jupyter-mcp:extension/notebook@0.2.0": crate::bindings::jupyter_mcp::extension::notebook,
+            },
+            pub_export_macro: true,
+            export_macro_name: "__export_hook_handler",
+            default_bindings_module: "jupyter_mcp_extension::bindings::hook_handler",
+        });
+    }
 }
 
-use bindings::exports::jupyter_mcp::extension::extension_api as api;
+mod glue;
+mod hooks;
+mod items;
+mod tools;
+
 use bindings::jupyter_mcp::extension::types;
+
+pub use hooks::{AfterExecute, AfterToolCall, BeforeExecute, BeforeToolCall, HookEvent};
+pub use hooks::{KernelChange, KernelLifecycle};
+pub use items::{Prompt, PromptArguments, PromptResult, Resource, ResourceContents};
+pub use items::{ResourceTemplate, Role};
+pub use schemars;
 pub use serde_json;
+pub use tools::{NoArguments, Tool, ToolResult};
 pub use types::{Capability, CellKind, HostError};
 
-/// Host functions on notebooks. `notebook` is a name given to `use_notebook`; `""` is the
-/// current one. Each is refused (`HostError::NotGranted`) unless the operator lists it in this
-/// extension's `grants`.
-pub mod notebook {
-    pub use crate::bindings::jupyter_mcp::extension::notebook::*;
-    pub use crate::bindings::jupyter_mcp::extension::types::Cell;
+#[doc(hidden)]
+pub use glue::Registered;
+
+/// The WIT version this SDK builds against (stamped into every component it builds).
+pub const API_VERSION: &str = "0.2.0";
+
+#[doc(hidden)]
+pub const API_VERSION_BYTES: [u8; 5] = *b"0.2.0";
+
+const _: () = assert!(API_VERSION.len() == API_VERSION_BYTES.len());
+
+/// Why a guest did not do what was asked; the message reaches the MCP client.
+#[derive(Debug, Clone)]
+pub enum Error {
+    /// The arguments did not make sense.
+    InvalidArguments(String),
+    /// No such tool, resource or prompt.
+    NotFound(String),
+    /// A host function failed; passed on as it came (what `?` on a host call gives).
+    Host(HostError),
+    /// Anything else.
+    Failed(String),
+}
+
+/// A hook handler's own JSON object, shared by the before and after events of one call.
+pub type Context = serde_json::Map<String, serde_json::Value>;
+
+/// A result whose error reaches the caller.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn failed(message: impl Into<String>) -> Self {
+        Error::Failed(message.into())
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Error::InvalidArguments(message.into())
+    }
+
+    pub fn message(&self) -> &str {
+        match self {
+            Error::InvalidArguments(m) | Error::NotFound(m) | Error::Failed(m) => m,
+            Error::Host(host) => host.message(),
+        }
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::InvalidArguments(m) => write!(f, "invalid arguments: {m}"),
+            other => f.write_str(other.message()),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<HostError> for Error {
+    fn from(error: HostError) -> Self {
+        Error::Host(error)
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(error: serde_json::Error) -> Self {
+        Error::InvalidArguments(error.to_string())
+    }
+}
+
+impl From<String> for Error {
+    fn from(message: String) -> Self {
+        Error::Failed(message)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(message: &str) -> Self {
+        Error::Failed(message.to_owned())
+    }
+}
+
+impl From<Error> for types::GuestError {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::InvalidArguments(m) => types::GuestError::InvalidArguments(m),
+            Error::NotFound(m) => types::GuestError::NotFound(m),
+            Error::Host(host) => types::GuestError::Host(host),
+            Error::Failed(m) => types::GuestError::Failed(m),
+        }
+    }
 }
 
 impl HostError {
-    /// The host's explanation, in words to pass on to the caller.
+    /// The host's explanation: what happened and what to do next.
     pub fn message(&self) -> &str {
         match self {
-            HostError::NotGranted(m) | HostError::NotAvailable(m) | HostError::Failed(m) => m,
+            HostError::NotGranted(m)
+            | HostError::NotAvailable(m)
+            | HostError::NotFound(m)
+            | HostError::Conflict(m)
+            | HostError::Kernel(m)
+            | HostError::Invalid(m)
+            | HostError::Failed(m) => m,
         }
     }
 }
@@ -83,10 +231,42 @@ impl CellKind {
     }
 }
 
-/// Lines in the server's log, tagged with this extension.
-pub mod log {
-    use crate::bindings::jupyter_mcp::extension::log::{Level, log};
+/// Host functions on notebooks, under the rules the MCP tools obey. `notebook` is a name given
+/// to `use_notebook`; `""` is the current one. A cell is named by a [`CellRef`]: by id (stable
+/// while others edit) or by index. Each function is refused (`HostError::NotGranted`) unless
+/// the operator lists it in this extension's `grants` (`read-cell` needs `read-cells`).
+pub mod notebook {
+    pub use crate::bindings::jupyter_mcp::extension::notebook::*;
+    pub use crate::bindings::jupyter_mcp::extension::types::{Cell, CellId, CellKind, CellRef};
 
+    impl CellRef {
+        /// The cell with this id.
+        pub fn id(id: impl Into<String>) -> Self {
+            CellRef::Id(id.into())
+        }
+
+        /// The cell at this index now.
+        pub fn index(index: u32) -> Self {
+            CellRef::Index(index)
+        }
+    }
+
+    impl From<&Cell> for CellRef {
+        fn from(cell: &Cell) -> Self {
+            CellRef::Id(cell.id.clone())
+        }
+    }
+}
+
+/// Lines in the server's log, tagged with this guest (at `info` and above also sent to MCP
+/// clients that asked for logging).
+pub mod log {
+    pub use crate::bindings::jupyter_mcp::extension::log::Level;
+    use crate::bindings::jupyter_mcp::extension::log::log;
+
+    pub fn debug(message: &str) {
+        log(Level::Debug, message)
+    }
     pub fn info(message: &str) {
         log(Level::Info, message)
     }
@@ -98,13 +278,29 @@ pub mod log {
     }
 }
 
-/// This extension's `config` table from the operator's config file (`{}` when there is none).
+/// What the guest may know of the server.
+pub mod host {
+    use crate::bindings::jupyter_mcp::extension::host_info;
+
+    /// The WIT version the server implements, e.g. `0.2.0`.
+    pub fn api_version() -> String {
+        host_info::api_version()
+    }
+
+    /// The server's own version.
+    pub fn server_version() -> String {
+        host_info::server_version()
+    }
+}
+
+/// This guest's `config` table from the operator's config file (`{}` when there is none).
 pub fn config() -> serde_json::Value {
     let text = bindings::jupyter_mcp::extension::config::get_config();
     serde_json::from_str(&text).unwrap_or_default()
 }
 
-/// Who the extension is: its name is the `source` of its capabilities.
+/// Who the extension is: its name is the `source` of its capabilities and names it in logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     pub name: String,
     pub version: String,
@@ -128,168 +324,199 @@ pub fn capability(name: &str, description: &str, enabled: bool) -> Capability {
     }
 }
 
-/// A tool the extension adds.
-pub struct Tool {
-    name: String,
-    description: String,
-    schema: serde_json::Value,
-    read_only: bool,
-    capability: Option<String>,
-}
+/// An extension, a hook handler, or both. Every method has a default: implement what you offer.
+/// One value lives as long as the guest's instance (the host rebuilds an instance, and so calls
+/// [`Extension::new`] again, after a failed call).
+pub trait Extension: Sized + Send + Sync + 'static {
+    fn new() -> Self;
 
-impl Tool {
-    /// A tool without arguments until [`Tool::schema`] says otherwise.
-    pub fn new(name: &str, description: &str) -> Self {
-        Tool {
-            name: name.into(),
-            description: description.into(),
-            schema: serde_json::json!({"type": "object", "properties": {}}),
-            read_only: false,
-            capability: None,
-        }
+    /// Its name and version; by default the crate's package name and version.
+    fn identity(&self) -> Option<Identity> {
+        None
     }
 
-    /// The JSON Schema of the arguments (`"type": "object"`).
-    pub fn schema(mut self, schema: serde_json::Value) -> Self {
-        self.schema = schema;
-        self
-    }
-
-    /// Tells clients the tool changes nothing.
-    pub fn read_only(mut self) -> Self {
-        self.read_only = true;
-        self
-    }
-
-    /// Lists and runs the tool only while this capability is on.
-    pub fn capability(mut self, name: &str) -> Self {
-        self.capability = Some(name.into());
-        self
-    }
-}
-
-/// What a tool answers.
-pub struct ToolResult(types::ToolResult);
-
-impl ToolResult {
-    pub fn text(text: impl Into<String>) -> Self {
-        ToolResult(types::ToolResult {
-            content: vec![types::Content::Text(text.into())],
-            structured: None,
-            is_error: false,
-        })
-    }
-
-    /// Structured output (a JSON object), also given as text for clients that show only text.
-    pub fn json(value: serde_json::Value) -> Self {
-        let text = value.to_string();
-        ToolResult(types::ToolResult {
-            content: vec![types::Content::Text(text.clone())],
-            structured: value.is_object().then_some(text),
-            is_error: false,
-        })
-    }
-
-    /// The tool ran and failed; `message` should say what to do next.
-    pub fn error(message: impl Into<String>) -> Self {
-        ToolResult(types::ToolResult {
-            content: vec![types::Content::Text(message.into())],
-            structured: None,
-            is_error: true,
-        })
-    }
-}
-
-/// An extension. One instance lives as long as the guest's instance (the host rebuilds it, and
-/// so calls [`Extension::new`] again, after a failed call).
-pub trait Extension: Send + Sync + 'static {
-    fn new() -> Self
-    where
-        Self: Sized;
-    fn identity(&self) -> Identity;
+    /// The capabilities it adds (namespaced names).
     fn capabilities(&self) -> Vec<Capability> {
         Vec::new()
     }
-    fn tools(&self) -> Vec<Tool>;
-    /// `arguments` is the call's JSON object. An `Err` is a failure of the extension itself.
-    fn call_tool(&self, name: &str, arguments: serde_json::Value) -> Result<ToolResult, String>;
+
+    /// Its tools, each with its handler. Asked once per instance.
+    fn tools(&self) -> Vec<Tool<Self>> {
+        Vec::new()
+    }
+
+    /// The resources it serves at fixed URIs (a scheme of its own, e.g. `wordcount://`).
+    fn resources(&self) -> Vec<Resource> {
+        Vec::new()
+    }
+
+    /// The families of resources it serves (RFC 6570 templates).
+    fn resource_templates(&self) -> Vec<ResourceTemplate> {
+        Vec::new()
+    }
+
+    /// Reads one of its resources (listed, or matching one of its templates).
+    fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>> {
+        Err(Error::NotFound(format!(
+            "no resource at '{uri}'; call resources/list to see what there is"
+        )))
+    }
+
+    /// The prompts it renders.
+    fn prompts(&self) -> Vec<Prompt> {
+        Vec::new()
+    }
+
+    /// Renders one of its prompts; `arguments` are the client's, by name.
+    fn get_prompt(&self, name: &str, arguments: &PromptArguments) -> Result<PromptResult> {
+        let _ = arguments;
+        Err(Error::NotFound(format!(
+            "no prompt '{name}'; call prompts/list to see what there is"
+        )))
+    }
+
+    /// For a hook handler: `true` makes its refusals fail the calls it observes (a policy).
+    fn propagate_errors(&self) -> bool {
+        false
+    }
+
+    /// For a hook handler: one event. `context` is this handler's own JSON object, shared by the
+    /// before and after events of one call (changes are kept). An `Err` refuses the call when
+    /// the handler is critical, else it is logged.
+    fn on_event(&self, event: &HookEvent, context: &mut Context) -> Result<()> {
+        let _ = (event, context);
+        Ok(())
+    }
 }
 
-#[doc(hidden)]
-pub fn __identity(extension: &dyn Extension) -> api::ExtensionIdentity {
-    let Identity { name, version } = extension.identity();
-    api::ExtensionIdentity { name, version }
-}
-
-#[doc(hidden)]
-pub fn __tools(extension: &dyn Extension) -> Vec<types::ToolSpec> {
-    extension
-        .tools()
-        .into_iter()
-        .map(|t| types::ToolSpec {
-            name: t.name,
-            description: t.description,
-            input_schema: t.schema.to_string(),
-            annotations: types::ToolAnnotations {
-                title: None,
-                read_only_hint: Some(t.read_only),
-                destructive_hint: Some(!t.read_only),
-                idempotent_hint: None,
-                open_world_hint: Some(false),
-            },
-            capability: t.capability,
-        })
-        .collect()
-}
-
-#[doc(hidden)]
-pub fn __call_tool(
-    extension: &dyn Extension,
-    name: &str,
-    arguments: &str,
-) -> Result<types::ToolResult, String> {
-    let arguments = serde_json::from_str(arguments)
-        .map_err(|e| format!("the host sent arguments that are not JSON: {e}"))?;
-    extension.call_tool(name, arguments).map(|r| r.0)
-}
-
-/// Exports `$ty` (an [`Extension`]) as this component's `extension-api`.
+/// Exports `$ty` (an [`Extension`]) as this component's extension: its tools, capabilities,
+/// resources and prompts. `register_extension!($ty, hooks)` exports its hook handler too.
 #[macro_export]
 macro_rules! register_extension {
     ($ty:ty) => {
-        fn __jupyter_mcp_extension() -> &'static $ty {
-            static INSTANCE: ::std::sync::OnceLock<$ty> = ::std::sync::OnceLock::new();
-            INSTANCE.get_or_init(<$ty as $crate::Extension>::new)
+        $crate::__register!($ty);
+        $crate::__impl_extension_api!($ty, extension);
+        $crate::bindings::extension::__export_extension!(__JupyterMcpGuest with_types_in $crate::bindings::extension);
+    };
+    ($ty:ty, hooks) => {
+        $crate::__register!($ty);
+        $crate::__impl_extension_api!($ty, extension);
+        $crate::__impl_hooks!($ty, hook_handler);
+        // Both worlds' exports: together, the world `extension-with-hooks`.
+        $crate::bindings::extension::__export_extension!(__JupyterMcpGuest with_types_in $crate::bindings::extension);
+        $crate::bindings::hook_handler::__export_hook_handler!(__JupyterMcpGuest with_types_in $crate::bindings::hook_handler);
+    };
+}
+
+/// Exports `$ty` (an [`Extension`] implementing `on_event`, and `propagate_errors` when it is a
+/// policy) as this component's hook handler.
+#[macro_export]
+macro_rules! register_hook_handler {
+    ($ty:ty) => {
+        $crate::__register!($ty);
+        $crate::__impl_hooks!($ty, hook_handler);
+        $crate::bindings::hook_handler::__export_hook_handler!(__JupyterMcpGuest with_types_in $crate::bindings::hook_handler);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register {
+    ($ty:ty) => {
+        fn __jupyter_mcp_guest() -> &'static $crate::Registered<$ty> {
+            static INSTANCE: ::std::sync::OnceLock<$crate::Registered<$ty>> =
+                ::std::sync::OnceLock::new();
+            INSTANCE.get_or_init($crate::Registered::new)
         }
 
-        struct __JupyterMcpExtension;
+        struct __JupyterMcpGuest;
 
-        impl $crate::bindings::exports::jupyter_mcp::extension::extension_api::Guest
-            for __JupyterMcpExtension
+        // The WIT version this guest speaks, read by the server before it compiles the guest.
+        #[used]
+        #[unsafe(link_section = "jupyter-mcp:api-version")]
+        static __JUPYTER_MCP_API_VERSION: [u8; 5] = $crate::API_VERSION_BYTES;
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __impl_extension_api {
+    ($ty:ty, $world:ident) => {
+        impl $crate::bindings::$world::exports::jupyter_mcp::extension::extension_api::Guest
+            for __JupyterMcpGuest
         {
-            fn identity()
-            -> $crate::bindings::exports::jupyter_mcp::extension::extension_api::ExtensionIdentity
-            {
-                $crate::__identity(__jupyter_mcp_extension())
+            fn identity() -> $crate::bindings::$world::exports::jupyter_mcp::extension::extension_api::ExtensionIdentity {
+                let (name, version) = __jupyter_mcp_guest()
+                    .identity(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
+                $crate::bindings::$world::exports::jupyter_mcp::extension::extension_api::ExtensionIdentity {
+                    name,
+                    version,
+                }
             }
             fn capabilities() -> ::std::vec::Vec<$crate::Capability> {
-                $crate::Extension::capabilities(__jupyter_mcp_extension())
+                __jupyter_mcp_guest().capabilities()
             }
-            fn tools() -> ::std::vec::Vec<$crate::bindings::jupyter_mcp::extension::types::ToolSpec>
-            {
-                $crate::__tools(__jupyter_mcp_extension())
+            fn tools() -> ::std::vec::Vec<$crate::bindings::jupyter_mcp::extension::types::ToolSpec> {
+                __jupyter_mcp_guest().tools()
             }
             fn call_tool(
                 name: ::std::string::String,
                 arguments: ::std::string::String,
             ) -> ::std::result::Result<
                 $crate::bindings::jupyter_mcp::extension::types::ToolResult,
-                ::std::string::String,
+                $crate::bindings::jupyter_mcp::extension::types::GuestError,
             > {
-                $crate::__call_tool(__jupyter_mcp_extension(), &name, &arguments)
+                __jupyter_mcp_guest().call_tool(&name, &arguments)
+            }
+            fn resources() -> ::std::vec::Vec<$crate::bindings::jupyter_mcp::extension::types::ResourceSpec> {
+                __jupyter_mcp_guest().resources()
+            }
+            fn resource_templates() -> ::std::vec::Vec<$crate::bindings::jupyter_mcp::extension::types::ResourceTemplate> {
+                __jupyter_mcp_guest().resource_templates()
+            }
+            fn read_resource(
+                uri: ::std::string::String,
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<$crate::bindings::jupyter_mcp::extension::types::ResourceContents>,
+                $crate::bindings::jupyter_mcp::extension::types::GuestError,
+            > {
+                __jupyter_mcp_guest().read_resource(&uri)
+            }
+            fn prompts() -> ::std::vec::Vec<$crate::bindings::jupyter_mcp::extension::types::Prompt> {
+                __jupyter_mcp_guest().prompts()
+            }
+            fn get_prompt(
+                name: ::std::string::String,
+                arguments: ::std::string::String,
+            ) -> ::std::result::Result<
+                $crate::bindings::jupyter_mcp::extension::types::PromptResult,
+                $crate::bindings::jupyter_mcp::extension::types::GuestError,
+            > {
+                __jupyter_mcp_guest().get_prompt(&name, &arguments)
             }
         }
+    };
+}
 
-        $crate::bindings::__export_extension!(__JupyterMcpExtension);
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __impl_hooks {
+    ($ty:ty, $world:ident) => {
+        impl $crate::bindings::$world::exports::jupyter_mcp::extension::hooks::Guest
+            for __JupyterMcpGuest
+        {
+            fn propagate_errors() -> bool {
+                __jupyter_mcp_guest().propagate_errors()
+            }
+            fn on_event(
+                event: $crate::bindings::jupyter_mcp::extension::types::HookEvent,
+                context: ::std::string::String,
+            ) -> ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                $crate::bindings::jupyter_mcp::extension::types::GuestError,
+            > {
+                __jupyter_mcp_guest().on_event(event, &context)
+            }
+        }
     };
 }

@@ -12,6 +12,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use url::Url;
 
+use crate::jupyter::rest::redacted;
+
 /// A secret that never shows in `Debug` output or logs.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -230,16 +232,6 @@ impl PasswordLogin {
             login_generation: generation,
         })
     }
-}
-
-/// A URL as it may be shown: no user info, query or fragment.
-fn redacted(url: &Url) -> String {
-    let mut shown = url.clone();
-    let _ = shown.set_username("");
-    let _ = shown.set_password(None);
-    shown.set_query(None);
-    shown.set_fragment(None);
-    shown.to_string()
 }
 
 /// The cookies a server set, by name, in the order first set.

@@ -329,29 +329,24 @@ fn split_lines(text: &str) -> Value {
     )
 }
 
+/// A string field as nbformat's list of lines, as Jupyter writes it.
+fn split_field(holder: &mut Value, field: &str) {
+    if let Some(text) = holder.get(field).and_then(Value::as_str).map(str::to_owned) {
+        holder[field] = split_lines(&text);
+    }
+}
+
 fn split_multiline_fields(notebook: &mut Value) {
     let Some(cells) = notebook.get_mut("cells").and_then(Value::as_array_mut) else {
         return;
     };
     for cell in cells {
-        if let Some(source) = cell
-            .get("source")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        {
-            cell["source"] = split_lines(&source);
-        }
+        split_field(cell, "source");
         let Some(outputs) = cell.get_mut("outputs").and_then(Value::as_array_mut) else {
             continue;
         };
         for output in outputs {
-            if let Some(text) = output
-                .get("text")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-            {
-                output["text"] = split_lines(&text);
-            }
+            split_field(output, "text");
             if let Some(data) = output.get_mut("data").and_then(Value::as_object_mut) {
                 for (mime, value) in data.iter_mut() {
                     if is_multiline_mime(mime)

@@ -333,30 +333,23 @@ mod tests {
             vec![0, 2, 3, 5, 6]
         );
         assert_eq!(parse_cell_ranges("1,1,0-1", 3).unwrap(), vec![0, 1]);
-        assert_eq!(
-            parse_cell_ranges("", 3).unwrap_err(),
-            "Cell indices cannot be empty"
-        );
-        assert_eq!(
-            parse_cell_ranges("-1", 3).unwrap_err(),
-            "Invalid range format: -1"
-        );
-        assert_eq!(
-            parse_cell_ranges("x", 3).unwrap_err(),
-            "Invalid cell index: x"
-        );
+        for (ranges, count, error) in [
+            ("", 3, "Cell indices cannot be empty"),
+            ("-1", 3, "Invalid range format: -1"),
+            ("x", 3, "Invalid cell index: x"),
+            (
+                "9",
+                3,
+                "Cell index 9 is out of range. Notebook has 3 cells.",
+            ),
+            ("0", 0, "Notebook has no cells"),
+        ] {
+            assert_eq!(parse_cell_ranges(ranges, count).unwrap_err(), error);
+        }
         assert!(
             parse_cell_ranges("3-1", 5)
                 .unwrap_err()
                 .starts_with("End index (1) must be")
-        );
-        assert_eq!(
-            parse_cell_ranges("9", 3).unwrap_err(),
-            "Cell index 9 is out of range. Notebook has 3 cells."
-        );
-        assert_eq!(
-            parse_cell_ranges("0", 0).unwrap_err(),
-            "Notebook has no cells"
         );
     }
 }

@@ -154,7 +154,10 @@ pub fn check(bytes: &[u8], api: &str) -> Result<(), String> {
     let surface = surface(bytes)?;
     if let Some(newer) = newer_than(&surface, api) {
         return Err(format!(
-            "it was built against WIT {EXTENSION}@{newer}, newer than this server's API version              {api} (it also loads guests of older versions); upgrade jupyter-mcp-server to a              release that implements {newer}, or rebuild the guest against wit/v{api} (the SDK              release for {api})"
+            "it was built against WIT {EXTENSION}@{newer}, newer than this server's API version \
+             {api} (it also loads guests of older versions); upgrade jupyter-mcp-server to a \
+             release that implements {newer}, or rebuild the guest against wit/v{api} (the SDK \
+             release for {api})"
         ));
     }
     let missing: Vec<String> = surface

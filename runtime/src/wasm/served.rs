@@ -87,7 +87,8 @@ impl Provider for GuestProvider {
                 )
             })?;
             let contents: Vec<Value> = contents.into_iter().map(resource_json).collect();
-            serde_json::from_value(json!({ "contents": contents }))
+            serde_json::from_value(Value::Array(contents))
+                .map(ReadResourceResult::new)
                 .map_err(|e| self.failed(format!("its answer does not fit MCP: {e}")))
         })
     }

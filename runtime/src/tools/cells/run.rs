@@ -69,16 +69,8 @@ pub(super) async fn execute_cell(
     let notebook = read(&in_use).await?;
     let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
     let cell = notebook.cells[index].clone();
-    run_cell(
-        &context,
-        &in_use,
-        index,
-        &cell,
-        args.timeout,
-        args.stream,
-        args.progress_interval,
-    )
-    .await
+    let how = (args.timeout, args.stream, args.progress_interval);
+    run_cell(&context, &in_use, index, &cell, how).await
 }
 
 pub(super) async fn insert_execute_code_cell(
@@ -98,16 +90,8 @@ pub(super) async fn insert_execute_code_cell(
         .find(|c| c.id == id)
         .cloned()
         .ok_or_else(|| unknown_id(&id))?;
-    run_cell(
-        &context,
-        &in_use,
-        index,
-        &cell,
-        args.timeout,
-        args.stream,
-        args.progress_interval,
-    )
-    .await
+    let how = (args.timeout, args.stream, args.progress_interval);
+    run_cell(&context, &in_use, index, &cell, how).await
 }
 
 /// Runs a code cell through the domain and shows the result as the Python server does.
@@ -116,9 +100,7 @@ async fn run_cell(
     in_use: &Arc<NotebookInUse>,
     index: usize,
     cell: &Cell,
-    timeout: f64,
-    stream: bool,
-    progress_interval: f64,
+    (timeout, stream, progress_interval): (f64, bool, f64),
 ) -> Result<ToolOutput, ToolError> {
     let domain = &context.domain;
     let timeout = domain.settings.execution.resolve(timeout);
