@@ -52,7 +52,7 @@ async def check_word_count(jupyter_server, tmp_path, lang: str) -> None:
     server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         log = log_of(server)
-        assert f"{name}.wasm (extension '{name}'" in log, log
+        assert re.search(rf"loaded wasm guest \S*{name}\.wasm .*\(extension '{name}', 2 tools\)", log), log
         assert f"audit-{lang}.wasm (optional hook handler)" in log, log
         async with http_client(server, "legacy") as client:
             assert {"word_count", "replace_word"} <= {t.name for t in (await client.list_tools()).tools}
@@ -119,7 +119,7 @@ async def check_word_count(jupyter_server, tmp_path, lang: str) -> None:
             ran = await ok(client, "execute_code", code="print(6 * 7)")
             assert "42" in joined(ran)
 
-        log = wait_for_log(server, "2 words of code sent to kernel ")
+        log = wait_for_log(server, f"{len('print(6 * 7)'.split())} words of code sent to kernel ")
         # The audit handler saw every call, before and after, with the pair's shared context.
         log = wait_for_log(server, f"audit-{lang}: tool replace_word failed: ")
         assert f"audit-{lang}: tool word_count called with {{" in log, log

@@ -18,15 +18,20 @@ function count(notebook = '') {
   return { markdown, code, total: markdown + code, cells };
 }
 
-// `text` with every whole-word `word` replaced, and how many were.
+// `text` with every whole-word `word` replaced, and how many were. (No `\p{L}` in a regular
+// expression: StarlingMonkey's has no Unicode property classes.)
 function replaceWhole(text, word, replacement) {
-  const escaped = word.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const isWord = (ch) => ch !== undefined && (/[0-9_]/.test(ch) || ch.toLowerCase() !== ch.toUpperCase());
+  let out = '';
+  let last = 0;
   let replaced = 0;
-  const out = text.replace(new RegExp(`(?<![\\p{L}\\p{N}_])${escaped}(?![\\p{L}\\p{N}_])`, 'gu'), () => {
+  for (let at = text.indexOf(word); at !== -1; at = text.indexOf(word, at + 1)) {
+    if (at < last || isWord(text[at - 1]) || isWord(text[at + word.length])) continue;
+    out += text.slice(last, at) + replacement;
+    last = at + word.length;
     replaced += 1;
-    return replacement;
-  });
-  return [out, replaced];
+  }
+  return { source: out + text.slice(last), replaced };
 }
 
 const notebookArg = { type: 'string', description: 'The notebook, as named in use_notebook (default: the current one).' };
@@ -61,7 +66,7 @@ export const { extensionApi, hooks } = defineExtension({
     call: ({ notebook = '', cell_id: id, word, replacement, expected_source: expected }) => {
       if (!word.trim()) throw invalidArguments("'word' is empty; name the word to replace");
       const cell = readCell(notebook, { tag: 'id', val: id });
-      const [source, replaced] = replaceWhole(cell.source, word, replacement);
+      const { source, replaced } = replaceWhole(cell.source, word, replacement);
       if (replaced === 0) return `'${word}' does not occur in cell ${cell.id}`;
       // What the caller saw, else what was just read: either way a change made since by someone
       // else is refused by the host (a conflict), never overwritten.
