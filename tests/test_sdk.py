@@ -16,6 +16,7 @@ import anyio
 import nbformat
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged
 
 from conftest import (MODES, TRANSPORTS, client_for, extension_entry, guest, http_client, joined, log_of,
                       serve_guests, toml_str, wait_for_log, write_config)
@@ -23,6 +24,9 @@ from conftest import (MODES, TRANSPORTS, client_for, extension_entry, guest, htt
 pytestmark = pytest.mark.anyio
 
 WORDCOUNT_GRANTS = ["read-cells", "overwrite-cell"]
+# What a 2026-07-28 subscription yields, by the notification that carried it.
+LISTENED = {ResourcesListChanged: "notifications/resources/list_changed",
+            PromptsListChanged: "notifications/prompts/list_changed"}
 MARKDOWN = "# Counting words\n\nThree more words."
 CODE = "total = 1 + 2\nprint(total)"
 
@@ -118,8 +122,8 @@ async def test_wordcount_example_counts_edits_by_id_and_handles_hooks(jupyter_se
         server.stop()
 
 
-async def test_wordcount_edit_is_refused_without_its_grant(jupyter_server, tmp_path):
-    # read-cells only: the edit tool's overwrite is refused with the grant named.
+async def test_wordcount_calls_are_refused_without_their_grants(jupyter_server, tmp_path):
+    # read-cells only: the edit's overwrite is refused with the grant named.
     body = extension_entry(guest("wordcount"), grants=["read-cells"])
     server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
@@ -128,6 +132,19 @@ async def test_wordcount_edit_is_refused_without_its_grant(jupyter_server, tmp_p
             code_id = (await ok(client, "word_count")).structured_content["cells"][1]["id"]
             refused = await client.call_tool("replace_word", {"cell_id": code_id, "word": "total", "replacement": "t"})
             assert refused.is_error and "host function 'overwrite-cell' is not granted to 'wordcount'" in joined(refused)
+    finally:
+        server.stop()
+    # overwrite-cell only: read-cell needs read-cells, as read-cells does.
+    body = extension_entry(guest("wordcount"), grants=["overwrite-cell"])
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
+    try:
+        async with http_client(server, "legacy") as client:
+            await notebook_with_prose(client)
+            for tool, arguments in (("word_count", {}),
+                                    ("replace_word", {"cell_id": "any", "word": "a", "replacement": "b"})):
+                refused = await client.call_tool(tool, arguments)
+                assert refused.is_error and "host function 'read-cells' is not granted to 'wordcount'" \
+                    in joined(refused), joined(refused)
     finally:
         server.stop()
 
@@ -178,13 +195,15 @@ async def test_guest_resources_and_prompts_through_the_core_paths(jupyter_server
             await client.get_prompt("no_such_prompt", {})
 
 
-async def test_resources_and_prompts_joining_are_announced(jupyter_server, tmp_path):
+@pytest.mark.parametrize("mode", MODES)
+async def test_resources_and_prompts_joining_are_announced(jupyter_server, tmp_path, mode):
     """A cold compile cache: the session starts before the guest is ready, so its resources,
-    template and prompt join later, and a 2025-11-25 session hears resources/list_changed and
-    prompts/list_changed."""
+    template and prompt join later; a 2025-11-25 session hears resources/list_changed and
+    prompts/list_changed, a 2026-07-28 one when it listens for them."""
     config = tmp_path / "cold.toml"
     config.write_text(f"cache_dir = {toml_str(tmp_path / 'cold-cache')}\n"
                       + extension_entry(guest("wordcount"), grants=WORDCOUNT_GRANTS))
+    wanted = {"notifications/resources/list_changed", "notifications/prompts/list_changed"}
     heard: list[str] = []
 
     async def on_message(message):
@@ -192,15 +211,28 @@ async def test_resources_and_prompts_joining_are_announced(jupyter_server, tmp_p
         if method:
             heard.append(method)
 
-    async with client_for(jupyter_server, "legacy", "--config", str(config), message_handler=on_message) as client:
-        assert client.server_capabilities.resources.list_changed is True
-        assert client.server_capabilities.prompts.list_changed is True
-        first = [str(r.uri) for r in (await client.list_resources()).resources]
-        assert "wordcount://current" not in first, "the guest was ready before the session: a cold cache is needed"
-        with anyio.fail_after(300):
-            while not {"notifications/resources/list_changed", "notifications/prompts/list_changed"} <= set(heard):
-                await anyio.sleep(0.05)
-        assert "wordcount://current" in [str(r.uri) for r in (await client.list_resources()).resources]
+    async def not_listed_yet(client):
+        first = [str(r.uri) for r in (await client.list_resources(cache_mode="bypass")).resources]
+        assert "wordcount://current" not in first, "the guest was ready before the session listened"
+
+    async with client_for(jupyter_server, mode, "--config", str(config), message_handler=on_message) as client:
+        if mode == "legacy":
+            assert client.server_capabilities.resources.list_changed is True
+            assert client.server_capabilities.prompts.list_changed is True
+            # The session's watchers started with it (notifications/initialized).
+            await not_listed_yet(client)
+            with anyio.fail_after(300):
+                while not wanted <= set(heard):
+                    await anyio.sleep(0.05)
+        else:
+            async with client.listen(resources_list_changed=True, prompts_list_changed=True) as subscription:
+                await not_listed_yet(client)
+                with anyio.fail_after(300):
+                    while not wanted <= set(heard):
+                        event = await subscription.__anext__()
+                        heard.append(LISTENED.get(type(event), repr(event)))
+        assert "wordcount://current" in [str(r.uri) for r in
+                                         (await client.list_resources(cache_mode="bypass")).resources]
         assert "wordcount://notebooks/{name}" in [t.uri_template for t in
                                                   (await client.list_resource_templates()).resource_templates]
         assert "word_budget" in [p.name for p in (await client.list_prompts()).prompts]

@@ -5,8 +5,8 @@
 //! compile cache (in process, and the real binary when `JUPYTER_MCP_SERVER_BIN` is set); and
 //! per word-count example (every `wordcount*.wasm` of the guests' folder, one per language): its
 //! size, its cold compile, a raw hook event and a `word_count` call through the whole dispatch
-//! (the host answering its `read-cells` at once: no notebook is in use), for the table of
-//! guests/README.md. Prints medians beside the targets.
+//! (the host answering its `read-cells` at once: the benchmark has no server to read from), for
+//! the table of guests/README.md. Prints medians beside the targets.
 //! Run (the dev profile's dependencies, with this crate optimized: wasmtime's typed calls are
 //! generic, so they are compiled in this crate and run unoptimized at its dev opt-level 0):
 //!   JUPYTER_MCP_GUESTS_DIR=$(guests/build) cargo bench --profile dev \
@@ -244,7 +244,7 @@ fn word_count_examples(dir: &std::path::Path, runtime: &tokio::runtime::Runtime)
                         .await
                         .expect("a known tool");
                     let took = started.elapsed();
-                    // The host answers read-cells at once: no notebook is in use.
+                    // The host answers read-cells at once (not-available: no server here).
                     assert_eq!(result.is_error, Some(true), "{result:?}");
                     if i >= 500 {
                         samples.push(took);
