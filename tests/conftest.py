@@ -11,8 +11,8 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -357,3 +357,83 @@ async def lose_kernel(jupyter_server, client, kernel_id, how):
         # Jupyter restarts a killed kernel under the same id, and nothing shows when it is done (its
         # REST model says 'starting' until a client connects), so this one wait stays a pause.
         await anyio.sleep(1.0)
+
+
+# ---- raw HTTP requests, shared by the HTTP, protocol, apps and hygiene tests ----
+
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
+
+
+def raw(url: str, method: str = "POST", headers: dict | None = None, body: dict | None = None):
+    data = json.dumps(body if body is not None else INIT).encode() if method in ("POST", "PUT") else None
+    req = urllib.request.Request(url, data=data, method=method, headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+@pytest.fixture
+def http_server(jupyter_server, tmp_path):
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
+                               log_dir=tmp_path)
+    yield server
+    server.stop()
+
+
+MODERN = "2026-07-28"
+
+
+@pytest.fixture
+def file_http_server(jupyter_server, tmp_path):
+    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
+                                "--document-backend", "file"], log_dir=tmp_path)
+    yield server
+    server.stop()
+
+
+def modern(server, method: str, params: dict, *, capabilities: dict | None = None, log_level: str | None = None):
+    """One stateless request; returns every JSON-RPC message of its answer (notifications, then the response)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+    }
+    if log_level:
+        meta["io.modelcontextprotocol/logLevel"] = log_level
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "Authorization": f"Bearer {server.token}", "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    name = params.get("name") or params.get("taskId") or params.get("uri")
+    if name:
+        headers["Mcp-Name"] = name
+    request = urllib.request.Request(server.mcp_url, data=json.dumps(body).encode(), headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as resp:
+            kind, text = resp.headers.get("content-type", ""), resp.read().decode()
+    except urllib.error.HTTPError as e:
+        kind, text = e.headers.get("content-type", ""), e.read().decode()
+    if "text/event-stream" in kind:
+        return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+    return [json.loads(text)]
+
+
+def answer(messages: list[dict]) -> dict:
+    response = [m for m in messages if "id" in m and ("result" in m or "error" in m)]
+    assert len(response) == 1, messages
+    return response[0]
+
+
+def chromium() -> str:
+    """The Chromium tests/run found or installed; without one the test is skipped, saying how to
+    get it (never passed silently)."""
+    path = os.environ.get("CHROMIUM") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        pytest.skip("no Chromium for the browser test: install it with `sudo apt-get install chromium` "
+                    "(tests/run does so itself when run as root)")
+    return path

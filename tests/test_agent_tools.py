@@ -13,7 +13,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from pathlib import Path
 
 import anyio
 import pytest

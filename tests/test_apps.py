@@ -17,10 +17,8 @@ import subprocess
 import uuid
 from pathlib import Path
 
-import pytest
+from conftest import answer, chromium, modern
 
-from test_browser import chromium
-from test_protocol import answer, http_server, modern  # noqa: F401 (http_server is a fixture)
 
 UI = "io.modelcontextprotocol/ui"
 APP_MIME = "text/html;profile=mcp-app"
@@ -84,49 +82,49 @@ slider.value = 7
 """
 
 
-def test_only_clients_with_the_extension_see_the_viewer(http_server):
-    plain = answer(modern(http_server, "server/discover", {}))["result"]
+def test_only_clients_with_the_extension_see_the_viewer(file_http_server):
+    plain = answer(modern(file_http_server, "server/discover", {}))["result"]
     assert UI not in plain["capabilities"].get("extensions", {})
-    rich = answer(modern(http_server, "server/discover", {}, capabilities=WITH_UI))["result"]
+    rich = answer(modern(file_http_server, "server/discover", {}, capabilities=WITH_UI))["result"]
     assert UI in rich["capabilities"]["extensions"]
 
-    tools = answer(modern(http_server, "tools/list", {}, capabilities=WITH_UI))["result"]["tools"]
+    tools = answer(modern(file_http_server, "tools/list", {}, capabilities=WITH_UI))["result"]["tools"]
     linked = {t["name"]: t["_meta"]["ui"]["resourceUri"] for t in tools if "ui" in (t.get("_meta") or {})}
     assert set(linked) == VIEWER_TOOLS and len(set(linked.values())) == 1
     uri = next(iter(linked.values()))
     assert uri.startswith("ui://")
-    plain_tools = answer(modern(http_server, "tools/list", {}))["result"]["tools"]
+    plain_tools = answer(modern(file_http_server, "tools/list", {}))["result"]["tools"]
     assert not any("ui" in (t.get("_meta") or {}) for t in plain_tools)
 
-    listed = answer(modern(http_server, "resources/list", {}, capabilities=WITH_UI))["result"]["resources"]
+    listed = answer(modern(file_http_server, "resources/list", {}, capabilities=WITH_UI))["result"]["resources"]
     assert any(r["uri"] == uri and r["mimeType"] == APP_MIME for r in listed)
-    assert not any(r["uri"] == uri for r in answer(modern(http_server, "resources/list", {}))["result"]["resources"])
-    read = answer(modern(http_server, "resources/read", {"uri": uri}, capabilities=WITH_UI))["result"]
+    assert not any(r["uri"] == uri for r in answer(modern(file_http_server, "resources/list", {}))["result"]["resources"])
+    read = answer(modern(file_http_server, "resources/read", {"uri": uri}, capabilities=WITH_UI))["result"]
     [contents] = read["contents"]
     assert contents["mimeType"] == APP_MIME and contents["text"].startswith("<!DOCTYPE html>")
 
     # The same call: outputs beside result for the viewer, nothing new for everyone else.
     call = {"name": "execute_code", "arguments": {"code": "print('hi')\n{'a': 1}"}}
-    with_ui = answer(modern(http_server, "tools/call", call, capabilities=WITH_UI))["result"]
+    with_ui = answer(modern(file_http_server, "tools/call", call, capabilities=WITH_UI))["result"]
     texts = [c["text"] for c in with_ui["content"]]
     assert with_ui["structuredContent"]["result"] == "\n".join(texts)
     kinds = [o["output_type"] for o in with_ui["structuredContent"]["outputs"]]
     assert kinds == ["stream", "execute_result"], with_ui
-    without = answer(modern(http_server, "tools/call", call))["result"]
+    without = answer(modern(file_http_server, "tools/call", call))["result"]
     assert "structuredContent" not in without and [c["text"] for c in without["content"]] == texts
 
 
-def host_renders(http_server, tmp_path, code, screenshot_name, least_screenshot_bytes=10_000, may_fail=()):
+def host_renders(file_http_server, tmp_path, code, screenshot_name, least_screenshot_bytes=10_000, may_fail=()):
     """Runs `code` through execute_code as a client with the extension, then has the test host
     render the result in the viewer; returns the result and what the view rendered."""
     node = shutil.which("node")
     assert node and os.environ.get("PLAYWRIGHT_CORE_DIR"), "run the suite through tests/run"
     browser = chromium()
-    tools = answer(modern(http_server, "tools/list", {}, capabilities=WITH_UI))["result"]["tools"]
+    tools = answer(modern(file_http_server, "tools/list", {}, capabilities=WITH_UI))["result"]["tools"]
     uri = next(t["_meta"]["ui"]["resourceUri"] for t in tools if t["name"] == "execute_code")
-    [resource] = answer(modern(http_server, "resources/read", {"uri": uri}, capabilities=WITH_UI))["result"]["contents"]
+    [resource] = answer(modern(file_http_server, "resources/read", {"uri": uri}, capabilities=WITH_UI))["result"]["contents"]
     arguments = {"code": code, "timeout": 120}
-    result = answer(modern(http_server, "tools/call", {"name": "execute_code", "arguments": arguments},
+    result = answer(modern(file_http_server, "tools/call", {"name": "execute_code", "arguments": arguments},
                            capabilities=WITH_UI))["result"]
     assert not result.get("isError"), result
 
@@ -147,8 +145,8 @@ def host_renders(http_server, tmp_path, code, screenshot_name, least_screenshot_
     return result, seen
 
 
-def test_an_mcp_apps_host_renders_tables_charts_math_and_images(http_server, tmp_path):
-    result, seen = host_renders(http_server, tmp_path, RICH_CODE, "mcp-app-outputs.png", may_fail=("scattergeo",))
+def test_an_mcp_apps_host_renders_tables_charts_math_and_images(file_http_server, tmp_path):
+    result, seen = host_renders(file_http_server, tmp_path, RICH_CODE, "mcp-app-outputs.png", may_fail=("scattergeo",))
     mimes = [m for o in result["structuredContent"]["outputs"] for m in o.get("data", {})]
     for mime in ("text/html", "application/vnd.plotly.v1+json", "image/png", "text/latex", "text/markdown"):
         assert mime in mimes, f"{mime} missing from {mimes}: {result}"
@@ -189,8 +187,8 @@ def test_an_mcp_apps_host_renders_tables_charts_math_and_images(http_server, tmp
     assert pngs and all(i["width"] > 100 for i in pngs), seen["images"]
 
 
-def test_an_mcp_apps_host_shows_widgets_in_their_current_state(http_server, tmp_path):
-    result, seen = host_renders(http_server, tmp_path, WIDGET_CODE, "mcp-app-widgets.png", 3_000)
+def test_an_mcp_apps_host_shows_widgets_in_their_current_state(file_http_server, tmp_path):
+    result, seen = host_renders(file_http_server, tmp_path, WIDGET_CODE, "mcp-app-widgets.png", 3_000)
     views = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
              for o in result["structuredContent"]["outputs"]]
     models = result["structuredContent"]["widgets"]["state"]
@@ -211,7 +209,7 @@ def test_an_mcp_apps_host_shows_widgets_in_their_current_state(http_server, tmp_
     assert box["inside"] is None, box
 
 
-def test_cell_tools_carry_the_widget_state_of_what_they_show(http_server, jupyter_server):
+def test_cell_tools_carry_the_widget_state_of_what_they_show(file_http_server, jupyter_server):
     """An executed cell carries the widget state its kernel's comms told; read_cell the kernel's too,
     else the notebook's saved metadata.widgets. Only the models shown (and those they refer to)."""
     view = lambda model: {"output_type": "display_data", "metadata": {},  # noqa: E731
@@ -233,7 +231,7 @@ def test_cell_tools_carry_the_widget_state_of_what_they_show(http_server, jupyte
             "version_major": 2, "version_minor": 0, "state": saved}}},
         "nbformat": 4, "nbformat_minor": 5}})
     assert status in (200, 201)
-    call = lambda tool, args: answer(modern(http_server, "tools/call", {"name": tool, "arguments": args},  # noqa: E731
+    call = lambda tool, args: answer(modern(file_http_server, "tools/call", {"name": tool, "arguments": args},  # noqa: E731
                                             capabilities=WITH_UI))["result"]
     assert not call("use_notebook", {"notebook_name": "w", "notebook_path": name}).get("isError")
     read = call("read_cell", {"cell_index": 0})
@@ -250,7 +248,7 @@ def test_cell_tools_carry_the_widget_state_of_what_they_show(http_server, jupyte
     reread = call("read_cell", {"cell_index": 1})["structuredContent"]["widgets"]["state"]
     assert set(reread) == set(models), (list(reread), list(models))
     # A client without the extension gets neither outputs nor widgets in structured content.
-    plain = answer(modern(http_server, "tools/call", {"name": "read_cell", "arguments": {"cell_index": 0}}))["result"]
+    plain = answer(modern(file_http_server, "tools/call", {"name": "read_cell", "arguments": {"cell_index": 0}}))["result"]
     assert "structuredContent" not in plain
 
 

@@ -14,23 +14,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import mcp_client, start_lab
+from conftest import chromium, mcp_client, start_lab
 from harness import stop_jupyter
 
 pytestmark = pytest.mark.anyio
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 DRIVER = Path(__file__).resolve().parent / "browser" / "lab.cjs"
-
-
-def chromium() -> str:
-    """The Chromium tests/run found or installed; without one the test is skipped, saying how to
-    get it (never passed silently)."""
-    path = os.environ.get("CHROMIUM") or "/usr/bin/chromium"
-    if not Path(path).exists():
-        pytest.skip("no Chromium for the browser test: install it with `sudo apt-get install chromium` "
-                    "(tests/run does so itself when run as root)")
-    return path
 
 
 async def test_agent_edit_appears_in_open_jupyterlab(tmp_path):

@@ -3,7 +3,6 @@ serving /mcp on the Jupyter Server's own port, reached by the official MCP clien
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -19,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import joined, mcp_client, start_lab, texts
-from harness import alive, start_jupyter, stop_jupyter, wait_gone
-from mcp import Client
+from harness import alive, stop_jupyter, wait_gone
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ import anyio
 import nbformat
 import pytest
 
-from conftest import (wait_for_log, GUESTS_READY, serve_guests, extension_entry, guest, http_client, joined, log_of, lose_kernel, notebook_with_kernel, serve,
+from conftest import (wait_for_log, GUESTS_READY, serve_guests, extension_entry, guest, http_client, joined, log_of, lose_kernel, notebook_with_kernel,
                       start_http_server, texts, write_config)
 
 pytestmark = pytest.mark.anyio

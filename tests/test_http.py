@@ -5,40 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import urllib.error
-import urllib.request
 
 import anyio
 import pytest
 
-from conftest import MODES, client_for, joined, server_binary, server_env, start_http_server, texts
+from conftest import MODES, client_for, joined, raw, server_binary, server_env, start_http_server, texts
 
 pytestmark = pytest.mark.anyio
-
-INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-}
-
-
-def raw(url: str, method: str = "POST", headers: dict | None = None, body: dict | None = None):
-    data = json.dumps(body if body is not None else INIT).encode() if method in ("POST", "PUT") else None
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, dict(resp.headers), resp.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read().decode()
-
-
-@pytest.fixture
-def http_server(jupyter_server, tmp_path):
-    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
-                               log_dir=tmp_path)
-    yield server
-    server.stop()
-
 
 def test_refusals_on_mcp(http_server):
     url = http_server.mcp_url

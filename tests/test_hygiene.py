@@ -3,13 +3,11 @@ outputs, byte budgets on every output kind."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
 
-from conftest import client_for, joined, start_http_server
-from test_http import INIT, http_server, raw  # noqa: F401 (http_server is a fixture)
+from conftest import INIT, client_for, joined, raw, start_http_server
 
 pytestmark = pytest.mark.anyio
 

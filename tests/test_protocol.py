@@ -6,60 +6,16 @@ Modern (2026-07-28) requests are sent raw where the official client cannot say w
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
 
-from conftest import MODES, client_for, joined, start_http_server, texts
+from conftest import MODES, answer, client_for, joined, modern, texts
 
 pytestmark = pytest.mark.anyio
 
-MODERN = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
-
-
-@pytest.fixture
-def http_server(jupyter_server, tmp_path):
-    server = start_http_server(["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
-                                "--document-backend", "file"], log_dir=tmp_path)
-    yield server
-    server.stop()
-
-
-def modern(server, method: str, params: dict, *, capabilities: dict | None = None, log_level: str | None = None):
-    """One stateless request; returns every JSON-RPC message of its answer (notifications, then the response)."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
-    }
-    if log_level:
-        meta["io.modelcontextprotocol/logLevel"] = log_level
-    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {**params, "_meta": meta}}
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "Authorization": f"Bearer {server.token}", "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
-    name = params.get("name") or params.get("taskId") or params.get("uri")
-    if name:
-        headers["Mcp-Name"] = name
-    request = urllib.request.Request(server.mcp_url, data=json.dumps(body).encode(), headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=120) as resp:
-            kind, text = resp.headers.get("content-type", ""), resp.read().decode()
-    except urllib.error.HTTPError as e:
-        kind, text = e.headers.get("content-type", ""), e.read().decode()
-    if "text/event-stream" in kind:
-        return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
-    return [json.loads(text)]
-
-
-def answer(messages: list[dict]) -> dict:
-    response = [m for m in messages if "id" in m and ("result" in m or "error" in m)]
-    assert len(response) == 1, messages
-    return response[0]
 
 
 def log_lines(messages: list[dict]) -> list[dict]:
@@ -102,22 +58,22 @@ async def test_log_lines_go_to_a_session_at_the_level_it_set(jupyter_server, tra
         assert lines[before:] == [], "info lines are below error"
 
 
-def test_a_modern_request_gets_log_lines_only_at_its_own_level(http_server):
+def test_a_modern_request_gets_log_lines_only_at_its_own_level(file_http_server):
     tag = uuid.uuid4().hex[:6]
     call = {"name": "use_notebook", "arguments": {"notebook_name": f"a-{tag}", "notebook_path": f"a-{tag}.ipynb",
                                                   "mode": "create"}}
-    silent = modern(http_server, "tools/call", call)
+    silent = modern(file_http_server, "tools/call", call)
     assert "result" in answer(silent) and log_lines(silent) == []
 
     call["arguments"].update(notebook_name=f"b-{tag}", notebook_path=f"b-{tag}.ipynb")
-    told = modern(http_server, "tools/call", call, log_level="debug")
+    told = modern(file_http_server, "tools/call", call, log_level="debug")
     lines = log_lines(told)
     assert any(f"'b-{tag}'" in p["data"] and p["level"] == "info" for p in lines), told
     assert any(p["level"] == "debug" for p in lines), "debug asked for: debug lines too"
     assert told.index(answer(told)) == len(told) - 1, "log lines come before the response"
 
     call["arguments"].update(notebook_name=f"c-{tag}", notebook_path=f"c-{tag}.ipynb")
-    assert log_lines(modern(http_server, "tools/call", call, log_level="warning")) == []
+    assert log_lines(modern(file_http_server, "tools/call", call, log_level="warning")) == []
 
 
 def poll(server, task_id: str, until, seconds: float = 60) -> dict:
@@ -132,54 +88,54 @@ def poll(server, task_id: str, until, seconds: float = 60) -> dict:
 WITH_TASKS = {"extensions": {TASKS: {}}}
 
 
-def test_executions_run_as_tasks_for_clients_that_declared_them(http_server):
-    discover = answer(modern(http_server, "server/discover", {}))["result"]
+def test_executions_run_as_tasks_for_clients_that_declared_them(file_http_server):
+    discover = answer(modern(file_http_server, "server/discover", {}))["result"]
     assert TASKS in discover["capabilities"]["extensions"]
 
-    created = answer(modern(http_server, "tools/call", {"name": "execute_code", "arguments": {"code": "print(6 * 7)"}},
+    created = answer(modern(file_http_server, "tools/call", {"name": "execute_code", "arguments": {"code": "print(6 * 7)"}},
                             capabilities=WITH_TASKS))["result"]
     assert created["resultType"] == "task" and created["status"] == "working", created
     assert isinstance(created["ttlMs"], int) and created["ttlMs"] > 60_000
-    task = poll(http_server, created["taskId"], lambda t: t["status"] != "working")
+    task = poll(file_http_server, created["taskId"], lambda t: t["status"] != "working")
     assert task["status"] == "completed", task
     assert [c["text"] for c in task["result"]["content"]] == ["42\n"]
 
     # Without the extension: the ordinary answer, as before.
-    plain = answer(modern(http_server, "tools/call", {"name": "execute_code", "arguments": {"code": "print(6 * 7)"}}))
+    plain = answer(modern(file_http_server, "tools/call", {"name": "execute_code", "arguments": {"code": "print(6 * 7)"}}))
     assert plain["result"]["resultType"] == "complete" and "taskId" not in plain["result"]
     assert [c["text"] for c in plain["result"]["content"]] == ["42\n"]
     # A tool that is not an execution answers directly even to a client that declared tasks.
-    listed = answer(modern(http_server, "tools/call", {"name": "list_kernels", "arguments": {}},
+    listed = answer(modern(file_http_server, "tools/call", {"name": "list_kernels", "arguments": {}},
                            capabilities=WITH_TASKS))["result"]
     assert listed["resultType"] == "complete" and "content" in listed
 
-    unknown = answer(modern(http_server, "tasks/get", {"taskId": "no-such-task"}, capabilities=WITH_TASKS))
+    unknown = answer(modern(file_http_server, "tasks/get", {"taskId": "no-such-task"}, capabilities=WITH_TASKS))
     assert unknown["error"]["code"] == -32602
-    undeclared = answer(modern(http_server, "tasks/get", {"taskId": created["taskId"]}))
+    undeclared = answer(modern(file_http_server, "tasks/get", {"taskId": created["taskId"]}))
     assert undeclared["error"]["code"] == -32021
 
 
-def test_cancelling_an_execution_task_interrupts_the_kernel(http_server, jupyter_server):
+def test_cancelling_an_execution_task_interrupts_the_kernel(file_http_server, jupyter_server):
     kernel_id = jupyter_server.start_kernel()
     try:
         run = lambda code, **extra: {"name": "execute_code",  # noqa: E731
                                      "arguments": {"code": code, "kernel_id": kernel_id, **extra}}
-        assert "result" in answer(modern(http_server, "tools/call", run("marker = 'kept'")))
-        created = answer(modern(http_server, "tools/call",
+        assert "result" in answer(modern(file_http_server, "tools/call", run("marker = 'kept'")))
+        created = answer(modern(file_http_server, "tools/call",
                                 run("import time\nprint('started', flush=True)\nwhile True: time.sleep(0.05)",
                                     timeout=300, progress_interval=0.5), capabilities=WITH_TASKS))["result"]
         assert created["resultType"] == "task"
         # Progress shows as the task's status message (the call carried no progress token).
-        running = poll(http_server, created["taskId"],
+        running = poll(file_http_server, created["taskId"],
                        lambda t: "Execution in progress" in (t.get("statusMessage") or ""))
         assert running["status"] == "working" and "1 outputs" in running["statusMessage"], running
         assert kernel_busy(jupyter_server, kernel_id)
-        ack = answer(modern(http_server, "tasks/cancel", {"taskId": created["taskId"]}, capabilities=WITH_TASKS))
+        ack = answer(modern(file_http_server, "tasks/cancel", {"taskId": created["taskId"]}, capabilities=WITH_TASKS))
         assert ack["result"] == {"resultType": "complete"} or ack["result"].get("resultType") == "complete", ack
-        task = poll(http_server, created["taskId"], lambda t: t["status"] not in ("working", "input_required"))
+        task = poll(file_http_server, created["taskId"], lambda t: t["status"] not in ("working", "input_required"))
         assert task["status"] == "cancelled", task
         started = time.monotonic()
-        after = answer(modern(http_server, "tools/call", run("print(marker)")))["result"]
+        after = answer(modern(file_http_server, "tools/call", run("print(marker)")))["result"]
         assert [c["text"] for c in after["content"]] == ["kept\n"], after
         assert time.monotonic() - started < 20, "the kernel was interrupted, not left running"
     finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import (GUESTS_READY, serve_guests, CACHE, extension_entry, guest, http_client, joined, log_of, serve, server_binary, server_env,
+from conftest import (GUESTS_READY, serve_guests, CACHE, extension_entry, guest, http_client, joined, log_of, server_binary, server_env,
                       start_http_server, toml_str, wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio

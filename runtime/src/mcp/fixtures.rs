@@ -77,6 +77,15 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             move |_c: ToolContext, _a: NoArgs| async move { Ok(ToolOutput::text(reply)) },
         )
     };
+    // A tool answering with fixed content blocks.
+    let blocks = |name: &str, make: fn() -> Vec<ContentBlock>| {
+        native(
+            name,
+            "Conformance fixture.",
+            true,
+            move |_c: ToolContext, _a: NoArgs| async move { Ok(content(make())) },
+        )
+    };
     let schema: JsonObject = from_json(json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "type": "object",
@@ -106,50 +115,30 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             },
         ),
         text("test_streaming_elicitation", "No elicitation needed."),
-        native(
-            "test_image_content",
-            "Conformance fixture.",
-            true,
-            |_c: ToolContext, _a: NoArgs| async {
-                Ok(content(vec![ContentBlock::image(PNG, "image/png")]))
-            },
-        ),
-        native(
-            "test_audio_content",
-            "Conformance fixture.",
-            true,
-            |_c: ToolContext, _a: NoArgs| async {
-                Ok(content(vec![ContentBlock::audio(WAV, "audio/wav")]))
-            },
-        ),
-        native(
-            "test_embedded_resource",
-            "Conformance fixture.",
-            true,
-            |_c: ToolContext, _a: NoArgs| async {
-                Ok(content(vec![embedded(
-                    "test://embedded-resource",
-                    "text/plain",
-                    "This is an embedded resource content.",
-                )]))
-            },
-        ),
-        native(
-            "test_multiple_content_types",
-            "Conformance fixture.",
-            true,
-            |_c: ToolContext, _a: NoArgs| async {
-                Ok(content(vec![
-                    ContentBlock::text("Multiple content types test:"),
-                    ContentBlock::image(PNG, "image/png"),
-                    embedded(
-                        "test://mixed-content-resource",
-                        "application/json",
-                        r#"{"test":"data","value":123}"#,
-                    ),
-                ]))
-            },
-        ),
+        blocks("test_image_content", || {
+            vec![ContentBlock::image(PNG, "image/png")]
+        }),
+        blocks("test_audio_content", || {
+            vec![ContentBlock::audio(WAV, "audio/wav")]
+        }),
+        blocks("test_embedded_resource", || {
+            vec![embedded(
+                "test://embedded-resource",
+                "text/plain",
+                "This is an embedded resource content.",
+            )]
+        }),
+        blocks("test_multiple_content_types", || {
+            vec![
+                ContentBlock::text("Multiple content types test:"),
+                ContentBlock::image(PNG, "image/png"),
+                embedded(
+                    "test://mixed-content-resource",
+                    "application/json",
+                    r#"{"test":"data","value":123}"#,
+                ),
+            ]
+        }),
         native(
             "test_error_handling",
             "Conformance fixture.",

@@ -146,6 +146,9 @@ pub fn apply_edits(
         path: path.to_owned(),
         cell_id: cell_id.to_owned(),
     };
+    // Where the cell is now; a cell that vanished is a conflict, never a guess.
+    let find =
+        |next: &Notebook, cell_id: &str| next.index_of(cell_id).ok_or_else(|| conflict(cell_id));
     for edit in edits {
         match edit {
             Edit::Insert { index, cell } => {
@@ -157,7 +160,7 @@ pub fn apply_edits(
                 source,
                 expected,
             } => {
-                let index = next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
+                let index = find(&next, cell_id)?;
                 let cell = &mut next.cells[index];
                 if expected.as_ref().is_some_and(|e| *e != cell.source) {
                     return Err(conflict(cell_id));
@@ -165,15 +168,13 @@ pub fn apply_edits(
                 cell.source = source.clone();
             }
             Edit::Move { cell_id, to } => {
-                let from = next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
-                let cell = next.cells.remove(from);
+                let cell = next.cells.remove(find(&next, cell_id)?);
                 let to = (*to).min(next.cells.len());
                 next.cells.insert(to, cell);
             }
             Edit::Delete { cell_ids } => {
                 for cell_id in cell_ids {
-                    let index = next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
-                    next.cells.remove(index);
+                    next.cells.remove(find(&next, cell_id)?);
                 }
             }
             Edit::SetOutputs {
@@ -181,13 +182,13 @@ pub fn apply_edits(
                 outputs,
                 execution_count,
             } => {
-                let index = next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
+                let index = find(&next, cell_id)?;
                 let cell = &mut next.cells[index];
                 cell.outputs = outputs.clone();
                 cell.execution_count = *execution_count;
             }
             Edit::SetRunning { cell_id, .. } => {
-                next.index_of(cell_id).ok_or_else(|| conflict(cell_id))?;
+                find(&next, cell_id)?;
             }
             Edit::SetNotebookMetadata { key, value } => {
                 next.metadata.insert(key.clone(), value.clone());

@@ -6,24 +6,12 @@ use super::{JupyterRest, KernelModel, KernelSpecs, RestError, SessionModel, Subj
 
 impl JupyterRest {
     pub async fn list_kernels(&self) -> Result<Vec<KernelModel>, RestError> {
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "kernels"])?,
-            None,
-            Subject::Server,
-        )
-        .await
+        self.get(&["api", "kernels"], Subject::Server).await
     }
 
     pub async fn get_kernel(&self, id: &str) -> Result<KernelModel, RestError> {
         let subject = Subject::Kernel(id.to_owned());
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "kernels", id])?,
-            None,
-            subject,
-        )
-        .await
+        self.get(&["api", "kernels", id], subject).await
     }
 
     /// Starts a kernel of the given spec (the server's default when `None`).
@@ -66,23 +54,11 @@ impl JupyterRest {
     }
 
     pub async fn kernelspecs(&self) -> Result<KernelSpecs, RestError> {
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "kernelspecs"])?,
-            None,
-            Subject::Server,
-        )
-        .await
+        self.get(&["api", "kernelspecs"], Subject::Server).await
     }
 
     pub async fn list_sessions(&self) -> Result<Vec<SessionModel>, RestError> {
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "sessions"])?,
-            None,
-            Subject::Server,
-        )
-        .await
+        self.get(&["api", "sessions"], Subject::Server).await
     }
 
     /// Creates a notebook session for `path` bound to a running kernel.

@@ -291,6 +291,16 @@ impl JupyterRest {
         Ok((status, text))
     }
 
+    /// `GET` of a JSON answer under the server's base URL.
+    pub(super) async fn get<T: DeserializeOwned>(
+        &self,
+        path: &[&str],
+        subject: Subject,
+    ) -> Result<T, RestError> {
+        self.json(Method::GET, self.endpoint(path)?, None, subject)
+            .await
+    }
+
     pub(super) async fn json<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -307,13 +317,7 @@ impl JupyterRest {
 
     /// `GET /api/status`: the readiness check.
     pub async fn status(&self) -> Result<Value, RestError> {
-        self.json(
-            Method::GET,
-            self.endpoint(&["api", "status"])?,
-            None,
-            Subject::Server,
-        )
-        .await
+        self.get(&["api", "status"], Subject::Server).await
     }
 
     /// `POST /api/shutdown`: asks the server to stop, letting its extensions close first.
