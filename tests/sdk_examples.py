@@ -1,8 +1,8 @@
-"""The word-count example and audit hook handler every guest SDK ships (guests/README.md), driven
-through the real binary and the official MCP client. Each language's test file calls these with
-its suffix (`js`, `py`, ...): the guests are `wordcount-<suffix>.wasm` and `audit-<suffix>.wasm`,
-their tool `word_count_<suffix>`, resources `wordcount-<suffix>://...`, prompt
-`tighten_prose_<suffix>`, log lines `audit-<suffix>: ...`."""
+"""The word-count example (the same in every language: guests/README.md) and the audit hook handler
+each guest SDK ships, driven through the real binary and the official MCP client. Each language's
+test file calls these with its suffix (`js`, `py`, ...): the guests are `wordcount-<suffix>.wasm`
+and `audit-<suffix>.wasm`, loaded as `wordcount-<suffix>` (the example's name comes from its
+config), the audit handler's log lines start `audit-<suffix>: `."""
 
 from __future__ import annotations
 
@@ -20,12 +20,19 @@ GUIDE = ROOT / "guests" / "README.md"
 CELLS = [("markdown", "# Word count\n\nA short introduction to the notebook."),
          ("code", "total = sum(range(10))\nprint(total)"),
          ("markdown", "Three more words."),
-         ("raw", "")]
+         ("raw", "raw cells are not counted")]
 
 
-def on_disk(jupyter_server, path: str) -> list[dict]:
-    nb = nbformat.reads((jupyter_server.root / path).read_text(), as_version=4)
-    return [{"id": c.id, "kind": c.cell_type, "words": len(c.source.split())} for c in nb.cells]
+def on_disk(jupyter_server, path: str) -> list:
+    return nbformat.reads((jupyter_server.root / path).read_text(), as_version=4).cells
+
+
+def counts_of(cells) -> dict:
+    """What word_count must answer: markdown and code cells, raw ones left out."""
+    per_cell = [{"id": c.id, "index": i, "kind": c.cell_type, "words": len(c.source.split())}
+                for i, c in enumerate(cells) if c.cell_type != "raw"]
+    total = {kind: sum(c["words"] for c in per_cell if c["kind"] == kind) for kind in ("markdown", "code")}
+    return {**total, "total": total["markdown"] + total["code"], "cells": per_cell}
 
 
 async def ok(client, tool: str, **arguments):
@@ -35,72 +42,88 @@ async def ok(client, tool: str, **arguments):
 
 
 async def check_word_count(jupyter_server, tmp_path, lang: str) -> None:
-    """The example extension on a real notebook, with its grant (scoped to one notebook), its
-    resources and prompt, an error thrown by the guest, and the hook handler seeing the calls."""
-    tool, scheme, prompt = f"word_count_{lang}", f"wordcount-{lang}", f"tighten_prose_{lang}"
-    body = (extension_entry(guest(f"wordcount-{lang}"), grants=["read-cells:nb"])
+    """The example extension on a real notebook, with its grants (read scoped to one notebook):
+    counts, an edit by cell id that meets someone else's change as a conflict, errors thrown by
+    the guest arriving as messages, resources, a template and a prompt, its own hook (execution)
+    and the audit handler seeing every call."""
+    name = f"wordcount-{lang}"
+    body = (extension_entry(guest(name), config={"name": name}, grants=["read-cells:nb", "overwrite-cell"])
             + extension_entry(guest(f"audit-{lang}")))
     server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         log = log_of(server)
-        assert f"wordcount-{lang}.wasm (extension '{scheme}'" in log, log
+        assert re.search(rf"loaded wasm guest \S*{name}\.wasm .*\(extension '{name}', 2 tools\)", log), log
         assert f"audit-{lang}.wasm (optional hook handler)" in log, log
         async with http_client(server, "legacy") as client:
-            assert tool in {t.name for t in (await client.list_tools()).tools}
+            assert {"word_count", "replace_word"} <= {t.name for t in (await client.list_tools()).tools}
             path = f"wc-{lang}-{uuid.uuid4().hex[:8]}.ipynb"
             await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
             existing = len(on_disk(jupyter_server, path))
             for index, (kind, source) in enumerate(CELLS):
                 await ok(client, "insert_cell", cell_index=existing + index, cell_type=kind, cell_source=source)
-            cells = on_disk(jupyter_server, path)
-            expected = {"cells": len(cells), "words": sum(c["words"] for c in cells), "per_cell": cells}
+            expected = counts_of(on_disk(jupyter_server, path))
 
-            counted = await ok(client, tool)
+            counted = await ok(client, "word_count")
             assert counted.structured_content == expected, counted.structured_content
             assert json.loads(joined(counted)) == expected
-            second = cells[existing + 1]
-            one = await ok(client, tool, cell_id=second["id"], notebook="nb")
-            assert one.structured_content == {"cells": 1, "words": second["words"], "per_cell": [second]}
 
-            # Thrown inside the guest: the caller gets the guest's message, not a trap.
-            missing = await client.call_tool(tool, {"cell_id": "no-such-cell"})
-            assert missing.is_error
-            assert "no cell has the id 'no-such-cell'; read_notebook lists them" in joined(missing), joined(missing)
-            # The instance lives on: the next call works.
-            assert (await ok(client, tool)).structured_content == expected
+            # An edit of one cell by id, whole words only.
+            target = on_disk(jupyter_server, path)[existing + 2]
+            replaced = await ok(client, "replace_word", cell_id=target.id, word="more", replacement="fewer")
+            assert joined(replaced) == f"replaced 1 occurrence(s) of 'more' in cell {target.id}", joined(replaced)
+            assert on_disk(jupyter_server, path)[existing + 2].source == "Three fewer words."
+            # Someone else's change since the caller read the cell is refused, never overwritten.
+            stale = await client.call_tool("replace_word", {"cell_id": target.id, "word": "Three",
+                                                            "replacement": "3", "expected_source": "Three more words."})
+            assert stale.is_error and "changed" in joined(stale).lower(), joined(stale)
+            assert on_disk(jupyter_server, path)[existing + 2].source == "Three fewer words."
 
-            # The grant covers "nb" only: the host's refusal reaches the caller as the guest passed it on.
+            # Thrown inside the guest (an Error in JS, an exception in Python): the caller gets the
+            # guest's message, not a trap, and the next call works.
+            empty = await client.call_tool("replace_word", {"cell_id": target.id, "word": " ", "replacement": "x"})
+            assert empty.is_error and "'word' is empty; name the word to replace" in joined(empty), joined(empty)
+            missing = await client.call_tool("replace_word", {"cell_id": "no-such-cell", "word": "a", "replacement": "b"})
+            assert missing.is_error and "no-such-cell" in joined(missing), joined(missing)
+            expected = counts_of(on_disk(jupyter_server, path))
+            assert (await ok(client, "word_count")).structured_content == expected
+
+            # The read grant covers "nb" only: the host's refusal reaches the caller as the guest passed it on.
             other = f"wc-{lang}-{uuid.uuid4().hex[:8]}.ipynb"
             await ok(client, "use_notebook", notebook_name="other", notebook_path=other, mode="create")
-            refused = await client.call_tool(tool, {"notebook": "other"})
+            refused = await client.call_tool("word_count", {"notebook": "other"})
             assert refused.is_error
-            assert f"host function 'read-cells' on notebook 'other' is not granted to '{scheme}'" in \
+            assert f"host function 'read-cells' on notebook 'other' is not granted to '{name}'" in \
                 joined(refused), joined(refused)
             await ok(client, "use_notebook", notebook_name="nb", notebook_path=path)
 
             # Resources, a resource template and a prompt, listed and served with the core ones.
             resources = {str(r.uri): r for r in (await client.list_resources()).resources}
-            assert f"{scheme}://current" in resources, resources
-            assert resources[f"{scheme}://current"].mime_type == "application/json"
-            read = await client.read_resource(f"{scheme}://current")
+            assert resources["wordcount://current"].mime_type == "application/json", resources
+            read = await client.read_resource("wordcount://current")
             assert json.loads(read.contents[0].text) == expected
             templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
-            assert f"{scheme}://cell/{{id}}" in templates, templates
-            read = await client.read_resource(f"{scheme}://cell/{second['id']}")
-            assert json.loads(read.contents[0].text)["per_cell"] == [second]
+            assert "wordcount://notebooks/{name}" in templates, templates
+            read = await client.read_resource("wordcount://notebooks/nb")
+            assert json.loads(read.contents[0].text) == expected
 
             prompts = {p.name: p for p in (await client.list_prompts()).prompts}
-            assert [(a.name, a.required) for a in prompts[prompt].arguments] == [("limit", True)]
-            longest = max((c for c in cells if c["kind"] == "markdown"), key=lambda c: c["words"])
-            got = await client.get_prompt(prompt, {"limit": "5"})
+            assert [(a.name, a.required) for a in prompts["word_budget"].arguments] == [
+                ("budget", True), ("notebook", False)]
+            got = await client.get_prompt("word_budget", {"budget": "3"})
             assert got.messages[0].role == "user"
             assert got.messages[0].content.text == (
-                f"Rewrite markdown cell {longest['id']} ({longest['words']} words) in at most 5 words.")
+                f"The notebook's markdown has {expected['markdown']} words (code: {expected['code']}); the "
+                f"budget is 3. Cut {expected['markdown'] - 3} words. Keep every code cell as it is.")
 
-        # The hook handler saw every call, before and after, with the pair's shared context.
-        log = wait_for_log(server, f"audit-{lang}: tool {tool} failed: ")
-        assert f"audit-{lang}: tool {tool} called with {{" in log, log
-        assert f"audit-{lang}: tool {tool} succeeded (paired)" in log, log
+            # Its own hook: the words of code each execution sends to a kernel.
+            ran = await ok(client, "execute_code", code="print(6 * 7)")
+            assert "42" in joined(ran)
+
+        log = wait_for_log(server, f"{len('print(6 * 7)'.split())} words of code sent to kernel ")
+        # The audit handler saw every call, before and after, with the pair's shared context.
+        log = wait_for_log(server, f"audit-{lang}: tool replace_word failed: ")
+        assert f"audit-{lang}: tool word_count called with {{" in log, log
+        assert f"audit-{lang}: tool word_count succeeded (paired)" in log, log
         assert f"audit-{lang}: tool insert_cell succeeded (paired)" in log, log
         assert not re.search(r"trap|wasm backtrace", log), log
     finally:
@@ -109,13 +132,13 @@ async def check_word_count(jupyter_server, tmp_path, lang: str) -> None:
 
 async def check_refused_without_grant(jupyter_server, tmp_path, lang: str) -> None:
     """No grant at all: the tool is listed, and its call says which grant the operator lacks."""
-    body = extension_entry(guest(f"wordcount-{lang}"))
+    body = extension_entry(guest(f"wordcount-{lang}"), config={"name": f"wordcount-{lang}"})
     server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             path = f"wc-{lang}-{uuid.uuid4().hex[:8]}.ipynb"
             await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
-            refused = await client.call_tool(f"word_count_{lang}", {})
+            refused = await client.call_tool("word_count", {})
             assert refused.is_error
             message = joined(refused)
             assert f"host function 'read-cells' is not granted to 'wordcount-{lang}'" in message, message

@@ -33,6 +33,16 @@ async def test_javascript_word_count_is_refused_without_its_grant(jupyter_server
     await check_refused_without_grant(jupyter_server, tmp_path, "js")
 
 
+def test_sdk_unit_tests_under_node():
+    """The SDK and the examples under plain Node with the host stubbed (guests/js/test): every
+    kind of thrown value, defaults, resources, prompts, hooks, logging."""
+    toolchain()
+    ran = subprocess.run(["node", "--import", "./test/register.mjs", "--test", "test/sdk.test.mjs"], cwd=JS,
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "# pass 5" in ran.stdout and "# fail 0" in ran.stdout, ran.stdout
+
+
 def test_typings_are_generated_from_the_wit(tmp_path):
     toolchain()
     subprocess.run(["node", "bin/jupyter-mcp-js.mjs", "types", str(tmp_path / "types")], cwd=JS, check=True,

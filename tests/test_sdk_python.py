@@ -4,6 +4,9 @@ the example and the build commands as they are run."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from sdk_examples import ROOT, check_guide_shows, check_refused_without_grant, check_word_count
@@ -18,6 +21,17 @@ async def test_word_count_and_audit_in_python(jupyter_server, tmp_path):
 
 async def test_python_word_count_is_refused_without_its_grant(jupyter_server, tmp_path):
     await check_refused_without_grant(jupyter_server, tmp_path, "py")
+
+
+def test_sdk_unit_tests_under_cpython(tmp_path):
+    """The SDK and the examples under plain CPython against componentize-py's generated bindings,
+    the host stubbed (guests/python/tests/unit.py): every kind of exception, defaults, resources,
+    prompts, hooks, print and logging."""
+    subprocess.run(["componentize-py", "-d", str(ROOT / "wit" / "v0.2.0"), "-w", "extension-with-hooks", "bindings",
+                    str(tmp_path)], check=True, capture_output=True)
+    ran = subprocess.run([sys.executable, "tests/unit.py", str(tmp_path)], cwd=PY, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "Ran 5 tests" in ran.stderr and ran.stderr.rstrip().endswith("OK"), ran.stderr
 
 
 def test_the_guide_shows_the_python_example_as_built():

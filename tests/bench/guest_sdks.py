@@ -6,11 +6,11 @@ example's source, component size, cold compile time and per-call cost, through t
 - cold compile: from spawning the server, with an empty compile cache and only that guest
   configured, to its "loaded wasm guest" line (the compile dominates; a later start loads the
   cached artifact).
-- per call: median of `word_count_<lang>` on a 20-cell notebook through the official MCP client
+- per call: median of `word_count` on a 20-cell notebook through the official MCP client
   over stdio (file backend), beside the core tool `read_notebook` on the same notebook, whose
   median is the floor every call pays (MCP round trip, reading the notebook from Jupyter).
 
-Every `wordcount-<lang>.wasm` in the built guests is measured, so a new SDK's example appears by
+Every `wordcount*.wasm` in the built guests is measured (`wordcount.wasm` is the Rust one), so a new SDK's example appears by
 being built. Not a test: it measures. Usage: tests/bench/run guest-sdks [--calls N]
 """
 
@@ -39,13 +39,14 @@ from notebook_latency import write_notebook  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 # The example's source per language suffix (a new SDK adds its line).
 SOURCES = {
-    "js": "guests/js/examples/wordcount/app.js",
-    "py": "guests/python/examples/wordcount/app.py",
+    "wordcount": "guests/wordcount/src/lib.rs",
+    "wordcount-js": "guests/js/examples/wordcount/app.js",
+    "wordcount-py": "guests/python/examples/wordcount/app.py",
 }
 
 
-def lines_of(lang: str) -> str:
-    source = SOURCES.get(lang)
+def lines_of(example: str) -> str:
+    source = SOURCES.get(example)
     if not source or not (ROOT / source).exists():
         return "?"
     return str(sum(1 for line in (ROOT / source).read_text().splitlines() if line.strip()))
@@ -79,16 +80,16 @@ def cold_compile(binary: str, component: Path, tmp: Path) -> float:
             proc.wait(timeout=30)
 
 
-async def per_call(binary: str, jupyter, component: Path, lang: str, calls: int, tmp: Path) -> tuple[list, list]:
+async def per_call(binary: str, jupyter, component: Path, calls: int, tmp: Path) -> tuple[list, list]:
     """Samples (s) of the guest's tool and of read_notebook, on the same notebook."""
-    config = tmp / f"calls-{lang}.toml"
+    config = tmp / f"calls-{component.stem}.toml"
     config.write_text(f'cache_dir = "{tmp / "warm-cache"}"\n[[extension]]\npath = "{component}"\n'
                       'grants = ["read-cells"]\n')
     params = StdioServerParameters(command=binary, args=[
         "start", "--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token, "--document-backend", "file",
         "--config", str(config)], env=dict(os.environ, RUST_LOG="warn"))
     async with Client(params, mode="legacy", read_timeout_seconds=900) as client:
-        tool = f"word_count_{lang}"
+        tool = "word_count"
         deadline = time.monotonic() + 900
         while tool not in {t.name for t in (await client.list_tools()).tools}:
             assert time.monotonic() < deadline, f"{tool} never appeared"
@@ -117,28 +118,27 @@ def main() -> None:
     opts, _ = parser.parse_known_args()
     binary = os.environ["JUPYTER_MCP_SERVER_BIN"]
     guests = Path(os.environ["JUPYTER_MCP_GUESTS_DIR"])
-    found = sorted(guests.glob("wordcount-*.wasm"))
+    found = sorted(guests.glob("wordcount*.wasm"))
     if not found:
-        sys.exit(f"no wordcount-*.wasm in {guests}")
+        sys.exit(f"no wordcount*.wasm in {guests}")
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-sdkbench-"))
     jupyter = start_jupyter(tmp / "jupyter")
     rows = []
     try:
         write_notebook(jupyter.root / "wc.ipynb", [f"# cell {i}\nwords = 'one two three four {i}'" for i in range(20)])
         for component in found:
-            lang = component.stem.removeprefix("wordcount-")
             cold = cold_compile(binary, component, tmp)
-            tool, floor = asyncio.run(per_call(binary, jupyter, component, lang, opts.calls, tmp))
-            rows.append((lang, lines_of(lang), component.stat().st_size / 1e6, cold, summary(tool), summary(floor)))
+            tool, floor = asyncio.run(per_call(binary, jupyter, component, opts.calls, tmp))
+            rows.append((component.stem, lines_of(component.stem), component.stat().st_size / 1e6, cold, summary(tool), summary(floor)))
     finally:
         jupyter.process.terminate()
         jupyter.process.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"\nword-count example per guest language ({opts.calls} calls each, 20-cell notebook, stdio)")
-    print(f"{'language':10} {'lines':>6} {'size MB':>8} {'cold compile s':>15} {'call med ms':>12} {'call p90 ms':>12}"
+    print(f"{'example':14} {'lines':>6} {'size MB':>8} {'cold compile s':>15} {'call med ms':>12} {'call p90 ms':>12}"
           f" {'read_notebook med ms':>21}")
-    for lang, lines, size, cold, (t_med, t_p90), (f_med, _) in rows:
-        print(f"{lang:10} {lines:>6} {size:8.1f} {cold:15.1f} {t_med * 1e3:12.2f} {t_p90 * 1e3:12.2f} {f_med * 1e3:21.2f}")
+    for example, lines, size, cold, (t_med, t_p90), (f_med, _) in rows:
+        print(f"{example:14} {lines:>6} {size:8.1f} {cold:15.1f} {t_med * 1e3:12.2f} {t_p90 * 1e3:12.2f} {f_med * 1e3:21.2f}")
 
 
 if __name__ == "__main__":

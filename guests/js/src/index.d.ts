@@ -98,7 +98,8 @@ export interface HooksSpec {
 }
 
 export interface ExtensionSpec {
-  name: string;
+  /** A function is asked when the host loads the guest (e.g. to read `config()`). */
+  name: string | (() => string);
   version: string;
   capabilities?: { name: string; description?: string; enabled?: boolean }[];
   tools?: Tool[];

@@ -255,19 +255,21 @@ export function defineHooks(spec) {
  * list may be left out. See guests/README.md for the shape of each entry. */
 export function defineExtension(spec) {
   if (!spec?.name || !spec?.version) throw new Error('defineExtension needs a name and a version');
+  // A function is asked at load (the host is not there while the module is pre-initialized).
+  const name = () => (typeof spec.name === 'function' ? spec.name() : spec.name);
   const tools = spec.tools ?? [];
   const resources = spec.resources ?? [];
   const templates = (spec.resourceTemplates ?? []).map((t) => ({ ...t, match: templateMatcher(t.uriTemplate) }));
   const prompts = spec.prompts ?? [];
   const extensionApi = {
-    identity: () => ({ name: spec.name, version: spec.version }),
+    identity: () => ({ name: name(), version: spec.version }),
     capabilities: orFallback('capabilities', () => (spec.capabilities ?? []).map((c) => ({
       name: c.name, description: c.description ?? '', enabled: c.enabled ?? true,
     })), []),
     tools: orFallback('tools', () => tools.map(toolSpec), []),
-    callTool: guard((name, args) => {
-      const tool = tools.find((t) => t.name === name);
-      if (!tool) throw notFound(`${spec.name} has no tool '${name}'`);
+    callTool: guard((toolName, args) => {
+      const tool = tools.find((t) => t.name === toolName);
+      if (!tool) throw notFound(`${name()} has no tool '${toolName}'`);
       return toolResult(tool.call(parseArguments(args)));
     }),
     resources: orFallback('resources', () => resources.map(({ uri, name, title, description, mimeType }) => (
@@ -281,19 +283,19 @@ export function defineExtension(spec) {
         const params = template.match(uri);
         if (params) return contents(uri, template.mimeType, template.read(uri, params));
       }
-      throw notFound(`${spec.name} has no resource '${uri}'`);
+      throw notFound(`${name()} has no resource '${uri}'`);
     }),
     prompts: orFallback('prompts', () => prompts.map(({ name, title, description, arguments: args }) => ({
       name, title, description,
       arguments: (args ?? []).map((a) => ({ name: a.name, description: a.description, required: Boolean(a.required) })),
     })), []),
-    getPrompt: guard((name, args) => {
-      const prompt = prompts.find((p) => p.name === name);
-      if (!prompt) throw notFound(`${spec.name} has no prompt '${name}'`);
+    getPrompt: guard((promptName, args) => {
+      const prompt = prompts.find((p) => p.name === promptName);
+      if (!prompt) throw notFound(`${name()} has no prompt '${promptName}'`);
       const given = parseArguments(args);
       for (const a of prompt.arguments ?? []) {
         if (a.required && given[a.name] === undefined) {
-          throw invalidArguments(`prompt '${name}' needs the argument '${a.name}'`);
+          throw invalidArguments(`prompt '${promptName}' needs the argument '${a.name}'`);
         }
       }
       return promptResult(prompt.get(given), prompt.description);

@@ -20,7 +20,7 @@ import logging
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 from urllib.parse import unquote
 
 from componentize_py_types import Err
@@ -89,7 +89,7 @@ class _HostHandler(logging.Handler):
 
 sys.stdout = _HostStream(_log.Level.INFO)
 sys.stderr = _HostStream(_log.Level.ERROR)
-logging.basicConfig(level=logging.INFO, handlers=[_HostHandler()], force=True)
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", handlers=[_HostHandler()], force=True)
 
 
 # ---- errors ----
@@ -267,7 +267,9 @@ class Extension:
     """An extension: register its parts with the decorators, then
     `ExtensionApi = extension.export()` in the app module."""
 
-    name: str
+    # A callable is asked when the host loads the guest (e.g. to read `config()`): the host is
+    # not there while componentize-py pre-initializes the app.
+    name: Union[str, Callable[[], str]]
     version: str
     _capabilities: list = field(default_factory=list)
     _tools: list = field(default_factory=list)
@@ -337,10 +339,13 @@ class Extension:
         """The class componentize-py instantiates for the `extension-api` export."""
         ext = self
 
+        def name() -> str:
+            return ext.name() if callable(ext.name) else ext.name
+
         class ExtensionApi:
             def identity(self):
                 from wit_world.exports.extension_api import ExtensionIdentity
-                return ExtensionIdentity(name=ext.name, version=ext.version)
+                return ExtensionIdentity(name=name(), version=ext.version)
 
             def capabilities(self):
                 return list(ext._capabilities)
@@ -349,10 +354,10 @@ class Extension:
                 return [tool.spec for tool in ext._tools]
 
             @guard
-            def call_tool(self, name: str, arguments: str):
-                tool = next((x for x in ext._tools if x.spec.name == name), None)
+            def call_tool(self, tool_name: str, arguments: str):
+                tool = next((x for x in ext._tools if x.spec.name == tool_name), None)
                 if tool is None:
-                    raise NotFound(f"{ext.name} has no tool {name!r}")
+                    raise NotFound(f"{name()} has no tool {tool_name!r}")
                 return _tool_result(tool.call(**_arguments(arguments)))
 
             def resources(self):
@@ -371,20 +376,20 @@ class Extension:
                     if found:
                         params = {k: unquote(v) for k, v in found.groupdict().items()}
                         return _contents(uri, r.spec.mime_type, r.read(uri, **params))
-                raise NotFound(f"{ext.name} has no resource {uri!r}")
+                raise NotFound(f"{name()} has no resource {uri!r}")
 
             def prompts(self):
                 return [p.spec for p in ext._prompts]
 
             @guard
-            def get_prompt(self, name: str, arguments: str):
-                prompt = next((p for p in ext._prompts if p.spec.name == name), None)
+            def get_prompt(self, prompt_name: str, arguments: str):
+                prompt = next((p for p in ext._prompts if p.spec.name == prompt_name), None)
                 if prompt is None:
-                    raise NotFound(f"{ext.name} has no prompt {name!r}")
+                    raise NotFound(f"{name()} has no prompt {prompt_name!r}")
                 given = _arguments(arguments)
                 for a in prompt.spec.arguments:
                     if a.required and a.name not in given:
-                        raise InvalidArguments(f"prompt {name!r} needs the argument {a.name!r}")
+                        raise InvalidArguments(f"prompt {prompt_name!r} needs the argument {a.name!r}")
                 return _prompt_result(prompt.get(**given), prompt.spec.description)
 
         return ExtensionApi
