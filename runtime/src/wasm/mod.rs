@@ -46,6 +46,8 @@ mod signatures;
 mod slot;
 mod storage;
 mod tool;
+#[macro_use]
+mod common_host;
 mod v0_1_0;
 mod v0_2_0;
 mod wait;

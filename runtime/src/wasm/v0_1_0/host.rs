@@ -10,24 +10,7 @@ type HostResult<R> = Result<R, types::HostError>;
 
 impl types::Host for GuestState {}
 
-impl log::Host for GuestState {
-    fn log(&mut self, level: log::Level, message: String) {
-        let level = match level {
-            log::Level::Trace => tracing::Level::TRACE,
-            log::Level::Debug => tracing::Level::DEBUG,
-            log::Level::Info => tracing::Level::INFO,
-            log::Level::Warn => tracing::Level::WARN,
-            log::Level::Error => tracing::Level::ERROR,
-        };
-        GuestState::log(self, level, &message);
-    }
-}
-
-impl config::Host for GuestState {
-    fn get_config(&mut self) -> String {
-        self.settings.config_json.clone()
-    }
-}
+logging_and_config_host!();
 
 impl notebook::Host for GuestState {
     fn execute_code(

@@ -1,0 +1,26 @@
+//! What every WIT version's host side shares word for word, written once.
+
+/// The host functions every WIT version has in the same shape (`log`, `config`), implemented
+/// once over that version's binding modules, which must be in scope as `log` and `config`.
+macro_rules! logging_and_config_host {
+    () => {
+        impl log::Host for crate::wasm::sandbox::GuestState {
+            fn log(&mut self, level: log::Level, message: String) {
+                let level = match level {
+                    log::Level::Trace => tracing::Level::TRACE,
+                    log::Level::Debug => tracing::Level::DEBUG,
+                    log::Level::Info => tracing::Level::INFO,
+                    log::Level::Warn => tracing::Level::WARN,
+                    log::Level::Error => tracing::Level::ERROR,
+                };
+                crate::wasm::sandbox::GuestState::log(self, level, &message);
+            }
+        }
+
+        impl config::Host for crate::wasm::sandbox::GuestState {
+            fn get_config(&mut self) -> String {
+                self.settings.config_json.clone()
+            }
+        }
+    };
+}
