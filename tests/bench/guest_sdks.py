@@ -34,7 +34,7 @@ from execute_latency import summary  # noqa: E402
 from harness import start_jupyter  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
-from notebook_latency import write_notebook  # noqa: E402
+from notebook_latency import timed_calls, write_notebook  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 # The example's source per language suffix (a new SDK adds its line).
@@ -98,16 +98,7 @@ async def per_call(binary: str, jupyter, component: Path, calls: int, tmp: Path)
         assert not r.is_error, r.content
 
         async def timed(name: str, arguments: dict) -> list[float]:
-            for _ in range(3):
-                r = await client.call_tool(name, arguments)
-                assert not r.is_error, f"{name}: {r.content}"
-            samples = []
-            for _ in range(calls):
-                started = time.perf_counter()
-                r = await client.call_tool(name, arguments)
-                samples.append(time.perf_counter() - started)
-                assert not r.is_error, f"{name}: {r.content}"
-            return samples
+            return await timed_calls(client, name, arguments, calls, warm_up=3, label=name)
 
         return await timed(tool, {}), await timed("read_notebook", {"notebook_name": "wc"})
 

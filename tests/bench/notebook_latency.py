@@ -43,21 +43,26 @@ def write_notebook(path: Path, sources: list[str]) -> None:
     path.write_text(json.dumps(nb, indent=1))
 
 
+async def timed_calls(client, tool: str, arguments: dict, calls: int, warm_up: int, label: str) -> list[float]:
+    """Seconds per call of `tool`, after `warm_up` untimed calls; every call must succeed."""
+    for _ in range(warm_up):
+        r = await client.call_tool(tool, arguments)
+        assert not r.is_error, f"{label}: {r.content}"
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        r = await client.call_tool(tool, arguments)
+        samples.append(time.perf_counter() - started)
+        assert not r.is_error, f"{label}: {r.content}"
+    return samples
+
+
 async def measure(command: str, args: list[str], env: dict, calls: int, tag: str) -> dict[str, list[float]]:
     params = StdioServerParameters(command=command, args=args, env=env)
     results: dict[str, list[float]] = {}
     async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
         async def timed(name: str, tool: str, arguments: dict, n: int) -> None:
-            for _ in range(2):  # warm-up
-                r = await client.call_tool(tool, arguments)
-                assert not r.is_error, f"{tag} {tool}: {r.content}"
-            samples = []
-            for _ in range(n):
-                started = time.perf_counter()
-                r = await client.call_tool(tool, arguments)
-                samples.append(time.perf_counter() - started)
-                assert not r.is_error, f"{tag} {tool}: {r.content}"
-            results[name] = samples
+            results[name] = await timed_calls(client, tool, arguments, n, warm_up=2, label=f"{tag} {tool}")
 
         r = await client.call_tool("use_notebook", {"notebook_name": "big", "notebook_path": f"big-{tag}.ipynb"})
         assert not r.is_error, r.content
