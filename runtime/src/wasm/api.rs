@@ -1,7 +1,7 @@
 //! Which WIT version a guest speaks. A component's exports name their package version, so the
-//! version is found once per guest (`Indices::of`) and every call goes through the matching
-//! version's module; the rest of `wasm/` sees host types only. What a version lacks (a 0.1.0
-//! guest's resources and prompts) answers empty.
+//! version is found once per guest (`Indices::of`) and every call goes through that version's
+//! `GuestApi`; the rest of `wasm/` sees host types only. What a version lacks (a 0.1.0 guest's
+//! resources and prompts) answers as an extension that serves none.
 
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
@@ -25,6 +25,13 @@ pub const EXPORTS: [(&str, &str); 2] = [
     (v0_1_0::HOOKS_EXPORT, v0_1_0::EXTENSION_EXPORT),
 ];
 
+/// How a version finds its exports in a component (`None`: it has none of that version).
+type IndicesOf =
+    fn(&InstancePre<GuestState>, &[String]) -> Result<Option<Box<dyn VersionIndices>>, String>;
+
+/// Each version's `IndicesOf`, in the order of `EXPORTS`.
+const INDICES_OF: [IndicesOf; 2] = [v0_2_0::Indices::of, v0_1_0::Indices::of];
+
 /// Whether `exports` include a hook-handler export of any version.
 pub fn handles_hooks(exports: &[String]) -> bool {
     EXPORTS
@@ -32,151 +39,101 @@ pub fn handles_hooks(exports: &[String]) -> bool {
         .any(|(hooks, _)| exports.iter().any(|e| e == hooks))
 }
 
-/// Where a guest's exports are, in the version it was built against.
-pub enum Indices {
-    V0_1(v0_1_0::Indices),
-    V0_2(v0_2_0::Indices),
-}
+/// A guest's exports called with host types, whatever its version. Each version's `Exports`
+/// implements it (see `common_exports.rs`); what a version's WIT lacks keeps the default.
+pub trait GuestApi: Send {
+    fn propagate_errors(&self, store: &mut Store<GuestState>) -> wasmtime::Result<bool>;
 
-impl Indices {
-    /// `None` when the component exports nothing of any version this host knows.
-    pub fn of(pre: &InstancePre<GuestState>, exports: &[String]) -> Result<Option<Self>, String> {
-        if let Some(indices) = v0_2_0::Indices::of(pre, exports)? {
-            return Ok(Some(Indices::V0_2(indices)));
-        }
-        Ok(v0_1_0::Indices::of(pre, exports)?.map(Indices::V0_1))
-    }
-
-    pub fn handles_hooks(&self) -> bool {
-        match self {
-            Indices::V0_1(i) => i.handles_hooks(),
-            Indices::V0_2(i) => i.handles_hooks(),
-        }
-    }
-
-    pub fn is_extension(&self) -> bool {
-        match self {
-            Indices::V0_1(i) => i.is_extension(),
-            Indices::V0_2(i) => i.is_extension(),
-        }
-    }
-
-    pub fn load(
-        &self,
-        store: &mut Store<GuestState>,
-        instance: &Instance,
-    ) -> wasmtime::Result<Exports> {
-        Ok(match self {
-            Indices::V0_1(i) => Exports::V0_1(i.load(store, instance)?),
-            Indices::V0_2(i) => Exports::V0_2(i.load(store, instance)?),
-        })
-    }
-}
-
-/// One instance's exports, in its version.
-pub enum Exports {
-    V0_1(v0_1_0::Exports),
-    V0_2(v0_2_0::Exports),
-}
-
-/// Calls `$method` on whichever version's exports this is.
-macro_rules! either {
-    ($self:ident . $method:ident ( $($arg:expr),* )) => {
-        match $self {
-            Exports::V0_1(e) => e.$method($($arg),*),
-            Exports::V0_2(e) => e.$method($($arg),*),
-        }
-    };
-}
-
-impl Exports {
-    pub fn propagate_errors(&self, store: &mut Store<GuestState>) -> wasmtime::Result<bool> {
-        either!(self.propagate_errors(store))
-    }
-
-    pub fn on_event(
+    fn on_event(
         &self,
         store: &mut Store<GuestState>,
         event: &HookEvent,
         context: &str,
-    ) -> wasmtime::Result<Result<Option<String>, String>> {
-        either!(self.on_event(store, event, context))
-    }
+    ) -> wasmtime::Result<Result<Option<String>, String>>;
 
-    pub fn identity(&self, store: &mut Store<GuestState>) -> wasmtime::Result<String> {
-        either!(self.identity(store))
-    }
+    /// The name it declares.
+    fn identity(&self, store: &mut Store<GuestState>) -> wasmtime::Result<String>;
 
-    pub fn capabilities(
+    fn capabilities(
         &self,
         store: &mut Store<GuestState>,
-    ) -> wasmtime::Result<Vec<CapabilityDeclaration>> {
-        either!(self.capabilities(store))
-    }
+    ) -> wasmtime::Result<Vec<CapabilityDeclaration>>;
 
-    pub fn tools(&self, store: &mut Store<GuestState>) -> wasmtime::Result<Vec<ToolDeclaration>> {
-        either!(self.tools(store))
-    }
+    fn tools(&self, store: &mut Store<GuestState>) -> wasmtime::Result<Vec<ToolDeclaration>>;
 
-    pub fn call_tool(
+    fn call_tool(
         &self,
         store: &mut Store<GuestState>,
         name: &str,
         arguments: &str,
-    ) -> wasmtime::Result<Result<ToolAnswer, String>> {
-        either!(self.call_tool(store, name, arguments))
+    ) -> wasmtime::Result<Result<ToolAnswer, String>>;
+
+    /// Resources, templates and prompts came with 0.2.0: an older guest serves none.
+    fn resources(&self, _: &mut Store<GuestState>) -> wasmtime::Result<Vec<ResourceDeclaration>> {
+        Ok(Vec::new())
     }
 
-    pub fn resources(
+    fn resource_templates(
         &self,
-        store: &mut Store<GuestState>,
-    ) -> wasmtime::Result<Vec<ResourceDeclaration>> {
-        match self {
-            Exports::V0_1(_) => Ok(Vec::new()),
-            Exports::V0_2(e) => e.resources(store),
-        }
-    }
-
-    pub fn resource_templates(
-        &self,
-        store: &mut Store<GuestState>,
+        _: &mut Store<GuestState>,
     ) -> wasmtime::Result<Vec<TemplateDeclaration>> {
-        match self {
-            Exports::V0_1(_) => Ok(Vec::new()),
-            Exports::V0_2(e) => e.resource_templates(store),
-        }
+        Ok(Vec::new())
     }
 
-    pub fn prompts(
-        &self,
-        store: &mut Store<GuestState>,
-    ) -> wasmtime::Result<Vec<PromptDeclaration>> {
-        match self {
-            Exports::V0_1(_) => Ok(Vec::new()),
-            Exports::V0_2(e) => e.prompts(store),
-        }
+    fn prompts(&self, _: &mut Store<GuestState>) -> wasmtime::Result<Vec<PromptDeclaration>> {
+        Ok(Vec::new())
     }
 
-    pub fn read_resource(
+    fn read_resource(
         &self,
-        store: &mut Store<GuestState>,
+        _: &mut Store<GuestState>,
         uri: &str,
     ) -> wasmtime::Result<Result<Vec<ResourceAnswer>, String>> {
-        match self {
-            Exports::V0_1(_) => Ok(Err(format!("no resource at '{uri}' in this extension"))),
-            Exports::V0_2(e) => e.read_resource(store, uri),
-        }
+        Ok(Err(format!("no resource at '{uri}' in this extension")))
     }
 
-    pub fn get_prompt(
+    fn get_prompt(
         &self,
-        store: &mut Store<GuestState>,
+        _: &mut Store<GuestState>,
         name: &str,
-        arguments: &str,
+        _arguments: &str,
     ) -> wasmtime::Result<Result<PromptAnswer, String>> {
-        match self {
-            Exports::V0_1(_) => Ok(Err(format!("no prompt '{name}' in this extension"))),
-            Exports::V0_2(e) => e.get_prompt(store, name, arguments),
+        Ok(Err(format!("no prompt '{name}' in this extension")))
+    }
+}
+
+/// One instance's exports, in its version.
+pub type Exports = Box<dyn GuestApi>;
+
+/// Where one version's exports are in a component, found once per guest.
+pub trait VersionIndices: Send + Sync {
+    fn handles_hooks(&self) -> bool;
+
+    fn is_extension(&self) -> bool;
+
+    fn load(&self, store: &mut Store<GuestState>, instance: &Instance)
+    -> wasmtime::Result<Exports>;
+}
+
+/// Where a guest's exports are, in the version it was built against.
+pub struct Indices(Box<dyn VersionIndices>);
+
+impl Indices {
+    /// `None` when the component exports nothing of any version this host knows.
+    pub fn of(pre: &InstancePre<GuestState>, exports: &[String]) -> Result<Option<Self>, String> {
+        for indices_of in INDICES_OF {
+            if let Some(indices) = indices_of(pre, exports)? {
+                return Ok(Some(Indices(indices)));
+            }
         }
+        Ok(None)
+    }
+}
+
+impl std::ops::Deref for Indices {
+    type Target = dyn VersionIndices;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
     }
 }

@@ -24,3 +24,29 @@ macro_rules! logging_and_config_host {
         }
     };
 }
+
+/// A version's `notebook::Host`: `execute-code`, the same in every version, and then the
+/// functions given, which take cells in this version's terms. Expects `notebook`, `HostResult`
+/// and `host_error` in scope.
+macro_rules! notebook_host {
+    ($($functions:tt)*) => {
+        impl notebook::Host for crate::wasm::sandbox::GuestState {
+            fn execute_code(
+                &mut self,
+                notebook: String,
+                code: String,
+                timeout_seconds: Option<u32>,
+            ) -> HostResult<String> {
+                crate::wasm::sandbox::GuestState::execute_code(
+                    self,
+                    &notebook,
+                    code,
+                    timeout_seconds,
+                )
+                .map_err(host_error)
+            }
+
+            $($functions)*
+        }
+    };
+}

@@ -47,6 +47,10 @@ mod slot;
 mod storage;
 mod tool;
 #[macro_use]
+mod common_convert;
+#[macro_use]
+mod common_exports;
+#[macro_use]
 mod common_host;
 mod v0_1_0;
 mod v0_2_0;

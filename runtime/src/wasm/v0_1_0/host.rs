@@ -12,16 +12,7 @@ impl types::Host for GuestState {}
 
 logging_and_config_host!();
 
-impl notebook::Host for GuestState {
-    fn execute_code(
-        &mut self,
-        notebook: String,
-        code: String,
-        timeout_seconds: Option<u32>,
-    ) -> HostResult<String> {
-        GuestState::execute_code(self, &notebook, code, timeout_seconds).map_err(host_error)
-    }
-
+notebook_host! {
     fn read_cells(&mut self, notebook: String) -> HostResult<Vec<types::Cell>> {
         let cells = GuestState::read_cells(self, &notebook).map_err(host_error)?;
         Ok(cells.iter().map(to_wit).collect())

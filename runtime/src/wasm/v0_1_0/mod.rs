@@ -20,4 +20,4 @@ pub mod convert;
 mod guest_exports;
 mod host;
 
-pub use guest_exports::{Exports, Indices};
+pub use guest_exports::Indices;

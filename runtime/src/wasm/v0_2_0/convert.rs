@@ -1,19 +1,58 @@
 //! Conversions between the host's types and those of WIT v0.2.0, all in one place, so the rest
-//! of `wasm/` never names a binding type of this version.
+//! of `wasm/` never names a binding type of this version. What every version converts alike is
+//! in `common_convert.rs`; here, what 0.2.0 says its own way or added.
 
 use serde_json::Value;
 
 use super::types;
 use crate::hooks::HookEvent;
-use crate::jupyter::notebook::{Cell, CellType};
+use crate::jupyter::notebook::Cell;
 use crate::wasm::manifest::{
-    CapabilityDeclaration, PromptArgumentDeclaration, PromptDeclaration, ResourceDeclaration,
-    TemplateDeclaration, ToolDeclaration,
+    PromptArgumentDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
 };
 use crate::wasm::notebook::CellAt;
 use crate::wasm::sandbox::HostCallError;
 use crate::wasm::served::{PromptAnswer, ResourceAnswer, ResourceBody, Role};
-use crate::wasm::tool::{AnswerContent, ToolAnswer};
+use crate::wasm::tool::AnswerContent;
+
+conversions! {
+    host_error: {
+        HostCallError::NotFound(m) => types::HostError::NotFound(m),
+        HostCallError::Conflict(m) => types::HostError::Conflict(m),
+        HostCallError::Kernel(m) => types::HostError::Kernel(m),
+        HostCallError::Invalid(m) => types::HostError::Invalid(m),
+        HostCallError::Failed(m) => types::HostError::Failed(m),
+    }
+    // An outcome instead of two options, and the kernel's change as a case.
+    hook_event: {
+        HookEvent::AfterToolCall { tool_name, arguments, result, error } => {
+            types::HookEvent::AfterToolCall(types::AfterToolCall {
+                tool_name: tool_name.clone(),
+                arguments: arguments.to_string(),
+                outcome: match error {
+                    Some(error) => Err(error.clone()),
+                    None => Ok(result.clone().unwrap_or_default()),
+                },
+            })
+        }
+        HookEvent::KernelLifecycle { event_type, kernel_id, kernel_name } => {
+            types::HookEvent::KernelLifecycle(types::KernelLifecycle {
+                change: match event_type.as_str() {
+                    "started" => types::KernelChange::Started,
+                    "restarted" => types::KernelChange::Restarted,
+                    "stopped" => types::KernelChange::Stopped,
+                    other => types::KernelChange::Other(other.to_owned()),
+                },
+                kernel_id: kernel_id.clone(),
+                kernel_name: kernel_name.clone(),
+            })
+        }
+    }
+    content: {
+        types::Content::ResourceLink(uri) => AnswerContent::ResourceLink(uri),
+    }
+    output_schema: |spec| spec.output_schema,
+}
 
 pub fn cell_at(cell: types::CellRef) -> CellAt {
     match cell {
@@ -22,45 +61,17 @@ pub fn cell_at(cell: types::CellRef) -> CellAt {
     }
 }
 
-pub fn cell_type(kind: types::CellKind) -> CellType {
-    match kind {
-        types::CellKind::Code => CellType::Code,
-        types::CellKind::Markdown => CellType::Markdown,
-        types::CellKind::Raw => CellType::Raw,
-    }
-}
-
 pub fn to_wit(index: usize, cell: &Cell) -> types::Cell {
     types::Cell {
         id: cell.id.clone(),
         index: u32::try_from(index).unwrap_or(u32::MAX),
-        kind: match cell.cell_type {
-            CellType::Code => types::CellKind::Code,
-            CellType::Markdown => types::CellKind::Markdown,
-            CellType::Raw => types::CellKind::Raw,
-        },
+        kind: cell_kind(cell.cell_type),
         source: cell.source.clone(),
         metadata: Value::Object(cell.metadata.clone()).to_string(),
         outputs: Value::Array(cell.outputs.clone()).to_string(),
         execution_count: cell
             .execution_count
             .and_then(|count| u32::try_from(count).ok()),
-    }
-}
-
-pub fn host_error(error: HostCallError) -> types::HostError {
-    match error {
-        HostCallError::NotGranted(m) => types::HostError::NotGranted(m),
-        HostCallError::NotAvailable(m) => types::HostError::NotAvailable(m),
-        HostCallError::NotFound(m) => types::HostError::NotFound(m),
-        HostCallError::Conflict(m) => types::HostError::Conflict(m),
-        HostCallError::Kernel(m) => types::HostError::Kernel(m),
-        HostCallError::Invalid(m) => types::HostError::Invalid(m),
-        HostCallError::Failed(m) => types::HostError::Failed(m),
-        HostCallError::Stopped(why) => types::HostError::Failed(format!(
-            "the host function did not finish: {}",
-            why.describe_short()
-        )),
     }
 }
 
@@ -78,80 +89,6 @@ pub fn guest_error(error: types::GuestError) -> String {
             | types::HostError::Invalid(m)
             | types::HostError::Failed(m) => m,
         },
-    }
-}
-
-/// A hook event as the WIT carries it (JSON fields as strings, typed cases).
-pub fn hook_event(event: &HookEvent) -> types::HookEvent {
-    match event {
-        HookEvent::BeforeToolCall {
-            tool_name,
-            arguments,
-        } => types::HookEvent::BeforeToolCall(types::BeforeToolCall {
-            tool_name: tool_name.clone(),
-            arguments: arguments.to_string(),
-        }),
-        HookEvent::AfterToolCall {
-            tool_name,
-            arguments,
-            result,
-            error,
-        } => types::HookEvent::AfterToolCall(types::AfterToolCall {
-            tool_name: tool_name.clone(),
-            arguments: arguments.to_string(),
-            outcome: match error {
-                Some(error) => Err(error.clone()),
-                None => Ok(result.clone().unwrap_or_default()),
-            },
-        }),
-        HookEvent::BeforeExecute { kernel_id, code } => {
-            types::HookEvent::BeforeExecute(types::BeforeExecute {
-                kernel_id: kernel_id.clone(),
-                code: code.clone(),
-            })
-        }
-        HookEvent::AfterExecute {
-            kernel_id,
-            outputs,
-            error,
-        } => types::HookEvent::AfterExecute(types::AfterExecute {
-            kernel_id: kernel_id.clone(),
-            outputs: serde_json::to_string(outputs).expect("JSON values serialize"),
-            error: error.clone(),
-        }),
-        HookEvent::KernelLifecycle {
-            event_type,
-            kernel_id,
-            kernel_name,
-        } => types::HookEvent::KernelLifecycle(types::KernelLifecycle {
-            change: match event_type.as_str() {
-                "started" => types::KernelChange::Started,
-                "restarted" => types::KernelChange::Restarted,
-                "stopped" => types::KernelChange::Stopped,
-                other => types::KernelChange::Other(other.to_owned()),
-            },
-            kernel_id: kernel_id.clone(),
-            kernel_name: kernel_name.clone(),
-        }),
-    }
-}
-
-pub fn capability_declaration(capability: types::Capability) -> CapabilityDeclaration {
-    CapabilityDeclaration {
-        name: capability.name,
-        description: capability.description,
-        enabled: capability.enabled,
-    }
-}
-
-pub fn tool_declaration(spec: types::ToolSpec) -> ToolDeclaration {
-    ToolDeclaration {
-        name: spec.name,
-        description: spec.description,
-        input_schema: spec.input_schema,
-        read_only: spec.annotations.read_only_hint.unwrap_or(false),
-        capability: spec.capability,
-        output_schema: spec.output_schema,
     }
 }
 
@@ -192,26 +129,12 @@ pub fn prompt_declaration(prompt: types::Prompt) -> PromptDeclaration {
     }
 }
 
-fn content(content: types::Content) -> AnswerContent {
-    match content {
-        types::Content::Text(text) => AnswerContent::Text(text),
-        types::Content::Image(image) => AnswerContent::Image {
-            data: image.data,
-            mime_type: image.mime_type,
-        },
-        types::Content::ResourceLink(uri) => AnswerContent::ResourceLink(uri),
-    }
+/// What a guest read at a resource's URI: one or more contents.
+pub fn resource_answers(contents: Vec<types::ResourceContents>) -> Vec<ResourceAnswer> {
+    contents.into_iter().map(resource_answer).collect()
 }
 
-pub fn tool_answer(result: types::ToolResult) -> ToolAnswer {
-    ToolAnswer {
-        content: result.content.into_iter().map(content).collect(),
-        structured: result.structured,
-        is_error: result.is_error,
-    }
-}
-
-pub fn resource_answer(contents: types::ResourceContents) -> ResourceAnswer {
+fn resource_answer(contents: types::ResourceContents) -> ResourceAnswer {
     ResourceAnswer {
         uri: contents.uri,
         mime_type: contents.mime_type,

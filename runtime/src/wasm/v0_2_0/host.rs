@@ -22,16 +22,7 @@ impl host_info::Host for GuestState {
     }
 }
 
-impl notebook::Host for GuestState {
-    fn execute_code(
-        &mut self,
-        notebook: String,
-        code: String,
-        timeout_seconds: Option<u32>,
-    ) -> HostResult<String> {
-        GuestState::execute_code(self, &notebook, code, timeout_seconds).map_err(host_error)
-    }
-
+notebook_host! {
     fn read_cells(&mut self, notebook: String) -> HostResult<Vec<types::Cell>> {
         let cells = GuestState::read_cells(self, &notebook).map_err(host_error)?;
         Ok(cells
