@@ -281,9 +281,7 @@ impl WasmHost {
         };
         // Its name first, so everything after (logs, errors) names it as it calls itself.
         let extension_name = if exports_extension {
-            let name = guest
-                .call_blocking(CallKind::Load, |live| live.identity())
-                .map_err(|e| refuse(e.to_string()))?;
+            let name = ask(&guest, |live| live.identity()).map_err(refuse)?;
             if name.trim().is_empty() {
                 return Err(refuse("its identity has an empty name".into()));
             }
@@ -294,9 +292,7 @@ impl WasmHost {
         };
         let mut asked_critical = None;
         let hook_critical = if exports_hooks {
-            let asked = guest
-                .call_blocking(CallKind::Load, |live| live.propagate_errors())
-                .map_err(|e| refuse(e.to_string()))?;
+            let asked = ask(&guest, |live| live.propagate_errors()).map_err(refuse)?;
             asked_critical = Some(asked);
             let applied = entry.critical.unwrap_or(asked);
             let kind = |critical: bool| if critical { "critical" } else { "optional" };
@@ -321,23 +317,13 @@ impl WasmHost {
         };
         let extension = match extension_name {
             Some(name) => {
-                let capabilities = guest
-                    .call_blocking(CallKind::Load, |live| live.capabilities())
-                    .map_err(|e| e.to_string());
-                let failed = |e: GuestError| refuse(e.to_string());
-                let tools = guest
-                    .call_blocking(CallKind::Load, |live| live.tools())
-                    .map_err(failed)?;
+                let capabilities = ask(&guest, |live| live.capabilities());
+                let tools = ask(&guest, |live| live.tools()).map_err(refuse)?;
                 // Empty for a guest of a version without them.
-                let resources = guest
-                    .call_blocking(CallKind::Load, |live| live.resources())
-                    .map_err(failed)?;
-                let resource_templates = guest
-                    .call_blocking(CallKind::Load, |live| live.resource_templates())
-                    .map_err(failed)?;
-                let prompts = guest
-                    .call_blocking(CallKind::Load, |live| live.prompts())
-                    .map_err(failed)?;
+                let resources = ask(&guest, |live| live.resources()).map_err(refuse)?;
+                let resource_templates =
+                    ask(&guest, |live| live.resource_templates()).map_err(refuse)?;
+                let prompts = ask(&guest, |live| live.prompts()).map_err(refuse)?;
                 Some(manifest::ExtensionManifest {
                     name,
                     capabilities,
@@ -362,6 +348,16 @@ impl WasmHost {
             manifest,
         })
     }
+}
+
+/// One question a guest answers while it loads; a failed call as the text of its refusal.
+fn ask<R>(
+    guest: &Guest,
+    question: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
+) -> Result<R, String> {
+    guest
+        .call_blocking(CallKind::Load, question)
+        .map_err(|e| e.to_string())
 }
 
 /// Cranelift compiles on rayon's global pool. Ours has a thread per core (no more: compiling
