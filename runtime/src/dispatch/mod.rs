@@ -1,5 +1,6 @@
 //! The single path every tool call takes: lookup, capability gate, the tool-call hooks, failure
-//! containment, timing. The table of tools lives here; tools themselves never see it.
+//! containment, timing. The table of tools (`registry`) and which of them are served
+//! (`selection`) live beside it; tools themselves never see them.
 //!
 //! A failure the agent can act on becomes a tool result with `isError: true`; only an unknown
 //! tool is a protocol error (JSON-RPC -32602), because then there is no tool to answer.
