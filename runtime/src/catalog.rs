@@ -108,12 +108,12 @@ impl Catalog {
     /// Adds a resource at a fixed URI. The same owner declaring it again replaces its entry.
     pub fn add_resource(&self, item: Resource, provider: Arc<dyn Provider>) -> Result<(), Refused> {
         self.check_scheme(&item.uri)?;
-        let mut entries = self.write();
-        claim(entries.resources.get(&item.uri), &provider)?;
-        entries
-            .resources
-            .insert(item.uri.clone(), Held { item, provider });
-        drop(entries);
+        hold(
+            &mut self.write().resources,
+            item.uri.clone(),
+            item,
+            provider,
+        )?;
         self.resources_changed.send_modify(|v| *v += 1);
         Ok(())
     }
@@ -151,12 +151,7 @@ impl Catalog {
                 name: item.name.clone(),
             });
         }
-        let mut entries = self.write();
-        claim(entries.prompts.get(&item.name), &provider)?;
-        entries
-            .prompts
-            .insert(item.name.clone(), Held { item, provider });
-        drop(entries);
+        hold(&mut self.write().prompts, item.name.clone(), item, provider)?;
         self.prompts_changed.send_modify(|v| *v += 1);
         Ok(())
     }
@@ -244,6 +239,18 @@ fn claim<T>(held: Option<&Held<T>>, provider: &Arc<dyn Provider>) -> Result<(), 
         }),
         _ => Ok(()),
     }
+}
+
+/// Puts `item` under `key`, unless another owner holds the key.
+fn hold<T>(
+    entries: &mut BTreeMap<String, Held<T>>,
+    key: String,
+    item: T,
+    provider: Arc<dyn Provider>,
+) -> Result<(), Refused> {
+    claim(entries.get(&key), &provider)?;
+    entries.insert(key, Held { item, provider });
+    Ok(())
 }
 
 /// The scheme of a URI (`wordcount` of `wordcount://summary`).

@@ -31,28 +31,13 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    match cli.command.unwrap_or(Command::Start(Box::new(cli.start))) {
+    let call = match cli.command.unwrap_or(Command::Start(Box::new(cli.start))) {
         Command::Start(args) => {
             let config = Config::from_args(*args)?;
             let outcome = runtime.block_on(jupyter_mcp_server::run(config));
             // A blocking stdin read may still be pending; do not wait for it.
             runtime.shutdown_background();
-            outcome?;
-        }
-        Command::Connect(args) => {
-            let body = serde_json::json!({
-                "jupyter_url": args.jupyter_url.as_str(),
-                "jupyter_token": args.jupyter_token,
-            });
-            let path = "api/connect";
-            control(
-                &runtime,
-                &args.remote,
-                Method::PUT,
-                path,
-                Some(body),
-                "connect",
-            )?;
+            return Ok(outcome?);
         }
         Command::Extension(ExtensionCommand::Compile(args)) => {
             let compiled = jupyter_mcp_server::compile_extensions(args)
@@ -61,98 +46,99 @@ fn main() -> anyhow::Result<()> {
             for line in compiled {
                 eprintln!("{line}");
             }
+            return Ok(());
+        }
+        Command::Connect(args) => {
+            let body = serde_json::json!({
+                "jupyter_url": args.jupyter_url.as_str(),
+                "jupyter_token": args.jupyter_token,
+            });
+            Control::new("connect", args.remote, Method::PUT, "api/connect").with_body(body)
         }
         Command::Extension(ExtensionCommand::Add(args)) => {
             let body = extension_entry(&args.path, &args.config_entries)
                 .map_err(anyhow::Error::msg)
                 .context("extension add failed")?;
-            let path = "api/extensions";
-            control(
-                &runtime,
-                &args.remote,
-                Method::POST,
-                path,
-                Some(body),
-                "extension add",
-            )?;
+            Control::new("extension add", args.remote, Method::POST, "api/extensions")
+                .with_body(body)
         }
         Command::Extension(ExtensionCommand::Remove(args)) => {
             let path = format!("api/extensions/{}", args.name);
-            control(
-                &runtime,
-                &args.remote,
-                Method::DELETE,
-                &path,
-                None,
-                "extension remove",
-            )?;
+            Control::new("extension remove", args.remote, Method::DELETE, path)
         }
         Command::Extension(ExtensionCommand::Reload(args)) => {
             let path = format!("api/extensions/{}/reload", args.name);
-            control(
-                &runtime,
-                &args.remote,
-                Method::POST,
-                &path,
-                None,
-                "extension reload",
-            )?;
+            Control::new("extension reload", args.remote, Method::POST, path)
         }
         Command::Extension(ExtensionCommand::List(remote)) => {
-            control(
-                &runtime,
-                &remote,
-                Method::GET,
-                "api/extensions",
-                None,
-                "extension list",
-            )?;
+            Control::new("extension list", remote, Method::GET, "api/extensions")
         }
-        Command::Grant(args) => change_policy(&runtime, args, "grant")?,
-        Command::Revoke(args) => change_policy(&runtime, args, "revoke")?,
+        Command::Grant(args) => change_policy(args, "grant"),
+        Command::Revoke(args) => change_policy(args, "revoke"),
         Command::Policy(args) => {
             let path = format!("api/extensions/{}/policy", args.extension);
-            control(&runtime, &args.server, Method::GET, &path, None, "policy")?;
+            Control::new("policy", args.server, Method::GET, path)
         }
-        Command::Stop(args) => {
-            control(&runtime, &args, Method::DELETE, "api/stop", None, "stop")?;
-        }
-    }
-    Ok(())
+        Command::Stop(remote) => Control::new("stop", remote, Method::DELETE, "api/stop"),
+    };
+    call.send(&runtime)
 }
 
 /// `grant` / `revoke`: one change of an extension's policy on a running server.
-fn change_policy(
-    runtime: &tokio::runtime::Runtime,
-    args: GrantArgs,
-    verb: &str,
-) -> anyhow::Result<()> {
+fn change_policy(args: GrantArgs, verb: &'static str) -> Control {
     let path = format!("api/extensions/{}/policy/{verb}", args.extension);
     let body = serde_json::json!({ "grant": args.grant });
-    control(runtime, &args.server, Method::POST, &path, Some(body), verb)
+    Control::new(verb, args.server, Method::POST, path).with_body(body)
 }
 
-/// One management request to a running server. Its answer (JSON) goes to stdout, so scripts can
-/// read it; logs and failures go to stderr.
-fn control(
-    runtime: &tokio::runtime::Runtime,
-    remote: &RemoteArgs,
+/// One management request to a running server, as a subcommand asks it.
+struct Control {
+    /// The subcommand, named when the request fails.
+    what: &'static str,
+    remote: RemoteArgs,
     method: Method,
-    path: &str,
+    path: String,
     body: Option<serde_json::Value>,
-    what: &str,
-) -> anyhow::Result<()> {
-    let call = remote_control(
-        &remote.server_url,
-        remote.mcp_token.as_deref(),
-        method,
-        path,
-        body,
-    );
-    let answer = runtime
-        .block_on(call)
-        .map_err(anyhow::Error::msg)
-        .with_context(|| format!("{what} failed"))?;
-    println!("{answer}");
-    Ok(())
+}
+
+impl Control {
+    fn new(
+        what: &'static str,
+        remote: RemoteArgs,
+        method: Method,
+        path: impl Into<String>,
+    ) -> Self {
+        Control {
+            what,
+            remote,
+            method,
+            path: path.into(),
+            body: None,
+        }
+    }
+
+    fn with_body(self, body: serde_json::Value) -> Self {
+        Control {
+            body: Some(body),
+            ..self
+        }
+    }
+
+    /// Sends it. Its answer (JSON) goes to stdout, so scripts can read it; logs and failures go
+    /// to stderr.
+    fn send(self, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+        let call = remote_control(
+            &self.remote.server_url,
+            self.remote.mcp_token.as_deref(),
+            self.method,
+            &self.path,
+            self.body,
+        );
+        let answer = runtime
+            .block_on(call)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("{} failed", self.what))?;
+        println!("{answer}");
+        Ok(())
+    }
 }

@@ -3,6 +3,7 @@
 pub mod apps;
 mod calls;
 mod changes;
+mod cite;
 pub mod compat;
 pub mod control;
 #[cfg(feature = "conformance-fixtures")]
@@ -18,8 +19,7 @@ use std::sync::Arc;
 
 // Logging is deprecated in 2026-07-28 but 2025-11-25 clients still send logging/setLevel.
 use calls::{declare_apps, tool_view};
-use changes::{TOOLS_WATCHER, next_change_for, settle, settled_change};
-use rmcp::model::JsonObject;
+use cite::{CITE_PROMPT, cite_prompt};
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
@@ -85,9 +85,6 @@ pub struct ServerState {
 pub fn core_catalog() -> Catalog {
     Catalog::new(&["notebook", "capabilities", "ui"], &[CITE_PROMPT])
 }
-
-/// The core's one prompt.
-const CITE_PROMPT: &str = "jupyter_cite";
 
 /// The handler rmcp calls; cheap to clone (HTTP makes one per session, or per request when
 /// stateless).
@@ -229,39 +226,7 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
-        // A session of the 2025-11-25 era hears of every change of the tools, resources and
-        // prompts (an extension ready after the handshake); the 2026-07-28 era asks for them in
-        // `listen`.
-        let mut tools = self.state.tools.changes();
-        let mut resources = self.state.catalog.resource_changes();
-        let mut prompts = self.state.catalog.prompt_changes();
-        let peer = context.peer;
-        let watcher = tokio::spawn(async move {
-            loop {
-                let sent = tokio::select! {
-                    changed = settled_change(&mut tools) => {
-                        changed && peer.notify_tool_list_changed().await.is_ok()
-                    }
-                    changed = settled_change(&mut resources) => {
-                        changed && peer.notify_resource_list_changed().await.is_ok()
-                    }
-                    changed = settled_change(&mut prompts) => {
-                        changed && peer.notify_prompt_list_changed().await.is_ok()
-                    }
-                };
-                if !sent {
-                    break;
-                }
-            }
-        });
-        if let Some(old) = self
-            .subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .insert(TOOLS_WATCHER.to_owned(), watcher.abort_handle())
-        {
-            old.abort();
-        }
+        self.watch_lists(context);
     }
 
     async fn list_tools(
@@ -429,42 +394,7 @@ impl ServerHandler for McpServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let uri = request.uri.clone();
-        let peer = context.peer.clone();
-        let watcher = if uri == resources::CAPABILITIES_URI {
-            // Changes when an extension still loading at start declares its capabilities.
-            let mut changes = self.state.domain.capabilities.changes();
-            tokio::spawn(async move {
-                while settled_change(&mut changes).await {
-                    let param = rmcp::model::ResourceUpdatedNotificationParam::new(
-                        resources::CAPABILITIES_URI,
-                    );
-                    if peer.notify_resource_updated(param).await.is_err() {
-                        break;
-                    }
-                }
-            })
-        } else {
-            let mut changes = self.domain(&context).notebooks.watch_changes();
-            let watched = vec![uri.clone()];
-            tokio::spawn(async move {
-                while next_change_for(&mut changes, &watched).await.is_some() {
-                    let param =
-                        rmcp::model::ResourceUpdatedNotificationParam::new(watched[0].clone());
-                    if peer.notify_resource_updated(param).await.is_err() {
-                        break;
-                    }
-                }
-            })
-        };
-        if let Some(old) = self
-            .subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .insert(uri, watcher.abort_handle())
-        {
-            old.abort();
-        }
+        self.subscribe_to(request, &context);
         Ok(())
     }
 
@@ -473,89 +403,12 @@ impl ServerHandler for McpServer {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        if let Some(watcher) = self
-            .subscriptions
-            .lock()
-            .expect("subscriptions lock")
-            .remove(&request.uri)
-        {
-            watcher.abort();
-        }
+        self.unsubscribe_from(&request);
         Ok(())
     }
 
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
-        let uris = context
-            .accepted()
-            .resource_subscriptions
-            .clone()
-            .unwrap_or_default();
-        let tools_wanted = context.accepted().tools_list_changed == Some(true);
-        let resources_wanted = context.accepted().resources_list_changed == Some(true);
-        let prompts_wanted = context.accepted().prompts_list_changed == Some(true);
-        let mut resources = self.state.catalog.resource_changes();
-        let mut prompts = self.state.catalog.prompt_changes();
-        let capabilities_wanted = uris.iter().any(|u| u == resources::CAPABILITIES_URI);
-        let mut tools = self.state.tools.changes();
-        let mut capabilities = self.state.domain.capabilities.changes();
-        let mut changes = self
-            .domain(context.request_context())
-            .notebooks
-            .watch_changes();
-        loop {
-            tokio::select! {
-                _ = context.cancelled() => return Ok(()),
-                changed = tools.changed(), if tools_wanted => {
-                    if changed.is_err() {
-                        return Ok(());
-                    }
-                    settle(&mut tools).await;
-                    if context.sink().notify_tool_list_changed().await.is_err() {
-                        return Ok(());
-                    }
-                }
-                changed = resources.changed(), if resources_wanted => {
-                    if changed.is_err() {
-                        return Ok(());
-                    }
-                    settle(&mut resources).await;
-                    if context.sink().notify_resource_list_changed().await.is_err() {
-                        return Ok(());
-                    }
-                }
-                changed = prompts.changed(), if prompts_wanted => {
-                    if changed.is_err() {
-                        return Ok(());
-                    }
-                    settle(&mut prompts).await;
-                    if context.sink().notify_prompt_list_changed().await.is_err() {
-                        return Ok(());
-                    }
-                }
-                changed = capabilities.changed(), if capabilities_wanted => {
-                    if changed.is_err() {
-                        return Ok(());
-                    }
-                    settle(&mut capabilities).await;
-                    if context
-                            .sink()
-                            .notify_resource_updated(resources::CAPABILITIES_URI)
-                            .await
-                            .is_err()
-                    {
-                        return Ok(());
-                    }
-                }
-                hit = next_change_for(&mut changes, &uris), if !uris.is_empty() => {
-                    let Some(hit) = hit else { return Ok(()) };
-                    for uri in hit {
-                        if context.sink().notify_resource_updated(uri).await.is_err() {
-                            return Ok(());
-                        }
-                    }
-                }
-            }
-        }
+        self.listen_to(context).await
     }
 
     fn accepted_subscription_filter(
@@ -600,56 +453,5 @@ impl ServerHandler for McpServer {
                 call.run().await.map(CallToolResponse::from)
             }
         }
-    }
-}
-
-fn cite_prompt() -> rmcp::model::Prompt {
-    serde_json::from_value(serde_json::json!({
-        "name": CITE_PROMPT,
-        "description": "Cite cells of a notebook in use (as they are now, unsaved edits included) \
-            ahead of your instruction.",
-        "arguments": [
-            {"name": "prompt", "description": "User prompt for the cited cells", "required": true},
-            {"name": "cell_indices", "description": "Cell indices to cite (0-based), e.g. '0,1,2', '0-2', '0-2,4' or '3-' (to the end)", "required": true},
-            {"name": "notebook_name", "description": "Notebook to cite from (default: the current notebook)", "required": false}
-        ]
-    }))
-    .expect("prompt JSON matches the rmcp model")
-}
-
-impl McpServer {
-    async fn cite(
-        &self,
-        domain: &Domain,
-        arguments: Option<&JsonObject>,
-    ) -> Result<rmcp::model::GetPromptResult, McpError> {
-        let argument = |key: &str| {
-            arguments
-                .and_then(|a| a.get(key))
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let in_use = domain
-            .notebooks
-            .resolve(
-                Some(&argument("notebook_name"))
-                    .filter(|n| !n.is_empty())
-                    .map(String::as_str),
-            )
-            .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-        let notebook = in_use
-            .document
-            .read()
-            .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
-        let indices = resources::parse_cell_ranges(&argument("cell_indices"), notebook.cells.len())
-            .map_err(|e| McpError::invalid_params(e, None))?;
-        let text = resources::cite_text(&in_use.name, &notebook, &indices, &argument("prompt"));
-        Ok(serde_json::from_value(serde_json::json!({
-            "resultType": "complete",
-            "messages": [{"role": "user", "content": {"type": "text", "text": text}}]
-        }))
-        .expect("prompt JSON matches the rmcp model"))
     }
 }

@@ -7,6 +7,7 @@
 //! - `notebook`: the grantable notebook host functions in host terms, shared by the versions;
 //! - `served`: an extension's resources and prompts in the server's catalog;
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
+//! - `component_file`: a guest file read and checked (a component, importing nothing we lack);
 //! - `imports`: what a guest may import, checked before it is compiled;
 //! - `limits`: the memory cap and the per-call CPU clock;
 //! - `grants`: the operator's grants, parsed once into a typed set;
@@ -16,6 +17,8 @@
 //! - `sandbox`: a guest's store data and the grant check every notebook host function passes;
 //! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
 //! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
+//! - `loading`: guests compiled and started off the handshake path, names claimed in order;
+//! - `batch`: every guest loaded at once and waited for (`load_all`, `compile_all`);
 //! - `guest`: a guest's instances and calls into them, failure counting, rebuild from
 //!   `InstancePre`;
 //! - `hook`: a hook-handler guest on the hooks bus;
@@ -26,7 +29,9 @@
 //! - `signatures`: cosign-compatible signatures checked against the trusted keys.
 
 mod api;
+mod batch;
 mod cache;
+mod component_file;
 mod grants;
 mod guest;
 mod hook;
@@ -45,6 +50,8 @@ mod served;
 mod signatures;
 mod slot;
 mod storage;
+#[cfg(test)]
+mod tests;
 mod tool;
 #[macro_use]
 mod common_convert;
@@ -65,13 +72,15 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use api::API_VERSION;
+pub use batch::{compile_all, load_all};
 pub use cache::CompileCache;
+use component_file::{check_bytes, file_stem, read_checked};
 pub use grants::{Grants, HostFunction};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
 pub use lifecycle::{Extensions, LifecycleError, PulledAtStart};
 use loading::extension_tools;
-pub use loading::{Loader, Loading, compile_all, load_all};
+pub use loading::{Loader, Loading};
 pub use manifest::Manifest;
 pub use oci::{OciError, Registries};
 pub use policy::{Policies, Policy, PolicyError};
@@ -272,9 +281,7 @@ impl WasmHost {
         };
         // Its name first, so everything after (logs, errors) names it as it calls itself.
         let extension_name = if exports_extension {
-            let name = guest
-                .call_blocking(CallKind::Load, |live| live.identity())
-                .map_err(|e| refuse(e.to_string()))?;
+            let name = ask(&guest, |live| live.identity()).map_err(refuse)?;
             if name.trim().is_empty() {
                 return Err(refuse("its identity has an empty name".into()));
             }
@@ -285,9 +292,7 @@ impl WasmHost {
         };
         let mut asked_critical = None;
         let hook_critical = if exports_hooks {
-            let asked = guest
-                .call_blocking(CallKind::Load, |live| live.propagate_errors())
-                .map_err(|e| refuse(e.to_string()))?;
+            let asked = ask(&guest, |live| live.propagate_errors()).map_err(refuse)?;
             asked_critical = Some(asked);
             let applied = entry.critical.unwrap_or(asked);
             let kind = |critical: bool| if critical { "critical" } else { "optional" };
@@ -312,23 +317,13 @@ impl WasmHost {
         };
         let extension = match extension_name {
             Some(name) => {
-                let capabilities = guest
-                    .call_blocking(CallKind::Load, |live| live.capabilities())
-                    .map_err(|e| e.to_string());
-                let failed = |e: GuestError| refuse(e.to_string());
-                let tools = guest
-                    .call_blocking(CallKind::Load, |live| live.tools())
-                    .map_err(failed)?;
+                let capabilities = ask(&guest, |live| live.capabilities());
+                let tools = ask(&guest, |live| live.tools()).map_err(refuse)?;
                 // Empty for a guest of a version without them.
-                let resources = guest
-                    .call_blocking(CallKind::Load, |live| live.resources())
-                    .map_err(failed)?;
-                let resource_templates = guest
-                    .call_blocking(CallKind::Load, |live| live.resource_templates())
-                    .map_err(failed)?;
-                let prompts = guest
-                    .call_blocking(CallKind::Load, |live| live.prompts())
-                    .map_err(failed)?;
+                let resources = ask(&guest, |live| live.resources()).map_err(refuse)?;
+                let resource_templates =
+                    ask(&guest, |live| live.resource_templates()).map_err(refuse)?;
+                let prompts = ask(&guest, |live| live.prompts()).map_err(refuse)?;
                 Some(manifest::ExtensionManifest {
                     name,
                     capabilities,
@@ -353,6 +348,16 @@ impl WasmHost {
             manifest,
         })
     }
+}
+
+/// One question a guest answers while it loads; a failed call as the text of its refusal.
+fn ask<R>(
+    guest: &Guest,
+    question: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
+) -> Result<R, String> {
+    guest
+        .call_blocking(CallKind::Load, question)
+        .map_err(|e| e.to_string())
 }
 
 /// Cranelift compiles on rayon's global pool. Ours has a thread per core (no more: compiling
@@ -385,46 +390,6 @@ pub(crate) fn lower_this_threads_priority() {
     }
 }
 
-/// A guest file's bytes once they are known to be a component importing nothing we lack; the
-/// imports are read before anything is compiled, so that refusal takes microseconds, not a
-/// minute.
-fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
-    check_bytes(&bytes)?;
-    Ok(bytes)
-}
-
-/// [`read_checked`]'s checks of bytes from elsewhere (a registry).
-fn check_bytes(bytes: &[u8]) -> Result<(), String> {
-    check_header(bytes)?;
-    imports::check(bytes, API_VERSION)
-}
-
-fn file_stem(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "guest".into())
-}
-
-/// Says plainly what a file is when it is not a component.
-fn check_header(bytes: &[u8]) -> Result<(), String> {
-    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
-        if Engine::detect_precompiled(bytes).is_some() {
-            return Err("it is a precompiled artifact; give the .wasm component instead".into());
-        }
-        return Err("not a WebAssembly file (it does not start with \\0asm)".into());
-    }
-    // Bytes 6..8 are the layer: 0 for a core module, 1 for a component.
-    if bytes[6..8] == [0, 0] {
-        return Err(
-            "a core WebAssembly module, not a component: build it for wasm32-wasip2 (or wrap it \
-             with `wasm-tools component new`)"
-                .into(),
-        );
-    }
-    Ok(())
-}
-
 /// Advances the epoch while the engine lives; each guest's deadline callback checks its clock.
 /// Without it there would be no CPU cap, so failing to start it fails the host.
 fn start_ticker(engine: &Engine) -> std::io::Result<()> {
@@ -439,247 +404,4 @@ fn start_ticker(engine: &Engine) -> std::io::Result<()> {
             }
         })
         .map(drop)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Tests that need the built guests are `#[ignore]`d with this reason, so a bare
-    /// `cargo test` reports them as skipped; tests/run builds the guests and runs them with
-    /// `--include-ignored`, and then a missing guest directory fails them.
-    const NEEDS_GUESTS: &str = "needs the built guests (guests/build); tests/run runs it";
-
-    /// The policy example, built by `guests/build` (tests/run sets the variable).
-    fn policy_guest() -> PathBuf {
-        let dir = std::env::var_os("JUPYTER_MCP_GUESTS_DIR").unwrap_or_else(|| {
-            panic!("JUPYTER_MCP_GUESTS_DIR is not set: this test {NEEDS_GUESTS}")
-        });
-        PathBuf::from(dir).join("policy.wasm")
-    }
-
-    fn host() -> WasmHost {
-        let cache = std::env::temp_dir().join(format!("jmcp-wasm-unit-{}", std::process::id()));
-        WasmHost::new(Some(cache)).unwrap()
-    }
-
-    #[test]
-    fn headers_say_what_a_file_is() {
-        assert!(
-            check_header(b"hello world")
-                .unwrap_err()
-                .contains("not a WebAssembly file")
-        );
-        assert!(
-            check_header(b"\0asm\x01\0\0\0")
-                .unwrap_err()
-                .contains("core WebAssembly module")
-        );
-        assert_eq!(check_header(b"\0asm\x0d\0\x01\0"), Ok(()));
-    }
-
-    #[test]
-    #[ignore = "needs the built guests (guests/build); tests/run runs it"]
-    fn a_missing_import_is_refused_before_anything_is_compiled() {
-        let dir = policy_guest().parent().map(Path::to_path_buf).unwrap();
-        let cache = std::env::temp_dir().join(format!("jmcp-imports-{}", std::process::id()));
-        let host = WasmHost::new(Some(cache.clone())).unwrap();
-        let started = std::time::Instant::now();
-        let refused = host
-            .template(
-                &dir.join("unknown-import.wasm"),
-                Arc::new(GuestSettings::for_tests("intruder")),
-            )
-            .err()
-            .unwrap();
-        let took = started.elapsed();
-        assert!(
-            refused.contains("it imports evil:escape/door, which this host does not offer"),
-            "{refused}"
-        );
-        assert!(
-            refused.contains("wasi:io/{error,poll,streams}")
-                && refused.contains("jupyter-mcp:extension/{types,log,config,notebook}@0.1.x"),
-            "{refused}"
-        );
-        // Nothing was compiled (so nothing cached), and the refusal took no compile's time.
-        let compiled = std::fs::read_dir(&cache)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .any(|e| e.path().extension().is_some_and(|x| x == "cwasm"))
-            })
-            .unwrap_or(false);
-        assert!(!compiled, "a refused guest was compiled");
-        let _ = std::fs::remove_dir_all(&cache);
-        assert!(took < Duration::from_secs(1), "{took:?}");
-    }
-
-    /// `bytes` with a custom section appended (valid anywhere in a component).
-    fn with_custom_section(mut bytes: Vec<u8>, name: &str, data: &[u8]) -> Vec<u8> {
-        fn leb(mut n: usize, out: &mut Vec<u8>) {
-            loop {
-                let byte = (n & 0x7f) as u8;
-                n >>= 7;
-                out.push(if n == 0 { byte } else { byte | 0x80 });
-                if n == 0 {
-                    break;
-                }
-            }
-        }
-        let mut payload = Vec::new();
-        leb(name.len(), &mut payload);
-        payload.extend_from_slice(name.as_bytes());
-        payload.extend_from_slice(data);
-        bytes.push(0);
-        leb(payload.len(), &mut bytes);
-        bytes.extend(payload);
-        bytes
-    }
-
-    #[test]
-    #[ignore = "needs the built guests (guests/build); tests/run runs it"]
-    fn an_sdk_guest_speaks_0_2_0_and_declares_resources_and_prompts() {
-        let dir = policy_guest().parent().map(Path::to_path_buf).unwrap();
-        let bytes = std::fs::read(dir.join("wordcount.wasm")).unwrap();
-        // The SDK stamps the version it builds against; it survives the component's making.
-        let stamps: Vec<Vec<u8>> = wasmtime::wasmparser::Parser::new(0)
-            .parse_all(&bytes)
-            .filter_map(|payload| match payload.ok()? {
-                wasmtime::wasmparser::Payload::CustomSection(section)
-                    if section.name() == imports::API_VERSION_SECTION =>
-                {
-                    Some(section.data().to_vec())
-                }
-                _ => None,
-            })
-            .collect();
-        assert_eq!(stamps, [b"0.2.0".to_vec()]);
-        assert_eq!(
-            imports::check(&bytes, API_VERSION),
-            Ok(()),
-            "a current guest loads"
-        );
-        let loaded = host()
-            .load(&ExtensionConfig::with_defaults(dir.join("wordcount.wasm")))
-            .unwrap();
-        assert_eq!(
-            loaded.hook_critical,
-            Some(false),
-            "an optional hook handler"
-        );
-        let extension = loaded.manifest.extension.clone().unwrap();
-        assert_eq!(extension.name, "wordcount", "named after its package");
-        let tools: Vec<&str> = extension.tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(tools, ["word_count", "replace_word"]);
-        let schema: serde_json::Value =
-            serde_json::from_str(&extension.tools[1].input_schema).unwrap();
-        assert_eq!(schema["type"], "object");
-        assert_eq!(
-            schema["required"],
-            serde_json::json!(["cell_id", "word", "replacement"])
-        );
-        assert!(extension.tools[0].output_schema.is_some());
-        assert_eq!(extension.resources[0].uri, "wordcount://current");
-        assert_eq!(
-            extension.resource_templates[0].uri_template,
-            "wordcount://notebooks/{name}"
-        );
-        assert_eq!(extension.prompts[0].name, "word_budget");
-        loaded.guest.stop();
-        // A 0.1.0 guest declares none of them.
-        let hello = host()
-            .load(&ExtensionConfig::with_defaults(dir.join("hello.wasm")))
-            .unwrap();
-        let extension = hello.manifest.extension.clone().unwrap();
-        assert!(extension.resources.is_empty() && extension.prompts.is_empty());
-        hello.guest.stop();
-    }
-
-    #[test]
-    #[ignore = "needs the built guests (guests/build); tests/run runs it"]
-    fn a_guest_newer_than_the_host_is_refused_naming_both_versions() {
-        let dir = policy_guest().parent().map(Path::to_path_buf).unwrap();
-        // Built against a WIT 0.3.0 (its imports and exports say so).
-        let refused = host()
-            .load(&ExtensionConfig::with_defaults(dir.join("too-new.wasm")))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(
-            refused.contains(
-                "built against WIT jupyter-mcp:extension@0.3.0, newer than this \
-                 server's API version 0.2.0"
-            ) && refused.contains("rebuild the guest against wit/v0.2.0"),
-            "{refused}"
-        );
-        // Stamped newer by its SDK, though its imports would link.
-        let hello = std::fs::read(dir.join("hello.wasm")).unwrap();
-        let stamped = with_custom_section(hello, imports::API_VERSION_SECTION, b"0.3.1");
-        let refused = imports::check(&stamped, API_VERSION).unwrap_err();
-        assert!(refused.contains("jupyter-mcp:extension@0.3.1"), "{refused}");
-    }
-
-    #[test]
-    fn unknown_grants_are_refused() {
-        let mut entry = ExtensionConfig::with_defaults("x.wasm".into());
-        entry.grants = vec!["format-disk".into()];
-        let err = host().load(&entry).err().unwrap();
-        assert!(
-            err.to_string()
-                .contains("'format-disk', which is no host function"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    #[ignore = "needs the built guests (guests/build); tests/run runs it"]
-    fn a_tool_name_taken_by_another_extension_is_refused_not_shadowed() {
-        let dir = policy_guest().parent().map(Path::to_path_buf).unwrap();
-        let host = host();
-        // The same guest twice, as two extensions would be that chose the same tool names.
-        let load = || {
-            host.load(&ExtensionConfig::with_defaults(dir.join("hello.wasm")))
-                .unwrap()
-        };
-        let (first, second) = (load(), load());
-        let capabilities = crate::capabilities::Capabilities::build(
-            &[first.extension().unwrap()],
-            &Default::default(),
-        )
-        .unwrap();
-        let tools = crate::dispatch::ToolRegistry::builtin();
-        let core = tools.names().len();
-        register_tools(&tools, &[first, second], &capabilities);
-        assert_eq!(tools.names().len(), core + 1, "one 'hello', not two");
-        let kept = tools.get("hello").unwrap();
-        assert_eq!(kept.extension_name(), Some("hello"));
-    }
-
-    #[test]
-    #[ignore = "needs the built guests (guests/build); tests/run runs it"]
-    fn a_guest_calling_into_itself_is_refused_not_deadlocked() {
-        let path = policy_guest();
-        let loaded = host().load(&ExtensionConfig::with_defaults(path)).unwrap();
-        assert_eq!(loaded.hook_critical, Some(true));
-        let guest = loaded.guest.clone();
-        let inner = guest.clone();
-        // A call made from the guest's own thread, as a host function firing the guest's own
-        // hook would make it.
-        let nested = guest
-            .call_blocking(CallKind::Load, move |_live| {
-                Ok(inner.call_blocking(CallKind::Load, |live| live.propagate_errors()))
-            })
-            .unwrap();
-        assert!(
-            matches!(nested, Err(GuestError::Reentrant { .. })),
-            "{nested:?}"
-        );
-        // And the guest still answers.
-        assert_eq!(
-            guest.call_blocking(CallKind::Load, |live| live.propagate_errors()),
-            Ok(true)
-        );
-        guest.stop();
-    }
 }

@@ -10,7 +10,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{GetPromptResult, JsonObject, ReadResourceResult};
 use serde_json::{Value, json};
 
-use super::guest::CallKind;
+use super::guest::{CallKind, GuestInstance};
 use super::manifest::ExtensionManifest;
 use super::slot::GuestSlot;
 use super::tool::AnswerContent;
@@ -49,11 +49,20 @@ pub struct GuestProvider {
 }
 
 impl GuestProvider {
-    async fn ready(&self) -> Result<Arc<super::Guest>, McpError> {
-        self.guest
+    /// Calls the guest once it is ready, under a tool call's limits.
+    async fn ask<R: Send + 'static>(
+        &self,
+        call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R> + Send + 'static,
+    ) -> Result<R, McpError> {
+        let guest = self
+            .guest
             .wait(self.wait)
             .await
-            .map_err(|e| McpError::internal_error(e.to_string(), None))
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        guest
+            .call(CallKind::Tool, call)
+            .await
+            .map_err(|e| self.failed(e.to_string()))
     }
 
     fn failed(&self, message: String) -> McpError {
@@ -71,12 +80,8 @@ impl Provider for GuestProvider {
 
     fn read(&self, uri: String) -> CatalogFuture<'_, ReadResourceResult> {
         Box::pin(async move {
-            let guest = self.ready().await?;
             let asked = uri.clone();
-            let answer = guest
-                .call(CallKind::Tool, move |live| live.read_resource(&asked))
-                .await
-                .map_err(|e| self.failed(e.to_string()))?;
+            let answer = self.ask(move |live| live.read_resource(&asked)).await?;
             let contents = answer.map_err(|message| {
                 McpError::resource_not_found(
                     format!(
@@ -95,14 +100,10 @@ impl Provider for GuestProvider {
 
     fn prompt(&self, name: String, arguments: JsonObject) -> CatalogFuture<'_, GetPromptResult> {
         Box::pin(async move {
-            let guest = self.ready().await?;
             let arguments = Value::Object(arguments).to_string();
-            let answer = guest
-                .call(CallKind::Tool, move |live| {
-                    live.get_prompt(&name, &arguments)
-                })
-                .await
-                .map_err(|e| self.failed(e.to_string()))?;
+            let answer = self
+                .ask(move |live| live.get_prompt(&name, &arguments))
+                .await?;
             let prompt = answer.map_err(|message| {
                 McpError::invalid_params(
                     format!(
