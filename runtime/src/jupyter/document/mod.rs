@@ -4,6 +4,7 @@
 
 pub mod file;
 pub mod live;
+mod room_update;
 pub mod ynotebook;
 
 use std::future::Future;
