@@ -101,9 +101,7 @@ pub enum HubError {
 /// One event of the Hub's spawn progress stream.
 #[derive(Debug, Deserialize)]
 pub struct ProgressEvent {
-    #[serde(default)]
     pub progress: Option<f64>,
-    #[serde(default)]
     pub message: Option<String>,
     #[serde(default)]
     pub ready: bool,
@@ -116,11 +114,8 @@ struct UserModel {
     name: String,
     /// The default server's URL path when it runs (older Hubs, and tokens without
     /// `read:servers`, may leave it out).
-    #[serde(default)]
     server: Option<String>,
-    #[serde(default)]
     pending: Option<String>,
-    #[serde(default)]
     servers: Option<std::collections::HashMap<String, ServerModel>>,
 }
 
@@ -128,9 +123,7 @@ struct UserModel {
 struct ServerModel {
     #[serde(default)]
     ready: bool,
-    #[serde(default)]
     pending: Option<String>,
-    #[serde(default)]
     url: Option<String>,
 }
 

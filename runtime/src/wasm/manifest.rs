@@ -50,7 +50,6 @@ pub struct ToolDeclaration {
     pub read_only: bool,
     pub capability: Option<String>,
     /// JSON text of the schema its structured output follows (WIT 0.2.0 on).
-    #[serde(default)]
     pub output_schema: Option<String>,
 }
 

@@ -9,17 +9,13 @@ use serde_json::Value;
 pub struct KernelModel {
     pub id: String,
     pub name: String,
-    #[serde(default)]
     pub last_activity: Option<String>,
-    #[serde(default)]
     pub execution_state: Option<String>,
-    #[serde(default)]
     pub connections: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct KernelSpecs {
-    #[serde(default)]
     pub default: Option<String>,
     #[serde(default)]
     pub kernelspecs: BTreeMap<String, KernelSpecEntry>,
@@ -33,11 +29,8 @@ pub struct KernelSpecEntry {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct KernelSpec {
-    #[serde(default)]
     pub display_name: Option<String>,
-    #[serde(default)]
     pub language: Option<String>,
-    #[serde(default)]
     pub env: Option<serde_json::Map<String, Value>>,
 }
 
@@ -47,16 +40,11 @@ pub struct ContentsModel {
     pub path: String,
     #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default)]
     pub size: Option<u64>,
-    #[serde(default)]
     pub last_modified: Option<String>,
-    #[serde(default)]
     pub content: Option<Value>,
-    #[serde(default)]
     pub hash: Option<String>,
     /// `text` or `base64` for a file's content, `json` for a notebook's.
-    #[serde(default)]
     pub format: Option<String>,
 }
 
