@@ -254,16 +254,27 @@ async def test_an_extension_declares_only_under_its_own_name(jupyter_server, tmp
 
 # ---- guests get the domain's rules, exactly as tools do ----
 
+# The guest that runs code through `execute-code`, per WIT version: (guest, tool, how it words a
+# host error). 0.1.0's host-error is a string (declares answers its Debug form); 0.2.0's is a
+# typed variant (runs answers its case, then the message), and a gone kernel is a `kernel` error.
+EXECUTE_CODE_GUESTS = [
+    pytest.param("declares", "declares_run", None, id="wit-0.1.0"),
+    pytest.param("runs", "runs_code", "kernel: ", id="wit-0.2.0"),
+]
+
+
 @pytest.mark.parametrize("auto_restart", [False, True])
-async def test_guest_execute_code_follows_kernel_readiness_like_execute_cell(jupyter_server, tmp_path, auto_restart):
+@pytest.mark.parametrize(("name", "run_tool", "error_case"), EXECUTE_CODE_GUESTS)
+async def test_guest_execute_code_follows_kernel_readiness_like_execute_cell(jupyter_server, tmp_path, auto_restart,
+                                                                             name, run_tool, error_case):
     body = ('[capabilities]\n"kernel.auto-restart" = true\n' if auto_restart else "") \
-        + extension_entry(guest("declares"), grants=["execute-code"])
+        + extension_entry(guest(name), grants=["execute-code"])
     server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         async with http_client(server, "legacy") as client:
             kernel_id = await notebook_with_kernel(client, jupyter_server, "nb")
             await lose_kernel(jupyter_server, client, kernel_id, "deleted")
-            ran = await client.call_tool("declares_run", {"code": "print(6 * 7)"})
+            ran = await client.call_tool(run_tool, {"code": "print(6 * 7)"})
             if not auto_restart:
                 assert ran.is_error, joined(ran)
                 tool = await client.call_tool("execute_cell", {"cell_index": 0})
@@ -271,6 +282,9 @@ async def test_guest_execute_code_follows_kernel_readiness_like_execute_cell(jup
                 refusal = joined(tool).removeprefix("Error executing tool execute_cell: ")
                 assert "The kernel of 'nb' is gone" in refusal and "restart_notebook" in refusal, refusal
                 assert refusal in joined(ran), "the guest gets execute_cell's words"
+                if error_case:
+                    # Under the prefix every failed tool's text gets, the guest's own words.
+                    assert joined(ran) == f"Error executing tool {run_tool}: {error_case}{refusal}", joined(ran)
                 return
             assert not ran.is_error, joined(ran)
             outputs = json.loads(joined(ran))
