@@ -5,12 +5,72 @@
 //! those itself; everything else goes to rmcp unchanged. Both writers share one task, so a reply
 //! line is never interleaved with another.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 
 /// Largest request line we accept; longer lines are answered with an error and skipped (without
 /// being held in memory).
 pub const MAX_LINE_BYTES: usize = super::MAX_REQUEST_BYTES;
+
+/// How many requests from stdin rmcp may hold at once. rmcp starts a task for every request it
+/// reads, so a client sending thousands without reading the answers made the server hold them
+/// all (20,000 pings peaked at 170 MB on a busy machine); past this many, stdin waits.
+const MAX_IN_FLIGHT: usize = 256;
+
+/// How long a request waits for a free place before it goes on anyway: a request rmcp never
+/// answered must not stop stdin for good.
+const IN_FLIGHT_WAIT: Duration = Duration::from_secs(5);
+
+/// The requests rmcp has read and not yet answered, counted by the lines going in and out.
+struct InFlight(Semaphore);
+
+impl InFlight {
+    fn new() -> Self {
+        InFlight(Semaphore::new(MAX_IN_FLIGHT))
+    }
+
+    async fn enter(&self) {
+        match tokio::time::timeout(IN_FLIGHT_WAIT, self.0.acquire()).await {
+            Ok(Ok(place)) => place.forget(),
+            _ => tracing::debug!(
+                "{MAX_IN_FLIGHT} requests unanswered for {IN_FLIGHT_WAIT:?}; reading on"
+            ),
+        }
+    }
+
+    /// One request answered (or cancelled). Capped: a request let in without a place, or a
+    /// cancel of a finished request, must not raise the bound.
+    fn leave(&self) {
+        if self.0.available_permits() < MAX_IN_FLIGHT {
+            self.0.add_permits(1);
+        }
+    }
+}
+
+/// Whether a JSON-RPC line is a request, a notification or an answer (by its `method` and `id`).
+#[derive(serde::Deserialize)]
+struct Shape {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    id: Option<serde::de::IgnoredAny>,
+}
+
+impl Shape {
+    fn of(message: &serde_json::Value) -> Option<Shape> {
+        Some(Shape {
+            method: message.get("method")?.as_str().map(str::to_owned),
+            id: message.get("id").map(|_| serde::de::IgnoredAny),
+        })
+    }
+
+    fn is_answer(line: &str) -> bool {
+        serde_json::from_str::<Shape>(line).is_ok_and(|shape| shape.method.is_none())
+    }
+}
 
 /// The two ends rmcp serves on, and the task writing its replies out.
 pub struct FilteredStdio {
@@ -31,6 +91,8 @@ where
     // Bounded: a client flooding garbage without reading our answers is slowed down, not
     // allowed to grow our memory.
     let (errors_tx, errors_rx) = mpsc::channel::<String>(256);
+    let in_flight = Arc::new(InFlight::new());
+    let answered = in_flight.clone();
     tokio::spawn(async move {
         let mut reader = BufReader::new(input);
         let mut line = Vec::new();
@@ -66,8 +128,11 @@ where
             }
             // A full parse, not a skim: skimming accepts numbers a parse refuses (1e999), and
             // rmcp drops such a line without a word (found by fuzzing).
-            let repaired = match serde_json::from_slice::<serde_json::Value>(trimmed) {
-                Ok(message) => super::compat::repair_initialize(&message, None),
+            let (repaired, shape) = match serde_json::from_slice::<serde_json::Value>(trimmed) {
+                Ok(message) => (
+                    super::compat::repair_initialize(&message, None),
+                    Shape::of(&message),
+                ),
                 Err(e) => {
                     tracing::debug!("answering an unparsable line with a parse error: {e}");
                     let _ = errors_tx.send(parse_error(&e.to_string())).await;
@@ -78,15 +143,33 @@ where
                 Some(message) => message.to_string().into_bytes().into(),
                 None => trimmed.into(),
             };
+            let cancels = match &shape {
+                Some(Shape {
+                    method: Some(_),
+                    id: Some(_),
+                }) => {
+                    in_flight.enter().await;
+                    false
+                }
+                Some(Shape {
+                    method: Some(method),
+                    id: None,
+                }) => method == "notifications/cancelled",
+                _ => false,
+            };
             if to_rmcp.write_all(&forwarded).await.is_err()
                 || to_rmcp.write_all(b"\n").await.is_err()
             {
                 break;
             }
+            // rmcp does not answer a cancelled request.
+            if cancels {
+                in_flight.leave();
+            }
         }
         // Dropping `to_rmcp` is rmcp's end of input: the service finishes.
     });
-    let writer = tokio::spawn(write_lines(from_rmcp, errors_rx, output));
+    let writer = tokio::spawn(write_lines(from_rmcp, errors_rx, output, answered));
     FilteredStdio {
         input: rmcp_in,
         output: rmcp_out,
@@ -153,13 +236,19 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     from_rmcp: DuplexStream,
     mut errors: mpsc::Receiver<String>,
     mut output: W,
+    in_flight: Arc<InFlight>,
 ) {
     let mut replies = BufReader::new(from_rmcp).lines();
     let mut errors_open = true;
     loop {
         let line = tokio::select! {
             reply = replies.next_line() => match reply {
-                Ok(Some(line)) => line,
+                Ok(Some(line)) => {
+                    if Shape::is_answer(&line) {
+                        in_flight.leave();
+                    }
+                    line
+                }
                 _ => break,
             },
             error = errors.recv(), if errors_open => match error {
@@ -215,6 +304,50 @@ mod tests {
             serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(error["error"]["code"], -32700);
         assert_eq!(error["id"], serde_json::Value::Null);
+    }
+
+    /// Lines rmcp receives within a short wait (none more once stdin is held back).
+    async fn forwarded(reader: &mut tokio::io::Lines<BufReader<DuplexStream>>) -> usize {
+        let mut count = 0;
+        while let Ok(Ok(Some(_))) =
+            tokio::time::timeout(Duration::from_millis(200), reader.next_line()).await
+        {
+            count += 1;
+        }
+        count
+    }
+
+    #[tokio::test]
+    async fn requests_past_the_in_flight_bound_wait_for_answers_or_cancels() {
+        let (mut client_in, server_in) = tokio::io::duplex(1 << 20);
+        let (server_out, client_out) = tokio::io::duplex(1 << 20);
+        let FilteredStdio {
+            input: rmcp_in,
+            output: mut rmcp_out,
+            ..
+        } = filtered(server_in, server_out);
+        let request =
+            |id: usize| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
+        let mut lines: String = (0..MAX_IN_FLIGHT).map(request).collect();
+        // rmcp does not answer a cancelled request: the cancel frees its place for the next.
+        lines += "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":5}}\n";
+        lines += &request(1000);
+        client_in.write_all(lines.as_bytes()).await.unwrap();
+        let mut rmcp_reads = BufReader::new(rmcp_in).lines();
+        assert_eq!(forwarded(&mut rmcp_reads).await, MAX_IN_FLIGHT + 2);
+        // The bound is full again: further requests wait.
+        let more: String = (2000..2010).map(request).collect();
+        client_in.write_all(more.as_bytes()).await.unwrap();
+        assert_eq!(forwarded(&mut rmcp_reads).await, 0);
+        // Three answers (one without an id, as rmcp answers an invalid request) let three more in;
+        // a request rmcp sends to the client does not.
+        let answers = "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}\n\
+             {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32601,\"message\":\"x\"}}\n\
+             {\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":\"Invalid request\"}}\n\
+             {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"roots/list\"}\n";
+        rmcp_out.write_all(answers.as_bytes()).await.unwrap();
+        assert_eq!(forwarded(&mut rmcp_reads).await, 3);
+        drop(client_out);
     }
 
     #[tokio::test]
