@@ -53,9 +53,7 @@ impl InFlight {
 /// Whether a JSON-RPC line is a request, a notification or an answer (by its `method` and `id`).
 #[derive(serde::Deserialize)]
 struct Shape {
-    #[serde(default)]
     method: Option<String>,
-    #[serde(default)]
     id: Option<serde::de::IgnoredAny>,
 }
 
