@@ -22,6 +22,16 @@ fuzz_target!(|data: &[u8]| {
             let _ = client.write_all(&input).await;
             drop(client);
         });
+        // Answers are read as they come, as a client would: unread, they fill the pipe and the
+        // filter rightly stops reading stdin.
+        let collector = tokio::spawn(async move {
+            let mut answered = Vec::new();
+            replies
+                .read_to_end(&mut answered)
+                .await
+                .expect("in-memory read");
+            answered
+        });
         // What reaches rmcp: one JSON value per line.
         let mut passed = Vec::new();
         stdio
@@ -36,11 +46,7 @@ fuzz_target!(|data: &[u8]| {
         drop(stdio.output);
         let _ = feeder.await;
         let _ = stdio.writer.await;
-        let mut answered = Vec::new();
-        replies
-            .read_to_end(&mut answered)
-            .await
-            .expect("in-memory read");
+        let answered = collector.await.expect("the reader of answers");
         for line in answered.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             let reply: serde_json::Value = serde_json::from_slice(line).expect("replies are JSON");
             assert_eq!(
