@@ -59,10 +59,7 @@ struct Shape {
 
 impl Shape {
     fn of(message: &serde_json::Value) -> Option<Shape> {
-        Some(Shape {
-            method: message.get("method")?.as_str().map(str::to_owned),
-            id: message.get("id").map(|_| serde::de::IgnoredAny),
-        })
+        serde::Deserialize::deserialize(message).ok()
     }
 
     fn is_answer(line: &str) -> bool {
