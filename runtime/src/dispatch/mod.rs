@@ -24,7 +24,7 @@ pub use selection::{CORE_TOOLSET, ToolView, UnknownToolNames};
 
 use crate::capabilities::Capabilities;
 use crate::hooks::{CALL_SCOPE, CallScope, HookEvent};
-use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, ToolSpec};
+use crate::tools::{Tool, ToolContext, ToolError, ToolResult, ToolSpec};
 
 /// Why a tool may not run now: the capability it needs is off.
 pub fn refusal(spec: &ToolSpec, capabilities: &Capabilities) -> Option<String> {
@@ -53,7 +53,7 @@ pub async fn run(
     arguments: Option<JsonObject>,
     context: ToolContext,
     traceparent: Option<String>,
-) -> Result<Result<ToolOutput, ToolError>, UnknownTool> {
+) -> Result<ToolResult, UnknownTool> {
     let Some(tool) = tools.get(name) else {
         return Err(UnknownTool {
             name: name.to_owned(),
@@ -160,7 +160,7 @@ async fn run_contained(
     name: &str,
     context: ToolContext,
     arguments: JsonObject,
-) -> Result<ToolOutput, ToolError> {
+) -> ToolResult {
     AssertUnwindSafe(tool.call(context, arguments))
         .catch_unwind()
         .await

@@ -1,5 +1,6 @@
 use super::*;
 use crate::capabilities::{ADOPT_SESSION, Settings};
+use crate::tools::ToolOutput;
 use crate::tools::{ToolFuture, native};
 use schemars::JsonSchema;
 

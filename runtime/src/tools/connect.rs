@@ -5,7 +5,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
 
 pub const NAME: &str = "connect_to_jupyter";
 
@@ -19,7 +19,6 @@ pub struct ConnectArgs {
     /// Jupyter Server URL to connect to (e.g. 'http://localhost:8888').
     pub jupyter_url: String,
     /// Jupyter Server authentication token.
-    #[serde(default)]
     pub jupyter_token: Option<String>,
     /// Which backend holds the notebook documents (only "jupyter" is supported).
     #[serde(default = "default_provider")]
@@ -37,7 +36,7 @@ pub fn connect_to_jupyter() -> Arc<dyn Tool> {
     )
 }
 
-async fn run(context: ToolContext, args: ConnectArgs) -> Result<ToolOutput, ToolError> {
+async fn run(context: ToolContext, args: ConnectArgs) -> ToolResult {
     if args.document_provider != "jupyter" {
         return Err(ToolError::InvalidArguments(format!(
             "document_provider '{}' is not supported; use \"jupyter\"",

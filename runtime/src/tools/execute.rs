@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::format::format_secs;
 use super::outputs::{self, NO_OUTPUT, Rendered};
-use super::{ProgressReporter, Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{ProgressReporter, Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
 use crate::config::OutputLimits;
 use crate::jupyter::kernel::{
     Completion, ConnectError, ExecutionOutcome, ExecutionRequest, KernelError, Progress,
@@ -35,7 +35,6 @@ pub struct ExecuteCodeArgs {
     pub timeout: f64,
     /// Target an existing kernel by ID (see list_kernels). If omitted, a default kernel that this
     /// server starts on first use is used.
-    #[serde(default)]
     pub kernel_id: Option<String>,
     /// Seconds between MCP progress notifications while the code runs (0 = none).
     #[serde(default = "default_progress_interval")]
@@ -70,7 +69,7 @@ pub fn progress_sink(reporter: ProgressReporter) -> ProgressSink {
     })
 }
 
-async fn run(context: ToolContext, args: ExecuteCodeArgs) -> Result<ToolOutput, ToolError> {
+async fn run(context: ToolContext, args: ExecuteCodeArgs) -> ToolResult {
     let domain = &context.domain;
     let timeout = domain.settings.execution.resolve(args.timeout);
     let mut request = ExecutionRequest::new(args.code, timeout);

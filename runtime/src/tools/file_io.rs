@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{Tool, ToolContext, ToolOutput, ToolResult, native};
 use crate::domain::files::Encoding;
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -18,7 +18,6 @@ pub struct ReadFileArgs {
     #[serde(default)]
     pub offset: usize,
     /// How many lines (text) or bytes (binary) to return; absent = to the end.
-    #[serde(default)]
     pub limit: Option<usize>,
 }
 
@@ -71,7 +70,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
     ]
 }
 
-async fn read_file(context: ToolContext, args: ReadFileArgs) -> Result<ToolOutput, ToolError> {
+async fn read_file(context: ToolContext, args: ReadFileArgs) -> ToolResult {
     let read = context
         .domain
         .read_file(&args.path, args.offset, args.limit)
@@ -110,7 +109,7 @@ async fn read_file(context: ToolContext, args: ReadFileArgs) -> Result<ToolOutpu
     })
 }
 
-async fn write_file(context: ToolContext, args: WriteFileArgs) -> Result<ToolOutput, ToolError> {
+async fn write_file(context: ToolContext, args: WriteFileArgs) -> ToolResult {
     let encoding = match args.encoding {
         WriteEncoding::Text => Encoding::Text,
         WriteEncoding::Base64 => Encoding::Base64,

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::kernels::format_timestamp;
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
 use crate::jupyter::rest::{JupyterRest, RestError};
 
 fn default_max_depth() -> u8 {
@@ -177,7 +177,7 @@ pub fn render(mut rows: Vec<FileRow>, args: &ListFilesArgs) -> String {
     text
 }
 
-async fn run(context: ToolContext, args: ListFilesArgs) -> Result<ToolOutput, ToolError> {
+async fn run(context: ToolContext, args: ListFilesArgs) -> ToolResult {
     if args.max_depth > 3 {
         return Err(ToolError::InvalidArguments(format!(
             "max_depth must be between 0 and 3, got {}",

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{Tool, ToolContext, ToolOutput, ToolResult, native};
 use crate::domain::interrupt::Activity;
 use crate::domain::variables::first_line;
 
@@ -14,7 +14,6 @@ use crate::domain::variables::first_line;
 pub struct InterruptArgs {
     /// The notebook whose kernel to interrupt; without it the current notebook's, or, with no
     /// notebook in use, execute_code's default kernel.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
@@ -30,7 +29,7 @@ pub fn interrupt_kernel() -> Arc<dyn Tool> {
     )
 }
 
-async fn run(context: ToolContext, args: InterruptArgs) -> Result<ToolOutput, ToolError> {
+async fn run(context: ToolContext, args: InterruptArgs) -> ToolResult {
     let done = context
         .domain
         .interrupt(args.notebook_name.as_deref())

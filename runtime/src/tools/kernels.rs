@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -34,7 +34,7 @@ pub fn format_timestamp(iso: &str) -> String {
         .unwrap_or_else(|_| iso.to_owned())
 }
 
-async fn run(context: ToolContext, _args: ListKernelsArgs) -> Result<ToolOutput, ToolError> {
+async fn run(context: ToolContext, _args: ListKernelsArgs) -> ToolResult {
     let jupyter = context.domain.jupyter();
     let rest = jupyter.rest();
     let (kernels, specs) = tokio::join!(rest.list_kernels(), rest.kernelspecs());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -23,7 +23,7 @@ pub fn list_kernelspecs() -> Arc<dyn Tool> {
     )
 }
 
-async fn run(context: ToolContext, _args: ListKernelspecsArgs) -> Result<ToolOutput, ToolError> {
+async fn run(context: ToolContext, _args: ListKernelspecsArgs) -> ToolResult {
     let specs = context
         .domain
         .jupyter()

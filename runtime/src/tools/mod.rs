@@ -63,6 +63,9 @@ impl ToolSpec {
     }
 }
 
+/// What running a tool comes to: its output, or an error the agent is shown.
+pub type ToolResult = Result<ToolOutput, ToolError>;
+
 /// A successful tool result.
 #[derive(Debug, Default)]
 pub struct ToolOutput {
@@ -111,7 +114,7 @@ pub struct ToolContext {
     pub progress: Option<ProgressReporter>,
 }
 
-pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + 'a>>;
+pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>>;
 
 pub trait Tool: Send + Sync {
     fn spec(&self) -> &ToolSpec;
@@ -141,7 +144,7 @@ impl<A, F, Fut> Tool for NativeTool<A, F>
 where
     A: DeserializeOwned + Send + 'static,
     F: Fn(ToolContext, A) -> Fut + Send + Sync,
-    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    Fut: Future<Output = ToolResult> + Send + 'static,
 {
     fn spec(&self) -> &ToolSpec {
         &self.spec
@@ -196,12 +199,13 @@ pub fn native<A, F, Fut>(name: &str, description: &str, read_only: bool, run: F)
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<ToolOutput, ToolError>> + Send + 'static,
+    Fut: Future<Output = ToolResult> + Send + 'static,
 {
     let mut schema = (*rmcp::handler::server::common::schema_for_type::<A>()).clone();
     // The struct's own doc comment would repeat the tool description; the title is noise.
     schema.remove("title");
     schema.remove("description");
+    wire::optional_arguments_default_to_null(&mut schema);
     let shape = wire::shape_of(name);
     // The Python server's tools ignore arguments they do not know; ours say so in the result.
     let lenient = (shape != wire::Shape::Own).then(|| {

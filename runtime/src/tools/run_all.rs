@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::format::format_secs;
 use super::outputs::{Rendered, render_output};
-use super::{Tool, ToolContext, ToolError, ToolOutput, native, seconds};
+use super::{Tool, ToolContext, ToolOutput, ToolResult, native, seconds};
 use crate::domain::run_all::{CellRun, CellStatus};
 use crate::jupyter::kernel::{ExecutionRequest, Progress, ProgressSink};
 
@@ -21,7 +21,6 @@ fn default_true() -> bool {
 #[serde(deny_unknown_fields)]
 pub struct RunAllArgs {
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
     /// Stop at the first cell that raises (or times out); false runs every cell regardless.
     #[serde(default = "default_true")]
@@ -108,7 +107,7 @@ fn row(turn: &CellRun) -> (String, Value) {
     (line, value)
 }
 
-async fn run(context: ToolContext, args: RunAllArgs) -> Result<ToolOutput, ToolError> {
+async fn run(context: ToolContext, args: RunAllArgs) -> ToolResult {
     let domain = &context.domain;
     let in_use = domain.notebook(args.notebook_name.as_deref())?;
     let timeout = domain.settings.execution.resolve(args.timeout);

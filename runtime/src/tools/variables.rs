@@ -6,18 +6,16 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{Tool, ToolContext, ToolOutput, ToolResult, native};
 use crate::domain::variables::{MAX_LISTED, Variable};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InspectArgs {
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
     /// Only these variables (any object, modules and functions included); without it, every
     /// user variable except modules, functions and classes.
-    #[serde(default)]
     pub names: Option<Vec<String>>,
 }
 
@@ -64,7 +62,7 @@ fn describe(variable: &Variable) -> String {
     line
 }
 
-async fn run(context: ToolContext, args: InspectArgs) -> Result<ToolOutput, ToolError> {
+async fn run(context: ToolContext, args: InspectArgs) -> ToolResult {
     let domain = &context.domain;
     let in_use = domain.notebook(args.notebook_name.as_deref())?;
     let names = args.names.filter(|n| !n.is_empty());

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use rmcp::model::{ContentBlock as Content, JsonObject};
 use serde_json::{Value, json};
 
-use super::{ToolError, ToolOutput};
+use super::{ToolError, ToolResult};
 
 /// The namespace of this server's `_meta` keys (the Python server's): `_meta` is shared with the
 /// protocol and every extension, so a bare `cell_id` would collide sooner or later.
@@ -71,6 +71,31 @@ pub fn text_output_schema(tool: &str) -> Arc<JsonObject> {
     match schema {
         Value::Object(object) => Arc::new(object),
         _ => unreachable!("a JSON object literal"),
+    }
+}
+
+/// Gives every optional argument that may be null and has no default `"default": null`, as the Python
+/// server's schemas do (pydantic writes it for each `Optional` parameter), so the argument
+/// structs need no `#[serde(default)]` on their `Option` fields to say so.
+pub fn optional_arguments_default_to_null(schema: &mut JsonObject) {
+    let required: Vec<Value> = match schema.get("required") {
+        Some(Value::Array(names)) => names.clone(),
+        _ => Vec::new(),
+    };
+    let Some(Value::Object(properties)) = schema.get_mut("properties") else {
+        return;
+    };
+    for (name, property) in properties.iter_mut() {
+        if required.iter().any(|r| r.as_str() == Some(name)) {
+            continue;
+        }
+        let mut types = Vec::new();
+        collect_types(property, &mut types);
+        if let Value::Object(property) = property
+            && types.iter().any(|t| t == "null")
+        {
+            property.entry("default").or_insert(Value::Null);
+        }
     }
 }
 
@@ -225,11 +250,7 @@ pub fn text_of(content: &[Content]) -> String {
 }
 
 /// Gives a tool's outcome the shape its clients expect, with the note on ignored arguments.
-pub fn finish(
-    outcome: Result<ToolOutput, ToolError>,
-    shape: Shape,
-    ignored: Option<&Ignored>,
-) -> Result<ToolOutput, ToolError> {
+pub fn finish(outcome: ToolResult, shape: Shape, ignored: Option<&Ignored>) -> ToolResult {
     let mut output = match outcome {
         Ok(output) => output,
         Err(error) => return Err(with_note(error, ignored)),
@@ -268,6 +289,43 @@ fn with_note(error: ToolError, ignored: Option<&Ignored>) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::ToolOutput;
+
+    #[test]
+    fn only_optional_nullable_arguments_default_to_null() {
+        #[derive(schemars::JsonSchema, serde::Deserialize)]
+        #[allow(dead_code)]
+        enum Mode {
+            Fast,
+        }
+        #[derive(schemars::JsonSchema, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Args {
+            path: String,
+            cell_id: Option<String>,
+            mode: Option<Mode>,
+            #[serde(default = "three")]
+            limit: u32,
+            #[serde(default)]
+            since: Option<u32>,
+        }
+        fn three() -> u32 {
+            3
+        }
+        let mut schema = (*rmcp::handler::server::common::schema_for_type::<Args>()).clone();
+        optional_arguments_default_to_null(&mut schema);
+        let properties = schema["properties"].as_object().unwrap();
+        let default_of = |name: &str| properties[name].get("default").cloned();
+        assert_eq!(
+            default_of("path"),
+            None,
+            "a required argument has no default"
+        );
+        assert_eq!(default_of("cell_id"), Some(Value::Null));
+        assert_eq!(default_of("mode"), Some(Value::Null));
+        assert_eq!(default_of("limit"), Some(serde_json::json!(3)));
+        assert_eq!(default_of("since"), Some(Value::Null));
+    }
 
     #[test]
     fn unknown_arguments_are_named_with_the_closest_real_one() {

@@ -10,7 +10,7 @@ use crate::domain::cells::{self, MoveTargets, Overwrite, resolve_cell, set_sourc
 use crate::jupyter::document::Edit;
 use crate::jupyter::notebook::{Cell, CellType, Notebook};
 use crate::tools::format::{brief_table, change_report};
-use crate::tools::{ToolContext, ToolError, ToolOutput};
+use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult};
 
 #[derive(Debug, Deserialize, JsonSchema, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
@@ -40,14 +40,10 @@ pub struct InsertCellArgs {
     /// Source content for the cell.
     pub cell_source: String,
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
-pub(super) async fn insert_cell(
-    context: ToolContext,
-    args: InsertCellArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn insert_cell(context: ToolContext, args: InsertCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let cell_type: CellType = args.cell_type.into();
     let (index, id, saved) = cells::insert(
@@ -74,22 +70,16 @@ pub(super) async fn insert_cell(
 #[serde(deny_unknown_fields)]
 pub struct OverwriteArgs {
     /// Index of the cell to overwrite (0-based). Omit when passing cell_id.
-    #[serde(default)]
     pub cell_index: Option<i64>,
     /// Address the cell by its id instead of its index; given both, the id wins.
-    #[serde(default)]
     pub cell_id: Option<String>,
     /// New complete cell source.
     pub cell_source: String,
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
-pub(super) async fn overwrite_cell_source(
-    context: ToolContext,
-    args: OverwriteArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn overwrite_cell_source(context: ToolContext, args: OverwriteArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let done = cells::overwrite(
         &in_use,
@@ -115,10 +105,8 @@ pub(super) async fn overwrite_cell_source(
 #[serde(deny_unknown_fields)]
 pub struct EditSourceArgs {
     /// Index of the cell to edit (0-based). Omit when passing cell_id.
-    #[serde(default)]
     pub cell_index: Option<i64>,
     /// Address the cell by its id instead of its index; given both, the id wins.
-    #[serde(default)]
     pub cell_id: Option<String>,
     /// Exact string to find in the cell source.
     pub old_string: String,
@@ -128,7 +116,6 @@ pub struct EditSourceArgs {
     #[serde(default)]
     pub replace_all: bool,
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
@@ -152,10 +139,7 @@ fn replaced_source(cell: &Cell, args: &EditSourceArgs) -> Result<String, ToolErr
     })
 }
 
-pub(super) async fn edit_cell_source(
-    context: ToolContext,
-    args: EditSourceArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn edit_cell_source(context: ToolContext, args: EditSourceArgs) -> ToolResult {
     if args.old_string.is_empty() {
         return Err(ToolError::InvalidArguments(
             "old_string must not be empty".into(),
@@ -178,16 +162,13 @@ pub(super) async fn edit_cell_source(
 #[serde(deny_unknown_fields)]
 pub struct DeleteCellArgs {
     /// Indices of the cells to delete (0-based).
-    #[serde(default)]
     pub cell_indices: Option<Vec<i64>>,
     /// Ids of the cells to delete; when given, cell_indices is ignored.
-    #[serde(default)]
     pub cell_ids_to_delete: Option<Vec<String>>,
     /// Whether to include the source of deleted cells.
     #[serde(default = "default_true")]
     pub include_source: bool,
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
@@ -236,10 +217,7 @@ fn delete_targets(notebook: &Notebook, args: &DeleteCellArgs) -> Result<Vec<usiz
     Ok(indices)
 }
 
-pub(super) async fn delete_cell(
-    context: ToolContext,
-    args: DeleteCellArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let (notebook, indices) = cells::delete(&in_use, |nb| delete_targets(nb, &args)).await?;
     let ids: Vec<String> = indices
@@ -265,13 +243,10 @@ pub(super) async fn delete_cell(
 #[serde(deny_unknown_fields)]
 pub struct ClearOutputArgs {
     /// Index of the code cell to clear (0-based). Omit when passing cell_id.
-    #[serde(default)]
     pub cell_index: Option<i64>,
     /// Address the cell by its id instead of its index; given both, the id wins.
-    #[serde(default)]
     pub cell_id: Option<String>,
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
@@ -286,10 +261,7 @@ fn clear_target(notebook: &Notebook, args: &ClearOutputArgs) -> Result<usize, To
     Ok(index)
 }
 
-pub(super) async fn clear_cell_output(
-    context: ToolContext,
-    args: ClearOutputArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn clear_cell_output(context: ToolContext, args: ClearOutputArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let (before, _) = update(&in_use, |nb| {
         let cell = &nb.cells[clear_target(nb, &args)?];
@@ -318,19 +290,14 @@ pub(super) async fn clear_cell_output(
 #[serde(deny_unknown_fields)]
 pub struct MoveCellArgs {
     /// Index of the cell to move (0-based).
-    #[serde(default)]
     pub source_index: Option<i64>,
     /// Address the cell to move by its id rather than its index.
-    #[serde(default)]
     pub source_cell_id: Option<String>,
     /// Destination index where the cell will end up (0-based).
-    #[serde(default)]
     pub target_index: Option<i64>,
     /// Put the moved cell where this cell is now, addressed by id.
-    #[serde(default)]
     pub target_cell_id: Option<String>,
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
@@ -345,10 +312,7 @@ impl MoveCellArgs {
     }
 }
 
-pub(super) async fn move_cell(
-    context: ToolContext,
-    args: MoveCellArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn move_cell(context: ToolContext, args: MoveCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let (before, saved, source, target) = cells::move_cell(&in_use, &args.targets()).await?;
     let cell = &before.cells[source];

@@ -9,7 +9,7 @@ use crate::domain::cells::{read, resolve_cell};
 use crate::jupyter::notebook::CellType;
 use crate::tools::format::{brief_table, cell_header, detailed, full_output_hint};
 use crate::tools::outputs::{self, Rendered};
-use crate::tools::{ToolContext, ToolError, ToolOutput};
+use crate::tools::{ToolContext, ToolOutput, ToolResult};
 
 #[derive(Debug, Deserialize, JsonSchema, PartialEq, Eq, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
@@ -42,10 +42,7 @@ pub struct ReadNotebookArgs {
     pub limit: usize,
 }
 
-pub(super) async fn read_notebook(
-    context: ToolContext,
-    args: ReadNotebookArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, Some(&args.notebook_name))?;
     let notebook = read(&in_use).await?;
     let total = notebook.cells.len();
@@ -80,23 +77,17 @@ pub(super) async fn read_notebook(
 #[serde(deny_unknown_fields)]
 pub struct ReadCellArgs {
     /// Index of the cell to read (0-based). Omit when passing cell_id.
-    #[serde(default)]
     pub cell_index: Option<i64>,
     /// Address the cell by its id instead of its index; given both, the id wins.
-    #[serde(default)]
     pub cell_id: Option<String>,
     /// Include outputs in the response (only for code cells).
     #[serde(default = "default_true")]
     pub include_outputs: bool,
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
-pub(super) async fn read_cell(
-    context: ToolContext,
-    args: ReadCellArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let notebook = read(&in_use).await?;
     let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;

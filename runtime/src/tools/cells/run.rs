@@ -14,7 +14,7 @@ use crate::jupyter::notebook::{Cell, CellType};
 use crate::tools::execute::{progress_sink, render_execution};
 use crate::tools::format::{format_secs, full_output_hint};
 use crate::tools::outputs::{self, Rendered};
-use crate::tools::{ToolContext, ToolError, ToolOutput, seconds};
+use crate::tools::{ToolContext, ToolOutput, ToolResult, seconds};
 
 fn default_progress_interval() -> f64 {
     5.0
@@ -24,10 +24,8 @@ fn default_progress_interval() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct ExecuteCellArgs {
     /// Index of the cell to execute (0-based). Omit when passing cell_id.
-    #[serde(default)]
     pub cell_index: Option<i64>,
     /// Address the cell by its id instead of its index; given both, the id wins.
-    #[serde(default)]
     pub cell_id: Option<String>,
     /// Maximum seconds to wait for execution (0 = the server's --execution-timeout).
     #[serde(default)]
@@ -39,7 +37,6 @@ pub struct ExecuteCellArgs {
     #[serde(default = "default_progress_interval")]
     pub progress_interval: f64,
     /// Target this notebook instead of the current one.
-    #[serde(default)]
     pub notebook_name: Option<String>,
 }
 
@@ -61,10 +58,7 @@ pub struct InsertExecuteArgs {
     pub progress_interval: f64,
 }
 
-pub(super) async fn execute_cell(
-    context: ToolContext,
-    args: ExecuteCellArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn execute_cell(context: ToolContext, args: ExecuteCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let notebook = read(&in_use).await?;
     let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
@@ -76,7 +70,7 @@ pub(super) async fn execute_cell(
 pub(super) async fn insert_execute_code_cell(
     context: ToolContext,
     args: InsertExecuteArgs,
-) -> Result<ToolOutput, ToolError> {
+) -> ToolResult {
     let in_use = notebook_in_use(&context, None)?;
     let (index, id, saved) = insert(
         &in_use,
@@ -101,7 +95,7 @@ async fn run_cell(
     index: usize,
     cell: &Cell,
     (timeout, stream, progress_interval): (f64, bool, f64),
-) -> Result<ToolOutput, ToolError> {
+) -> ToolResult {
     let domain = &context.domain;
     let timeout = domain.settings.execution.resolve(timeout);
     let mut request = ExecutionRequest::new(cell.source.clone(), timeout);

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::jupyter::kernel::Liveness;
-use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, native};
+use crate::tools::{Tool, ToolContext, ToolOutput, ToolResult, native};
 
 mod open;
 mod release;
@@ -60,7 +60,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
-async fn list_notebooks(context: ToolContext, _args: NoArgs) -> Result<ToolOutput, ToolError> {
+async fn list_notebooks(context: ToolContext, _args: NoArgs) -> ToolResult {
     let domain = &context.domain;
     let all = domain.notebooks.all();
     if all.is_empty() {

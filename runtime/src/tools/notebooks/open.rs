@@ -17,7 +17,7 @@ use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::JupyterRest;
 use crate::jupyter::rest::{RestError, SessionModel};
 use crate::tools::format::brief_table;
-use crate::tools::{ToolContext, ToolError, ToolOutput};
+use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult};
 
 #[derive(Debug, Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -41,11 +41,9 @@ pub struct UseNotebookArgs {
     #[serde(default = "default_mode")]
     pub mode: UseMode,
     /// A running kernel to use (see list_kernels); without it a kernel is started.
-    #[serde(default)]
     pub kernel_id: Option<String>,
     /// The kernelspec to start the notebook's kernel from (see list_kernelspecs), e.g. another
     /// Python environment or language; without it the server's default. Not with kernel_id.
-    #[serde(default)]
     pub kernel_name: Option<String>,
 }
 
@@ -67,10 +65,7 @@ fn new_notebook(spec: Option<&ChosenSpec>) -> Notebook {
     notebook
 }
 
-pub(super) async fn use_notebook(
-    context: ToolContext,
-    args: UseNotebookArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn use_notebook(context: ToolContext, args: UseNotebookArgs) -> ToolResult {
     let domain = &context.domain;
     let started = std::time::Instant::now();
     let name = args.notebook_name.clone();
@@ -468,7 +463,7 @@ fn finish_use(
     kernel: Arc<crate::jupyter::kernel::Kernel>,
     origin: KernelOrigin,
     kernel_line: String,
-) -> Result<ToolOutput, ToolError> {
+) -> ToolResult {
     let domain = &context.domain;
     tracing::info!("notebook '{name}' ({path}) is in use");
     let in_use = Arc::new(NotebookInUse::new(

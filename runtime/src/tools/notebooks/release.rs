@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::open::{attach_session, start_kernel};
 use crate::domain::notebooks::{NotebookInUse, Released};
 use crate::jupyter::document::Edit;
-use crate::tools::{ToolContext, ToolError, ToolOutput};
+use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -24,14 +24,10 @@ pub struct RestartArgs {
     pub notebook_name: String,
     /// Move the notebook to a new kernel of this kernelspec (see list_kernelspecs) instead of
     /// restarting the one it has.
-    #[serde(default)]
     pub kernel_name: Option<String>,
 }
 
-pub(super) async fn restart_notebook(
-    context: ToolContext,
-    args: RestartArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn restart_notebook(context: ToolContext, args: RestartArgs) -> ToolResult {
     let in_use = context
         .domain
         .notebooks
@@ -63,7 +59,7 @@ async fn switch_kernelspec(
     context: &ToolContext,
     in_use: &Arc<NotebookInUse>,
     kernel_name: &str,
-) -> Result<ToolOutput, ToolError> {
+) -> ToolResult {
     let domain = &context.domain;
     let spec = domain.kernelspec(kernel_name).await?;
     let jupyter = domain.jupyter();
@@ -109,10 +105,7 @@ async fn switch_kernelspec(
     )))
 }
 
-pub(super) async fn unuse_notebook(
-    context: ToolContext,
-    args: NotebookNameArgs,
-) -> Result<ToolOutput, ToolError> {
+pub(super) async fn unuse_notebook(context: ToolContext, args: NotebookNameArgs) -> ToolResult {
     let domain = &context.domain;
     let Some((in_use, switched)) = domain.notebooks.remove(&args.notebook_name) else {
         return Err(ToolError::failed(
