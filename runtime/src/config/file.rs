@@ -91,25 +91,23 @@ impl LimitsEntry {
     fn resolve(self) -> GuestLimits {
         let defaults = GuestLimits::default();
         GuestLimits {
-            memory_mb: self.memory_mb.map_or(defaults.memory_mb, NonZeroU64::get),
-            cpu_ms_per_call: self
-                .cpu_ms_per_call
-                .map_or(defaults.cpu_ms_per_call, NonZeroU64::get),
-            max_consecutive_failures: self
-                .max_consecutive_failures
-                .map_or(defaults.max_consecutive_failures, NonZeroU32::get),
+            memory_mb: or_default(self.memory_mb, defaults.memory_mb),
+            cpu_ms_per_call: or_default(self.cpu_ms_per_call, defaults.cpu_ms_per_call),
+            max_consecutive_failures: or_default(
+                self.max_consecutive_failures,
+                defaults.max_consecutive_failures,
+            ),
             wall_ms_per_call: self.wall_ms_per_call.map(NonZeroU64::get),
-            http_request_bytes: self
-                .http_request_bytes
-                .map_or(defaults.http_request_bytes, NonZeroU64::get),
-            http_response_bytes: self
-                .http_response_bytes
-                .map_or(defaults.http_response_bytes, NonZeroU64::get),
-            http_ms_per_request: self
-                .http_ms_per_request
-                .map_or(defaults.http_ms_per_request, NonZeroU64::get),
+            http_request_bytes: or_default(self.http_request_bytes, defaults.http_request_bytes),
+            http_response_bytes: or_default(self.http_response_bytes, defaults.http_response_bytes),
+            http_ms_per_request: or_default(self.http_ms_per_request, defaults.http_ms_per_request),
         }
     }
+}
+
+/// A limit as written (never zero: the type refuses it), else its default.
+fn or_default<N: Into<T>, T>(written: Option<N>, default: T) -> T {
+    written.map_or(default, Into::into)
 }
 
 impl FileConfig {

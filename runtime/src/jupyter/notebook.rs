@@ -228,6 +228,10 @@ impl Notebook {
         self.cells.iter().position(|c| c.id == id)
     }
 
+    pub fn cell_mut(&mut self, id: &str) -> Option<&mut Cell> {
+        self.cells.iter_mut().find(|c| c.id == id)
+    }
+
     /// The notebook as nbformat JSON (lines not yet split).
     pub fn to_value(&self) -> Value {
         let cells: Vec<Value> = self.cells.iter().map(cell_to_value).collect();

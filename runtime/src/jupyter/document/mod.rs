@@ -161,8 +161,7 @@ pub fn apply_edits(
                 source,
                 expected,
             } => {
-                let index = find(&next, cell_id)?;
-                let cell = &mut next.cells[index];
+                let cell = next.cell_mut(cell_id).ok_or_else(|| conflict(cell_id))?;
                 if expected.as_ref().is_some_and(|e| *e != cell.source) {
                     return Err(conflict(cell_id));
                 }
@@ -183,8 +182,7 @@ pub fn apply_edits(
                 outputs,
                 execution_count,
             } => {
-                let index = find(&next, cell_id)?;
-                let cell = &mut next.cells[index];
+                let cell = next.cell_mut(cell_id).ok_or_else(|| conflict(cell_id))?;
                 cell.outputs = outputs.clone();
                 cell.execution_count = *execution_count;
             }
