@@ -108,3 +108,88 @@ impl ExtensionManifest {
         (self.name.clone(), declarations)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A manifest declaring one of everything.
+    fn full() -> Manifest {
+        Manifest {
+            hooks: Some(true),
+            extension: Some(ExtensionManifest {
+                name: "demo".into(),
+                capabilities: Ok(vec![CapabilityDeclaration {
+                    name: "demo.x".into(),
+                    description: "X".into(),
+                    enabled: false,
+                }]),
+                tools: vec![ToolDeclaration {
+                    name: "t".into(),
+                    description: "T".into(),
+                    input_schema: "{}".into(),
+                    read_only: true,
+                    capability: None,
+                    output_schema: Some("{}".into()),
+                }],
+                resources: vec![ResourceDeclaration {
+                    uri: "demo://r".into(),
+                    name: "r".into(),
+                    title: Some("R".into()),
+                    description: None,
+                    mime_type: Some("text/plain".into()),
+                }],
+                resource_templates: vec![TemplateDeclaration {
+                    uri_template: "demo://{x}".into(),
+                    name: "x".into(),
+                    title: None,
+                    description: Some("by x".into()),
+                    mime_type: None,
+                }],
+                prompts: vec![PromptDeclaration {
+                    name: "p".into(),
+                    title: None,
+                    description: Some("P".into()),
+                    arguments: vec![PromptArgumentDeclaration {
+                        name: "a".into(),
+                        description: None,
+                        required: true,
+                    }],
+                }],
+            }),
+        }
+    }
+
+    /// The JSON manifests are cached as: a change of shape would make every cached one unreadable.
+    const FULL_JSON: &str = concat!(
+        r#"{"hooks":true,"extension":{"name":"demo","#,
+        r#""capabilities":{"Ok":[{"name":"demo.x","description":"X","enabled":false}]},"#,
+        r#""tools":[{"name":"t","description":"T","input_schema":"{}","read_only":true,"#,
+        r#""capability":null,"output_schema":"{}"}],"#,
+        r#""resources":[{"uri":"demo://r","name":"r","title":"R","description":null,"#,
+        r#""mime_type":"text/plain"}],"#,
+        r#""resource_templates":[{"uri_template":"demo://{x}","name":"x","title":null,"#,
+        r#""description":"by x","mime_type":null}],"#,
+        r#""prompts":[{"name":"p","title":null,"description":"P","#,
+        r#""arguments":[{"name":"a","description":null,"required":true}]}]}}"#,
+    );
+
+    #[test]
+    fn a_manifest_is_cached_as_the_same_json_and_read_back() {
+        assert_eq!(serde_json::to_string(&full()).unwrap(), FULL_JSON);
+        let read: Manifest = serde_json::from_str(FULL_JSON).unwrap();
+        assert_eq!(read, full());
+    }
+
+    #[test]
+    fn a_manifest_written_before_resources_and_prompts_still_reads() {
+        let old =
+            r#"{"hooks":null,"extension":{"name":"old","capabilities":{"Err":"why"},"tools":[]}}"#;
+        let read: Manifest = serde_json::from_str(old).unwrap();
+        let extension = read.extension.unwrap();
+        assert_eq!(extension.capabilities, Err("why".into()));
+        assert!(extension.resources.is_empty());
+        assert!(extension.resource_templates.is_empty());
+        assert!(extension.prompts.is_empty());
+    }
+}
