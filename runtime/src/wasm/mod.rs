@@ -321,17 +321,17 @@ impl WasmHost {
                 let capabilities = ask(&guest, GuestApi::capabilities);
                 let tools = ask(&guest, GuestApi::tools).map_err(refuse)?;
                 // Empty for a guest of a version without them.
-                let resources = ask(&guest, GuestApi::resources).map_err(refuse)?;
-                let resource_templates =
-                    ask(&guest, GuestApi::resource_templates).map_err(refuse)?;
-                let prompts = ask(&guest, GuestApi::prompts).map_err(refuse)?;
+                let served = manifest::Served {
+                    resources: ask(&guest, GuestApi::resources).map_err(refuse)?,
+                    resource_templates: ask(&guest, GuestApi::resource_templates)
+                        .map_err(refuse)?,
+                    prompts: ask(&guest, GuestApi::prompts).map_err(refuse)?,
+                };
                 Some(manifest::ExtensionManifest {
                     name,
                     capabilities,
                     tools,
-                    resources,
-                    resource_templates,
-                    prompts,
+                    served,
                 })
             }
             None => None,
