@@ -9,13 +9,9 @@ use std::time::{Duration, Instant};
 use wasmtime::component::InstancePre;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::api::{Exports, Indices};
+use super::api::{Exports, Indices, LoadQuestion};
 pub use super::limits::CallKind;
 use super::limits::{Stopped, memory_limit_message};
-use super::manifest::{
-    CapabilityDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
-    ToolDeclaration,
-};
 use super::sandbox::{GuestSettings, GuestState};
 use super::served::{PromptAnswer, ResourceAnswer};
 use super::tool::ToolAnswer;
@@ -96,9 +92,11 @@ impl GuestInstance {
         self.store.set_epoch_deadline(1);
     }
 
-    pub fn propagate_errors(&mut self) -> wasmtime::Result<bool> {
+    /// A question the guest answers while it loads (its name, whether it is critical, what it
+    /// declares), under the limits of a load call.
+    pub fn ask_at_load<R>(&mut self, question: LoadQuestion<R>) -> wasmtime::Result<R> {
         self.begin(CallKind::Load);
-        self.exports.propagate_errors(&mut self.store)
+        question(self.exports.as_ref(), &mut self.store)
     }
 
     pub fn on_event(
@@ -110,22 +108,6 @@ impl GuestInstance {
         self.exports.on_event(&mut self.store, event, context)
     }
 
-    /// The name the guest declares.
-    pub fn identity(&mut self) -> wasmtime::Result<String> {
-        self.begin(CallKind::Load);
-        self.exports.identity(&mut self.store)
-    }
-
-    pub fn capabilities(&mut self) -> wasmtime::Result<Vec<CapabilityDeclaration>> {
-        self.begin(CallKind::Load);
-        self.exports.capabilities(&mut self.store)
-    }
-
-    pub fn tools(&mut self) -> wasmtime::Result<Vec<ToolDeclaration>> {
-        self.begin(CallKind::Load);
-        self.exports.tools(&mut self.store)
-    }
-
     pub fn call_tool(
         &mut self,
         name: &str,
@@ -133,21 +115,6 @@ impl GuestInstance {
     ) -> wasmtime::Result<Result<ToolAnswer, String>> {
         self.begin(CallKind::Tool);
         self.exports.call_tool(&mut self.store, name, arguments)
-    }
-
-    pub fn resources(&mut self) -> wasmtime::Result<Vec<ResourceDeclaration>> {
-        self.begin(CallKind::Load);
-        self.exports.resources(&mut self.store)
-    }
-
-    pub fn resource_templates(&mut self) -> wasmtime::Result<Vec<TemplateDeclaration>> {
-        self.begin(CallKind::Load);
-        self.exports.resource_templates(&mut self.store)
-    }
-
-    pub fn prompts(&mut self) -> wasmtime::Result<Vec<PromptDeclaration>> {
-        self.begin(CallKind::Load);
-        self.exports.prompts(&mut self.store)
     }
 
     pub fn read_resource(

@@ -72,6 +72,7 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 pub use api::API_VERSION;
+use api::{GuestApi, LoadQuestion};
 pub use batch::{compile_all, load_all};
 pub use cache::CompileCache;
 use component_file::{check_bytes, file_stem, read_checked};
@@ -281,7 +282,7 @@ impl WasmHost {
         };
         // Its name first, so everything after (logs, errors) names it as it calls itself.
         let extension_name = if exports_extension {
-            let name = ask(&guest, |live| live.identity()).map_err(refuse)?;
+            let name = ask(&guest, GuestApi::identity).map_err(refuse)?;
             if name.trim().is_empty() {
                 return Err(refuse("its identity has an empty name".into()));
             }
@@ -292,7 +293,7 @@ impl WasmHost {
         };
         let mut asked_critical = None;
         let hook_critical = if exports_hooks {
-            let asked = ask(&guest, |live| live.propagate_errors()).map_err(refuse)?;
+            let asked = ask(&guest, GuestApi::propagate_errors).map_err(refuse)?;
             asked_critical = Some(asked);
             let applied = entry.critical.unwrap_or(asked);
             let kind = |critical: bool| if critical { "critical" } else { "optional" };
@@ -317,20 +318,20 @@ impl WasmHost {
         };
         let extension = match extension_name {
             Some(name) => {
-                let capabilities = ask(&guest, |live| live.capabilities());
-                let tools = ask(&guest, |live| live.tools()).map_err(refuse)?;
+                let capabilities = ask(&guest, GuestApi::capabilities);
+                let tools = ask(&guest, GuestApi::tools).map_err(refuse)?;
                 // Empty for a guest of a version without them.
-                let resources = ask(&guest, |live| live.resources()).map_err(refuse)?;
-                let resource_templates =
-                    ask(&guest, |live| live.resource_templates()).map_err(refuse)?;
-                let prompts = ask(&guest, |live| live.prompts()).map_err(refuse)?;
+                let served = manifest::Served {
+                    resources: ask(&guest, GuestApi::resources).map_err(refuse)?,
+                    resource_templates: ask(&guest, GuestApi::resource_templates)
+                        .map_err(refuse)?,
+                    prompts: ask(&guest, GuestApi::prompts).map_err(refuse)?,
+                };
                 Some(manifest::ExtensionManifest {
                     name,
                     capabilities,
                     tools,
-                    resources,
-                    resource_templates,
-                    prompts,
+                    served,
                 })
             }
             None => None,
@@ -351,12 +352,9 @@ impl WasmHost {
 }
 
 /// One question a guest answers while it loads; a failed call as the text of its refusal.
-fn ask<R>(
-    guest: &Guest,
-    question: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
-) -> Result<R, String> {
+fn ask<R>(guest: &Guest, question: LoadQuestion<R>) -> Result<R, String> {
     guest
-        .call_blocking(CallKind::Load, question)
+        .call_blocking(CallKind::Load, |live| live.ask_at_load(question))
         .map_err(|e| e.to_string())
 }
 

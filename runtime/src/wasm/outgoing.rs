@@ -111,15 +111,8 @@ impl Exchange {
                 return Err(Error::InternalError(Some(why)));
             }
         };
-        let limits = self.settings.limits;
         let (parts, body) = request.into_parts();
-        let body = Capped::new(
-            body,
-            limits.http_request_bytes,
-            Direction::Request,
-            self.deadline,
-        );
-        let request = http::Request::from_parts(parts, body);
+        let request = http::Request::from_parts(parts, self.capped(body, Direction::Request));
         let mut changes = self.settings.policy.watch();
         let send = connect_and_send(target, request, self.deadline);
         tokio::pin!(send);
@@ -154,15 +147,11 @@ impl Exchange {
             Ok((response, io)) => {
                 let status = response.status().as_u16();
                 let (parts, body) = response.into_parts();
-                let body = Capped::new(
-                    body,
-                    limits.http_response_bytes,
-                    Direction::Response,
-                    self.deadline,
-                )
-                .on_end(move |received, error| {
-                    record.done(true, Some(status), received, error);
-                });
+                let body = self
+                    .capped(body, Direction::Response)
+                    .on_end(move |received, error| {
+                        record.done(true, Some(status), received, error);
+                    });
                 Ok((http::Response::from_parts(parts, body.boxed_unsync()), io))
             }
             Err(error) => {
@@ -171,6 +160,16 @@ impl Exchange {
                 Err(error)
             }
         }
+    }
+
+    /// A body of this exchange, cut at its direction's byte limit and at the deadline.
+    fn capped<B>(&self, body: B, direction: Direction) -> Capped<B> {
+        let limits = &self.settings.limits;
+        let limit = match direction {
+            Direction::Request => limits.http_request_bytes,
+            Direction::Response => limits.http_response_bytes,
+        };
+        Capped::new(body, limit, direction, self.deadline)
     }
 }
 

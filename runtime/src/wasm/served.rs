@@ -11,7 +11,7 @@ use rmcp::model::{GetPromptResult, JsonObject, ReadResourceResult};
 use serde_json::{Value, json};
 
 use super::guest::{CallKind, GuestInstance};
-use super::manifest::ExtensionManifest;
+use super::manifest::{ExtensionManifest, Listing};
 use super::slot::GuestSlot;
 use super::tool::AnswerContent;
 use crate::catalog::{Catalog, CatalogFuture, Provider, Refused};
@@ -170,10 +170,8 @@ pub fn register_served(
     slot: &Arc<GuestSlot>,
     wait: Duration,
 ) {
-    if extension.resources.is_empty()
-        && extension.resource_templates.is_empty()
-        && extension.prompts.is_empty()
-    {
+    let served = &extension.served;
+    if served.is_empty() {
         return;
     }
     let provider: Arc<dyn Provider> = Arc::new(GuestProvider {
@@ -182,20 +180,17 @@ pub fn register_served(
         extension: extension.name.clone(),
     });
     let extension_name = extension.name.as_str();
-    for r in &extension.resources {
-        let item = json!({
-            "uri": r.uri, "name": r.name, "title": r.title,
-            "description": r.description, "mimeType": r.mime_type,
-        });
+    for r in &served.resources {
+        let item = listed(&r.listing, json!({"uri": r.uri, "mimeType": r.mime_type}));
         add(extension_name, "resource", &r.uri, item, |item| {
             catalog.add_resource(item, provider.clone())
         });
     }
-    for t in &extension.resource_templates {
-        let item = json!({
-            "uriTemplate": t.uri_template, "name": t.name, "title": t.title,
-            "description": t.description, "mimeType": t.mime_type,
-        });
+    for t in &served.resource_templates {
+        let item = listed(
+            &t.listing,
+            json!({"uriTemplate": t.uri_template, "mimeType": t.mime_type}),
+        );
         add(
             extension_name,
             "resource template",
@@ -204,20 +199,30 @@ pub fn register_served(
             |item| catalog.add_template(item, provider.clone()),
         );
     }
-    for p in &extension.prompts {
+    for p in &served.prompts {
         let arguments: Vec<Value> = p
             .arguments
             .iter()
             .map(|a| json!({"name": a.name, "description": a.description, "required": a.required}))
             .collect();
-        let item = json!({
-            "name": p.name, "title": p.title, "description": p.description,
-            "arguments": arguments,
-        });
-        add(extension_name, "prompt", &p.name, item, |item| {
+        let item = listed(&p.listing, json!({ "arguments": arguments }));
+        add(extension_name, "prompt", &p.listing.name, item, |item| {
             catalog.add_prompt(item, provider.clone())
         });
     }
+}
+
+/// An item as MCP lists it: what its declaration lists, and the `fields` of its kind.
+fn listed(listing: &Listing, mut fields: Value) -> Value {
+    let Listing {
+        name,
+        title,
+        description,
+    } = listing;
+    fields["name"] = json!(name);
+    fields["title"] = json!(title);
+    fields["description"] = json!(description);
+    fields
 }
 
 /// Adds one declared entry (as MCP JSON) with `add`, or logs why not.

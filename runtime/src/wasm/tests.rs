@@ -134,19 +134,20 @@ fn an_sdk_guest_speaks_0_2_0_and_declares_resources_and_prompts() {
         serde_json::json!(["cell_id", "word", "replacement"])
     );
     assert!(extension.tools[0].output_schema.is_some());
-    assert_eq!(extension.resources[0].uri, "wordcount://current");
+    let served = &extension.served;
+    assert_eq!(served.resources[0].uri, "wordcount://current");
     assert_eq!(
-        extension.resource_templates[0].uri_template,
+        served.resource_templates[0].uri_template,
         "wordcount://notebooks/{name}"
     );
-    assert_eq!(extension.prompts[0].name, "word_budget");
+    assert_eq!(served.prompts[0].listing.name, "word_budget");
     loaded.guest.stop();
     // A 0.1.0 guest declares none of them.
     let hello = host()
         .load(&ExtensionConfig::with_defaults(dir.join("hello.wasm")))
         .unwrap();
     let extension = hello.manifest.extension.clone().unwrap();
-    assert!(extension.resources.is_empty() && extension.prompts.is_empty());
+    assert!(extension.served.is_empty());
     hello.guest.stop();
 }
 
@@ -218,11 +219,12 @@ fn a_guest_calling_into_itself_is_refused_not_deadlocked() {
     assert_eq!(loaded.hook_critical, Some(true));
     let guest = loaded.guest.clone();
     let inner = guest.clone();
+    let critical = |live: &mut GuestInstance| live.ask_at_load(GuestApi::propagate_errors);
     // A call made from the guest's own thread, as a host function firing the guest's own
     // hook would make it.
     let nested = guest
         .call_blocking(CallKind::Load, move |_live| {
-            Ok(inner.call_blocking(CallKind::Load, |live| live.propagate_errors()))
+            Ok(inner.call_blocking(CallKind::Load, critical))
         })
         .unwrap();
     assert!(
@@ -230,9 +232,6 @@ fn a_guest_calling_into_itself_is_refused_not_deadlocked() {
         "{nested:?}"
     );
     // And the guest still answers.
-    assert_eq!(
-        guest.call_blocking(CallKind::Load, |live| live.propagate_errors()),
-        Ok(true)
-    );
+    assert_eq!(guest.call_blocking(CallKind::Load, critical), Ok(true));
     guest.stop();
 }

@@ -8,7 +8,7 @@ use super::types;
 use crate::hooks::HookEvent;
 use crate::jupyter::notebook::Cell;
 use crate::wasm::manifest::{
-    PromptArgumentDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
+    Listing, PromptArgumentDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
 };
 use crate::wasm::notebook::CellAt;
 use crate::wasm::sandbox::HostCallError;
@@ -95,9 +95,11 @@ pub fn guest_error(error: types::GuestError) -> String {
 pub fn resource_declaration(spec: types::ResourceSpec) -> ResourceDeclaration {
     ResourceDeclaration {
         uri: spec.uri,
-        name: spec.name,
-        title: spec.title,
-        description: spec.description,
+        listing: Listing {
+            name: spec.name,
+            title: spec.title,
+            description: spec.description,
+        },
         mime_type: spec.mime_type,
     }
 }
@@ -105,18 +107,22 @@ pub fn resource_declaration(spec: types::ResourceSpec) -> ResourceDeclaration {
 pub fn template_declaration(spec: types::ResourceTemplate) -> TemplateDeclaration {
     TemplateDeclaration {
         uri_template: spec.uri_template,
-        name: spec.name,
-        title: spec.title,
-        description: spec.description,
+        listing: Listing {
+            name: spec.name,
+            title: spec.title,
+            description: spec.description,
+        },
         mime_type: spec.mime_type,
     }
 }
 
 pub fn prompt_declaration(prompt: types::Prompt) -> PromptDeclaration {
     PromptDeclaration {
-        name: prompt.name,
-        title: prompt.title,
-        description: prompt.description,
+        listing: Listing {
+            name: prompt.name,
+            title: prompt.title,
+            description: prompt.description,
+        },
         arguments: prompt
             .arguments
             .into_iter()
