@@ -1,6 +1,6 @@
 //! What a guest declared when it last loaded (its name, whether it handles hooks and asks to be
-//! critical, its capabilities, tools, resources and prompts), kept beside its compiled code so a later start lists
-//! its tools and capabilities before the guest is ready.
+//! critical, its capabilities, tools, resources and prompts), kept beside its compiled code so a
+//! later start lists its tools and capabilities before the guest is ready.
 //!
 //! Keyed by the component's bytes and its config (its tools may depend on the config), and
 //! authenticated like compiled code, so a planted file cannot add tools to a guest.
