@@ -24,7 +24,7 @@ use jupyter_mcp_server::hooks::{HookEvent, Hooks};
 use jupyter_mcp_server::jupyter::Jupyter;
 use jupyter_mcp_server::jupyter::rest::JupyterRest;
 use jupyter_mcp_server::tools::{ToolContext, ToolOutput, native};
-use jupyter_mcp_server::wasm::{GuestSettings, WasmHost};
+use jupyter_mcp_server::wasm::{CallKind, GuestSettings, WasmHost};
 use jupyter_mcp_server::wasm::{load_all, register_tools};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -79,7 +79,11 @@ fn main() {
     let mut samples = Vec::with_capacity(20_000);
     for i in 0..22_000 {
         let started = Instant::now();
-        let answer = live.on_event(&event, "{}").expect("call");
+        let answer = live
+            .call(CallKind::Hook, |api, store| {
+                api.on_event(store, &event, "{}")
+            })
+            .expect("call");
         let took = started.elapsed();
         assert_eq!(answer, Ok(None));
         if i >= 2_000 {
@@ -205,9 +209,11 @@ fn word_count_examples(dir: &std::path::Path, runtime: &tokio::runtime::Runtime)
             let mut samples = Vec::with_capacity(10_000);
             for i in 0..11_000 {
                 let started = Instant::now();
-                live.on_event(&event, "{}")
-                    .expect("call")
-                    .expect("not refused");
+                live.call(CallKind::Hook, |api, store| {
+                    api.on_event(store, &event, "{}")
+                })
+                .expect("call")
+                .expect("not refused");
                 if i >= 1_000 {
                     samples.push(started.elapsed());
                 }

@@ -105,10 +105,12 @@ pub trait GuestApi: Send {
 /// One instance's exports, in its version.
 pub type Exports = Box<dyn GuestApi>;
 
-/// A question a guest answers while it loads, named by its method: `GuestApi::tools`. (The
-/// `'static` is that of the `Exports` it is asked of, which a method path must name.)
-pub type LoadQuestion<R> =
-    fn(&(dyn GuestApi + 'static), &mut Store<GuestState>) -> wasmtime::Result<R>;
+/// The exports as a call sees them. (The `'static` is that of the `Exports` box, which a method
+/// path such as `GuestApi::tools` must name.)
+pub type Api = dyn GuestApi + 'static;
+
+/// A question a guest answers while it loads, named by its method: `GuestApi::tools`.
+pub type LoadQuestion<R> = fn(&Api, &mut Store<GuestState>) -> wasmtime::Result<R>;
 
 /// Where one version's exports are in a component, found once per guest.
 pub trait VersionIndices: Send + Sync {

@@ -9,13 +9,10 @@ use std::time::{Duration, Instant};
 use wasmtime::component::InstancePre;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
-use super::api::{Exports, Indices, LoadQuestion};
+use super::api::{Api, Exports, Indices};
 pub use super::limits::CallKind;
 use super::limits::{Stopped, memory_limit_message};
 use super::sandbox::{GuestSettings, GuestState};
-use super::served::{PromptAnswer, ResourceAnswer};
-use super::tool::ToolAnswer;
-use crate::hooks::HookEvent;
 
 /// A call into a guest that did not produce the guest's answer.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -92,46 +89,15 @@ impl GuestInstance {
         self.store.set_epoch_deadline(1);
     }
 
-    /// A question the guest answers while it loads (its name, whether it is critical, what it
-    /// declares), under the limits of a load call.
-    pub fn ask_at_load<R>(&mut self, question: LoadQuestion<R>) -> wasmtime::Result<R> {
-        self.begin(CallKind::Load);
-        question(self.exports.as_ref(), &mut self.store)
-    }
-
-    pub fn on_event(
+    /// One call into the guest under the limits of its kind; `call` names the export, e.g.
+    /// `|api, store| api.call_tool(store, name, arguments)` or `GuestApi::tools`.
+    pub fn call<R>(
         &mut self,
-        event: &HookEvent,
-        context: &str,
-    ) -> wasmtime::Result<Result<Option<String>, String>> {
-        self.begin(CallKind::Hook);
-        self.exports.on_event(&mut self.store, event, context)
-    }
-
-    pub fn call_tool(
-        &mut self,
-        name: &str,
-        arguments: &str,
-    ) -> wasmtime::Result<Result<ToolAnswer, String>> {
-        self.begin(CallKind::Tool);
-        self.exports.call_tool(&mut self.store, name, arguments)
-    }
-
-    pub fn read_resource(
-        &mut self,
-        uri: &str,
-    ) -> wasmtime::Result<Result<Vec<ResourceAnswer>, String>> {
-        self.begin(CallKind::Tool);
-        self.exports.read_resource(&mut self.store, uri)
-    }
-
-    pub fn get_prompt(
-        &mut self,
-        name: &str,
-        arguments: &str,
-    ) -> wasmtime::Result<Result<PromptAnswer, String>> {
-        self.begin(CallKind::Tool);
-        self.exports.get_prompt(&mut self.store, name, arguments)
+        kind: CallKind,
+        call: impl FnOnce(&Api, &mut Store<GuestState>) -> wasmtime::Result<R>,
+    ) -> wasmtime::Result<R> {
+        self.begin(kind);
+        call(self.exports.as_ref(), &mut self.store)
     }
 }
 
@@ -330,7 +296,7 @@ impl Guest {
     pub async fn call<R: Send + 'static>(
         self: &Arc<Self>,
         kind: CallKind,
-        call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R> + Send + 'static,
+        call: impl FnOnce(&Api, &mut Store<GuestState>) -> wasmtime::Result<R> + Send + 'static,
     ) -> Result<R, GuestError> {
         // Checked on the caller's thread, where a re-entrant call would come from.
         self.check_entry()?;
@@ -356,7 +322,7 @@ impl Guest {
     pub fn call_blocking<R>(
         &self,
         kind: CallKind,
-        call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
+        call: impl FnOnce(&Api, &mut Store<GuestState>) -> wasmtime::Result<R>,
     ) -> Result<R, GuestError> {
         self.run(kind, call)
     }
@@ -378,7 +344,7 @@ impl Guest {
     fn run<R>(
         &self,
         kind: CallKind,
-        call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R>,
+        call: impl FnOnce(&Api, &mut Store<GuestState>) -> wasmtime::Result<R>,
     ) -> Result<R, GuestError> {
         // Before waiting: a call from inside this guest's own call would wait for itself.
         self.check_entry()?;
@@ -387,7 +353,7 @@ impl Guest {
         let mut live = self.take(deadline, limit)?;
         let _running = Running::enter(self.id);
         live.next_deadline = Some(deadline);
-        match call(&mut live) {
+        match live.call(kind, call) {
             Ok(value) => {
                 self.failures.store(0, Ordering::Relaxed);
                 self.give_back(live);

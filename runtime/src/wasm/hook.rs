@@ -90,7 +90,9 @@ impl WasmHookHandler {
         let event = event.clone();
         let context = Value::Object(context.clone()).to_string();
         let answer = guest
-            .call(CallKind::Hook, move |live| live.on_event(&event, &context))
+            .call(CallKind::Hook, move |api, store| {
+                api.on_event(store, &event, &context)
+            })
             .await?;
         match answer {
             Ok(Some(text)) => match serde_json::from_str(&text) {

@@ -354,7 +354,7 @@ impl WasmHost {
 /// One question a guest answers while it loads; a failed call as the text of its refusal.
 fn ask<R>(guest: &Guest, question: LoadQuestion<R>) -> Result<R, String> {
     guest
-        .call_blocking(CallKind::Load, |live| live.ask_at_load(question))
+        .call_blocking(CallKind::Load, question)
         .map_err(|e| e.to_string())
 }
 

@@ -10,11 +10,14 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{GetPromptResult, JsonObject, ReadResourceResult};
 use serde_json::{Value, json};
 
-use super::guest::{CallKind, GuestInstance};
+use super::api::Api;
+use super::guest::CallKind;
 use super::manifest::{ExtensionManifest, Listing};
+use super::sandbox::GuestState;
 use super::slot::GuestSlot;
 use super::tool::AnswerContent;
 use crate::catalog::{Catalog, CatalogFuture, Provider, Refused};
+use wasmtime::Store;
 
 /// One item a resource read returns, whatever WIT version the guest was built against.
 pub struct ResourceAnswer {
@@ -52,7 +55,7 @@ impl GuestProvider {
     /// Calls the guest once it is ready, under a tool call's limits.
     async fn ask<R: Send + 'static>(
         &self,
-        call: impl FnOnce(&mut GuestInstance) -> wasmtime::Result<R> + Send + 'static,
+        call: impl FnOnce(&Api, &mut Store<GuestState>) -> wasmtime::Result<R> + Send + 'static,
     ) -> Result<R, McpError> {
         let guest = self
             .guest
@@ -81,7 +84,9 @@ impl Provider for GuestProvider {
     fn read(&self, uri: String) -> CatalogFuture<'_, ReadResourceResult> {
         Box::pin(async move {
             let asked = uri.clone();
-            let answer = self.ask(move |live| live.read_resource(&asked)).await?;
+            let answer = self
+                .ask(move |api, store| api.read_resource(store, &asked))
+                .await?;
             let contents = answer.map_err(|message| {
                 McpError::resource_not_found(
                     format!(
@@ -102,7 +107,7 @@ impl Provider for GuestProvider {
         Box::pin(async move {
             let arguments = Value::Object(arguments).to_string();
             let answer = self
-                .ask(move |live| live.get_prompt(&name, &arguments))
+                .ask(move |api, store| api.get_prompt(store, &name, &arguments))
                 .await?;
             let prompt = answer.map_err(|message| {
                 McpError::invalid_params(

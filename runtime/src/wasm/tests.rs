@@ -219,11 +219,11 @@ fn a_guest_calling_into_itself_is_refused_not_deadlocked() {
     assert_eq!(loaded.hook_critical, Some(true));
     let guest = loaded.guest.clone();
     let inner = guest.clone();
-    let critical = |live: &mut GuestInstance| live.ask_at_load(GuestApi::propagate_errors);
+    let critical = GuestApi::propagate_errors;
     // A call made from the guest's own thread, as a host function firing the guest's own
     // hook would make it.
     let nested = guest
-        .call_blocking(CallKind::Load, move |_live| {
+        .call_blocking(CallKind::Load, move |_, _| {
             Ok(inner.call_blocking(CallKind::Load, critical))
         })
         .unwrap();

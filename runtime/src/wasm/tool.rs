@@ -258,7 +258,9 @@ impl Tool for ExtensionTool {
             let shown = redacted(&arguments, &guest.policy());
             let text = arguments.to_string();
             let answer = guest
-                .call(CallKind::Tool, move |live| live.call_tool(&name, &text))
+                .call(CallKind::Tool, move |api, store| {
+                    api.call_tool(store, &name, &text)
+                })
                 .await
                 .map_err(ToolError::failed);
             let outcome = match answer {
