@@ -1,7 +1,6 @@
 use super::*;
 use crate::capabilities::{ADOPT_SESSION, Settings};
-use crate::tools::ToolOutput;
-use crate::tools::{ToolFuture, native};
+use crate::tools::{ToolFuture, ToolOutput, native};
 use schemars::JsonSchema;
 
 #[derive(serde::Deserialize, JsonSchema)]

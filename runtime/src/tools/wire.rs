@@ -74,9 +74,9 @@ pub fn text_output_schema(tool: &str) -> Arc<JsonObject> {
     }
 }
 
-/// Gives every optional argument that may be null and has no default `"default": null`, as the Python
-/// server's schemas do (pydantic writes it for each `Optional` parameter), so the argument
-/// structs need no `#[serde(default)]` on their `Option` fields to say so.
+/// Gives every optional argument that may be null and has no default `"default": null`, as the
+/// Python server's schemas do (pydantic writes it for each `Optional` parameter), so the
+/// argument structs need no `#[serde(default)]` on their `Option` fields to say so.
 pub fn optional_arguments_default_to_null(schema: &mut JsonObject) {
     let required: Vec<Value> = match schema.get("required") {
         Some(Value::Array(names)) => names.clone(),

@@ -9,6 +9,7 @@ use base64::Engine as _;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{GetPromptResult, JsonObject, ReadResourceResult};
 use serde_json::{Value, json};
+use wasmtime::Store;
 
 use super::api::Api;
 use super::guest::CallKind;
@@ -17,7 +18,6 @@ use super::sandbox::GuestState;
 use super::slot::GuestSlot;
 use super::tool::AnswerContent;
 use crate::catalog::{Catalog, CatalogFuture, Provider, Refused};
-use wasmtime::Store;
 
 /// One item a resource read returns, whatever WIT version the guest was built against.
 pub struct ResourceAnswer {
