@@ -132,11 +132,15 @@ class HttpServer:
 
 
 def start_http_server(args: list[str], env: dict[str, str] | None = None, token: str | None = "test-token",
-                      log_dir: Path | None = None, hub_mode: bool = False) -> HttpServer:
+                      log_dir: Path | None = None, hub_mode: bool = False,
+                      auth_args: list[str] | None = None) -> HttpServer:
     """Our binary on Streamable HTTP; in Hub mode (`--jupyterhub-url` in `args`) with no token of
-    its own: the Hub's tokens are the authentication."""
+    its own: the Hub's tokens are the authentication; `auth_args` (e.g. `--oauth-issuer URL`)
+    replace the token flags."""
     port = free_port()
     auth = [] if hub_mode else ["--mcp-token", token] if token else ["--insecure-mcp-noauth"]
+    if auth_args is not None:
+        auth = auth_args
     log = Path(tempfile.mkstemp(prefix="jmcp-http-", suffix=".log", dir=log_dir)[1])
     process = subprocess.Popen(
         [server_binary(), *args, "--transport", "streamable-http", "--port", str(port), *auth],

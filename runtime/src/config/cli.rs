@@ -267,6 +267,17 @@ pub struct StartArgs {
           default_value = "false", value_parser = parse_bool)]
     pub insecure_mcp_noauth: bool,
 
+    /// OAuth 2.1 authorization server whose access tokens authenticate Streamable HTTP (instead
+    /// of --mcp-token); its client credentials for token introspection, when it needs them,
+    /// come from OAUTH_CLIENT_ID and OAUTH_CLIENT_SECRET.
+    #[arg(long, env = "JUPYTER_MCP_OAUTH_ISSUER", value_name = "URL")]
+    pub oauth_issuer: Option<Url>,
+
+    /// The resource tokens must be issued for (their `aud`) [default: this server's own /mcp
+    /// URL].
+    #[arg(long, env = "JUPYTER_MCP_OAUTH_AUDIENCE", value_name = "URL")]
+    pub oauth_audience: Option<String>,
+
     /// An Origin allowed to call /mcp (repeatable), e.g. https://lab.example.org.
     #[arg(
         long = "allowed-origin",

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use url::Url;
 
-use crate::jupyter::auth::Auth;
+use crate::jupyter::auth::{Auth, Secret};
 use crate::jupyter::hub::HubEndpoints;
 
 pub use cli::{
@@ -123,6 +123,17 @@ pub struct HttpConfig {
     pub insecure_noauth: bool,
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
+    /// `--oauth-issuer`: access tokens of this issuer authenticate `/mcp` and `/api/`.
+    pub oauth: Option<OAuthSettings>,
+}
+
+/// The OAuth resource server's settings; the client secret only from the environment.
+#[derive(Debug, Clone)]
+pub struct OAuthSettings {
+    pub issuer: Url,
+    pub audience: Option<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<Secret>,
 }
 
 /// A setting that cannot be used as given.
@@ -310,6 +321,14 @@ impl Config {
                 insecure_noauth: args.insecure_mcp_noauth,
                 allowed_origins: args.allowed_origins,
                 allowed_hosts: args.allowed_hosts,
+                oauth: args.oauth_issuer.map(|issuer| OAuthSettings {
+                    issuer,
+                    audience: args.oauth_audience.filter(|a| !a.trim().is_empty()),
+                    client_id: env("OAUTH_CLIENT_ID").filter(|v| !v.is_empty()),
+                    client_secret: env("OAUTH_CLIENT_SECRET")
+                        .filter(|v| !v.is_empty())
+                        .map(Secret::new),
+                }),
             },
             wasm: WasmConfig {
                 cache_dir: file.cache_dir,

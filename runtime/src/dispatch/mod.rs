@@ -120,6 +120,22 @@ pub async fn call_tool(
     context: ToolContext,
     traceparent: Option<String>,
 ) -> Result<CallToolResult, McpError> {
+    // A token without the tool's scope: refused, naming the scope (HTTP answers 403 before
+    // this; here for a call that reaches us otherwise).
+    if let (Some(view), Some(tool)) = (view, tools.get(name))
+        && view.allows(name)
+        && let Some(scope) = view.missing_scope(tool.spec())
+    {
+        return Err(McpError::invalid_request(
+            format!(
+                "insufficient_scope: calling '{name}' needs the scope '{scope}', which this \
+                 access token does not carry; ask the authorization server for a token with it"
+            ),
+            Some(
+                serde_json::json!({ "tool": name, "error": "insufficient_scope", "scope": scope.as_str() }),
+            ),
+        ));
+    }
     let outcome = match view {
         // Outside this client's view a tool does not exist for it.
         Some(view) if !view.allows(name) => Err(UnknownTool {
@@ -127,7 +143,7 @@ pub async fn call_tool(
             known: tools
                 .names()
                 .into_iter()
-                .filter(|n| view.allows(n))
+                .filter(|n| tools.get(n).is_some_and(|t| view.admits(t.spec())))
                 .collect::<Vec<_>>()
                 .join(", "),
         }),

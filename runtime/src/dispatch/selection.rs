@@ -4,6 +4,8 @@
 use std::sync::Arc;
 
 use super::ToolRegistry;
+use crate::tools::ToolSpec;
+use crate::tools::scope::{Grant, Scope};
 
 /// The operator's `--tools`/`--exclude-tools`, kept to apply to tools that join later.
 #[derive(Default, Clone)]
@@ -47,15 +49,38 @@ pub enum UnknownToolNames {
     NoneLeft { known: String },
 }
 
-/// One client's narrower view of the tools (`/mcp?only=...`).
-#[derive(Debug, Clone)]
+/// One client's narrower view of the tools: the names of its `/mcp?only=...` and, in OAuth
+/// mode, the scopes of its token.
+#[derive(Debug, Clone, Default)]
 pub struct ToolView {
-    names: Arc<std::collections::BTreeSet<String>>,
+    names: Option<Arc<std::collections::BTreeSet<String>>>,
+    grant: Option<Grant>,
 }
 
 impl ToolView {
+    /// Whether the view's names include `name` (all do when it names none).
     pub fn allows(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.names.as_ref().is_none_or(|names| names.contains(name))
+    }
+
+    /// The same view limited to what a token's scopes allow.
+    pub fn with_grant(mut self, grant: Grant) -> ToolView {
+        self.grant = Some(grant);
+        self
+    }
+
+    /// The scope the view's token lacks to call this tool, if it lacks one.
+    pub fn missing_scope(&self, spec: &ToolSpec) -> Option<Scope> {
+        let scope = spec.scope();
+        self.grant
+            .as_ref()
+            .is_some_and(|grant| !grant.allows(scope))
+            .then_some(scope)
+    }
+
+    /// Whether this client sees and may call the tool.
+    pub fn admits(&self, spec: &ToolSpec) -> bool {
+        self.allows(&spec.name) && self.missing_scope(spec).is_none()
     }
 }
 
@@ -168,7 +193,8 @@ impl ToolRegistry {
     /// A narrower view for one client: names and toolsets among the tools served.
     pub fn view(&self, names: &[String]) -> Result<ToolView, UnknownToolNames> {
         Ok(ToolView {
-            names: Arc::new(self.expand(names, "?only=")?),
+            names: Some(Arc::new(self.expand(names, "?only=")?)),
+            grant: None,
         })
     }
 }

@@ -129,3 +129,29 @@ fn toolsets_select_and_view_by_name_and_refuse_unknown_names() {
         .unwrap();
     assert_eq!(names(&registry), "read_file,write_file");
 }
+
+#[test]
+fn a_tokens_scopes_narrow_the_view_to_what_it_may_call() {
+    use crate::tools::scope::{Grant, Scope};
+    let registry = ToolRegistry::builtin();
+    let spec = |name: &str| registry.get(name).unwrap().spec().clone();
+    let reader = ToolView::default().with_grant(Grant::from_scope_text("notebooks:read"));
+    assert!(reader.admits(&spec("read_cell")) && reader.admits(&spec("list_kernels")));
+    assert_eq!(
+        reader.missing_scope(&spec("execute_code")),
+        Some(Scope::CodeExecute)
+    );
+    assert_eq!(
+        reader.missing_scope(&spec("write_file")),
+        Some(Scope::NotebooksWrite)
+    );
+    assert!(!reader.admits(&spec("connect_to_jupyter")));
+    // Names and scopes together: `?only=` and a token both narrow.
+    let only = registry
+        .view(&["read_cell".into(), "execute_code".into()])
+        .unwrap()
+        .with_grant(Grant::from_scope_text("notebooks:read code:execute"));
+    assert!(only.admits(&spec("execute_code")) && !only.admits(&spec("list_kernels")));
+    // Without a token (static token, Hub mode) the view is only its names.
+    assert!(ToolView::default().admits(&spec("connect_to_jupyter")));
+}

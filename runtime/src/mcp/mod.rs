@@ -242,7 +242,7 @@ impl ServerHandler for McpServer {
             .tools
             .visible(&self.state.domain.capabilities)
             .into_iter()
-            .filter(|t| view.as_ref().is_none_or(|v| v.allows(&t.spec().name)))
+            .filter(|t| view.as_ref().is_none_or(|v| v.admits(t.spec())))
             .map(|t| {
                 let mut tool = t.spec().to_mcp();
                 if rich && apps::shows_outputs(&t.spec().name) {

@@ -14,6 +14,7 @@ pub mod kernelspecs;
 pub mod notebooks;
 pub mod outputs;
 pub mod run_all;
+pub mod scope;
 pub mod variables;
 pub mod wire;
 
@@ -44,6 +45,11 @@ pub struct ToolSpec {
 }
 
 impl ToolSpec {
+    /// The OAuth scope a caller needs to see and call this tool.
+    pub fn scope(&self) -> scope::Scope {
+        scope::Scope::needed_by(&self.name, self.read_only)
+    }
+
     pub fn to_mcp(&self) -> rmcp::model::Tool {
         let annotations = if self.read_only {
             ToolAnnotations::new().read_only(true)

@@ -6,7 +6,9 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::body::{json_response, unauthorized};
+use super::oauth::{OAuthError, ResourceServer};
 use super::{Body, HttpContext};
+use crate::tools::scope::{Grant, Scope};
 
 pub(super) const LOOPBACK_HOSTS: [&str; 4] = ["localhost", "127.0.0.1", "::1", "[::1]"];
 
@@ -73,6 +75,30 @@ pub fn origin_allowed(origin: &str, extra: &[String]) -> bool {
     })
 }
 
+/// A refusal carrying a `WWW-Authenticate` challenge.
+fn challenge(status: StatusCode, www_authenticate: String, message: &str) -> Response<Body> {
+    let mut response = json_response(status, json!({ "error": message }));
+    if let Ok(value) = header::HeaderValue::from_str(&www_authenticate) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// 403 for a call beyond the token's scopes (RFC 6750 §3.1).
+pub(super) fn insufficient_scope(oauth: &ResourceServer, scope: Scope) -> Response<Body> {
+    challenge(
+        StatusCode::FORBIDDEN,
+        oauth.insufficient_scope(scope),
+        &format!(
+            "the access token does not carry the scope '{scope}' this needs; ask the \
+             authorization server {} for a token with it",
+            oauth.issuer()
+        ),
+    )
+}
+
 /// The bearer token a request presents.
 pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
@@ -98,6 +124,47 @@ pub(super) fn bearer_matches(headers: &HeaderMap, expected: &str) -> bool {
 }
 
 impl HttpContext {
+    /// OAuth mode: the request's access token checked with the issuer and, when `needs` names a
+    /// scope, that scope required (403 `insufficient_scope` otherwise). `Ok(None)` when the
+    /// server is not in OAuth mode (then `admit` has checked the static token).
+    pub(super) async fn authorize(
+        &self,
+        headers: &HeaderMap,
+        needs: Option<Scope>,
+    ) -> Result<Option<Grant>, Box<Response<Body>>> {
+        let Some(oauth) = &self.oauth else {
+            return Ok(None);
+        };
+        let Some(token) = bearer(headers) else {
+            return Err(Box::new(challenge(
+                StatusCode::UNAUTHORIZED,
+                oauth.challenge(None),
+                &format!(
+                    "an access token of the authorization server {} is required                      (Authorization: Bearer TOKEN); this server's metadata says how to get one",
+                    oauth.issuer()
+                ),
+            )));
+        };
+        let grant = oauth.verify(token).await.map_err(|e| {
+            Box::new(match e {
+                OAuthError::Unreachable { .. } => {
+                    json_response(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() }))
+                }
+                refused => challenge(
+                    StatusCode::UNAUTHORIZED,
+                    oauth.challenge(Some("invalid_token")),
+                    &refused.to_string(),
+                ),
+            })
+        })?;
+        if let Some(scope) = needs
+            && !grant.allows(scope)
+        {
+            return Err(Box::new(insufficient_scope(oauth, scope)));
+        }
+        Ok(Some(grant))
+    }
+
     /// `Err` holds the refusal when the request may not proceed.
     pub(super) fn admit(
         &self,

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::body::{json_response, read_body};
 use super::{Body, HttpContext, extension_routes};
 use crate::jupyter::kernel::Liveness;
+use crate::tools::scope::Scope;
 
 impl HttpContext {
     /// Answers a request under `/api/`.
@@ -21,6 +22,14 @@ impl HttpContext {
         method: Method,
         request: Request<Incoming>,
     ) -> Response<Body> {
+        // With an OAuth issuer every route but health needs a token with `server:admin`.
+        if path != "/api/healthz"
+            && let Err(refusal) = self
+                .authorize(request.headers(), Some(Scope::ServerAdmin))
+                .await
+        {
+            return *refusal;
+        }
         match path {
             "/api/healthz" if method == Method::GET => {
                 // Health is readable without a token, but only through an allowed Host/Origin.

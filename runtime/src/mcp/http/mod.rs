@@ -31,11 +31,13 @@ use crate::dispatch::ToolView;
 use crate::domain::users::Caller;
 use crate::jupyter::auth::Secret;
 use crate::jupyter::hub::HubError;
+use crate::tools::scope::{Grant, Scope};
 
 mod body;
 mod extension_routes;
 mod guard;
 mod management;
+pub mod oauth;
 #[cfg(feature = "wasm")]
 mod policy_routes;
 
@@ -58,6 +60,14 @@ pub enum HttpError {
          --insecure-mcp-noauth to serve without a token on a network you trust"
     )]
     NoAuthConfigured,
+    #[error(
+        "--oauth-issuer cannot be combined with {other}: with an issuer, its access tokens are \
+         the authentication (and their scopes say what each caller may do), so {other} would \
+         let callers around them; drop {other}"
+    )]
+    OAuthCombined { other: &'static str },
+    #[error(transparent)]
+    OAuth(#[from] oauth::OAuthError),
     #[error("cannot listen on {address}: {source}")]
     Bind {
         address: String,
@@ -70,6 +80,8 @@ struct HttpContext {
     config: HttpConfig,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
     stop: CancellationToken,
+    /// `--oauth-issuer`: the tokens' checker.
+    oauth: Option<Arc<oauth::ResourceServer>>,
 }
 
 impl HttpContext {
@@ -125,6 +137,14 @@ impl HttpContext {
 
     async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
         let method = request.method().clone();
+        if let Some(oauth) = &self.oauth
+            && oauth.serves_metadata_at(request.uri().path())
+        {
+            return match self.admit(&request, true, false) {
+                Err(refusal) => *refusal,
+                Ok(()) => json_response(StatusCode::OK, oauth.resource_metadata()),
+            };
+        }
         // Every route lives under the prefix (a Hub service's /services/NAME/).
         let prefix = self.config.prefix.trim_end_matches('/');
         let Some(path) = request.uri().path().strip_prefix(prefix) else {
@@ -148,6 +168,10 @@ impl HttpContext {
                     },
                     None => None,
                 };
+                let grant = match self.authorize(request.headers(), None).await {
+                    Ok(grant) => grant,
+                    Err(refusal) => return *refusal,
+                };
                 let session = request
                     .headers()
                     .get(SESSION_HEADER)
@@ -168,17 +192,24 @@ impl HttpContext {
                 if let Some(caller) = caller.clone() {
                     parts.extensions.insert(caller);
                 }
-                match self.tool_view(parts.uri.query()) {
-                    Ok(Some(view)) => {
-                        parts.extensions.insert(view);
-                    }
-                    Ok(None) => {}
-                    Err(refusal) => return *refusal,
+                // The token's scopes narrow the client's view: what it may not call, it does not see.
+                let view = match (self.tool_view(parts.uri.query()), grant.clone()) {
+                    (Err(refusal), _) => return *refusal,
+                    (Ok(view), Some(grant)) => Some(view.unwrap_or_default().with_grant(grant)),
+                    (Ok(view), None) => view,
+                };
+                if let Some(view) = view {
+                    parts.extensions.insert(view);
                 }
                 let body = match read_body(body).await {
                     Ok(body) => body,
                     Err(refusal) => return *refusal,
                 };
+                if let (Some(oauth), Some(grant)) = (&self.oauth, &grant)
+                    && let Some(scope) = lacking_scope(&self.state.tools, grant, &body)
+                {
+                    return guard::insufficient_scope(oauth, scope);
+                }
                 let body = repair_initialize_body(&parts.headers, body);
                 let mut mcp = self.mcp.clone();
                 let mut response = match mcp.call(Request::from_parts(parts, Full::new(body))).await
@@ -212,6 +243,32 @@ impl HttpContext {
     }
 }
 
+/// The first scope a request (or batch) needs that the token lacks: a tool call needs its tool's,
+/// reading resources `notebooks:read`.
+fn lacking_scope(
+    tools: &crate::dispatch::ToolRegistry,
+    grant: &Grant,
+    body: &[u8],
+) -> Option<Scope> {
+    let message: Value = serde_json::from_slice(body).ok()?;
+    let messages = match message {
+        Value::Array(batch) => batch,
+        one => vec![one],
+    };
+    messages.iter().find_map(|message| {
+        let method = message.get("method")?.as_str()?;
+        let scope = if method == "tools/call" {
+            let name = message.pointer("/params/name")?.as_str()?;
+            tools.get(name)?.spec().scope()
+        } else if method.starts_with("resources/") {
+            Scope::NotebooksRead
+        } else {
+            return None;
+        };
+        (!grant.allows(scope)).then_some(scope)
+    })
+}
+
 /// The body with a malformed `initialize` given defaults (see `compat`); anything else as it came.
 fn repair_initialize_body(headers: &HeaderMap, body: Bytes) -> Bytes {
     let Ok(message) = serde_json::from_slice::<Value>(&body) else {
@@ -230,17 +287,54 @@ fn repair_initialize_body(headers: &HeaderMap, body: Bytes) -> Bytes {
 /// anything is started, so a missing token costs the operator no wait.
 /// In Hub mode the Hub's tokens are the authentication.
 pub fn check_auth(config: &HttpConfig, hub_mode: bool) -> Result<(), HttpError> {
+    if config.oauth.is_some() {
+        for (other, given) in [
+            ("--mcp-token (MCP_TOKEN)", config.mcp_token.is_some()),
+            ("--insecure-mcp-noauth", config.insecure_noauth),
+            ("--jupyterhub-url (Hub mode)", hub_mode),
+        ] {
+            if given {
+                return Err(HttpError::OAuthCombined { other });
+            }
+        }
+        return Ok(());
+    }
     if !hub_mode && config.mcp_token.is_none() && !config.insecure_noauth {
         return Err(HttpError::NoAuthConfigured);
     }
     Ok(())
 }
 
+/// This server's own `/mcp` URL as clients name it: the default OAuth audience.
+fn own_mcp_url(config: &HttpConfig) -> String {
+    let host = if config.host.contains(':') && !config.host.starts_with('[') {
+        format!("[{}]", config.host)
+    } else {
+        config.host.clone()
+    };
+    format!("http://{host}:{}{}mcp", config.port, config.prefix)
+}
+
 /// Serves until `stop` is cancelled (by a signal or `DELETE /api/stop`).
 pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(), HttpError> {
     let config = state.http.clone();
     check_auth(&config, state.hub.is_some())?;
-    if config.mcp_token.is_none() && state.hub.is_none() {
+    let oauth = match &config.oauth {
+        Some(settings) => {
+            let audience = settings
+                .audience
+                .clone()
+                .unwrap_or_else(|| own_mcp_url(&config));
+            let server = oauth::ResourceServer::discover(settings, audience).await?;
+            tracing::info!(
+                issuer = server.issuer(),
+                "access tokens of the OAuth authorization server authenticate Streamable HTTP"
+            );
+            Some(Arc::new(server))
+        }
+        None => None,
+    };
+    if config.mcp_token.is_none() && state.hub.is_none() && oauth.is_none() {
         tracing::warn!(
             "--insecure-mcp-noauth: anyone who can reach {}:{} can run code through this server",
             config.host,
@@ -291,6 +385,7 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
         config,
         mcp,
         stop: stop.clone(),
+        oauth,
     });
 
     let mut connections = tokio::task::JoinSet::new();
