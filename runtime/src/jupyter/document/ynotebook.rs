@@ -275,14 +275,20 @@ fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Value]) {
 }
 
 fn cell_prelim(cell: &Cell) -> MapPrelim {
-    let mut map: Vec<(&str, In)> = vec![
+    // Fields we do not know first, so that ours win a clash.
+    let mut map: Vec<(&str, In)> = cell
+        .extra
+        .iter()
+        .map(|(key, value)| (key.as_str(), In::Any(json_to_any(value))))
+        .collect();
+    map.extend([
         ("id", In::from(cell.id.as_str())),
-        ("cell_type", In::from(cell.cell_type.as_str())),
+        ("cell_type", In::from(cell.type_name())),
         ("source", TextPrelim::new(cell.source.as_str()).into()),
         ("metadata", object_prelim(&cell.metadata).into()),
-    ];
-    match cell.cell_type {
-        CellType::Code => {
+    ]);
+    match (cell.cell_type, &cell.unknown_type) {
+        (CellType::Code, None) => {
             let outputs: ArrayPrelim = cell.outputs.iter().map(output_prelim).collect();
             map.push(("outputs", outputs.into()));
             let count = cell
@@ -291,7 +297,7 @@ fn cell_prelim(cell: &Cell) -> MapPrelim {
             map.push(("execution_count", In::Any(count)));
             map.push(("execution_state", In::from("idle")));
         }
-        CellType::Markdown | CellType::Raw => {
+        _ => {
             if let Some(attachments) = cell.attachments.as_ref().filter(|a| !is_empty(a)) {
                 map.push(("attachments", In::Any(json_to_any(attachments))));
             }
