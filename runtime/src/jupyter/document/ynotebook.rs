@@ -234,10 +234,10 @@ fn replace_text(txn: &mut TransactionMut, text: &TextRef, wanted: &str) {
         .take_while(|(a, b)| a == b)
         .map(|(c, _)| c.len_utf8())
         .sum::<usize>();
-    // yrs indexes text by UTF-16 code units by default, as JavaScript does.
-    let utf16 = |s: &str| s.encode_utf16().count() as u32;
-    let start = utf16(&current[..prefix]);
-    let removed = utf16(&current[prefix..current.len() - suffix]);
+    // Our document counts text offsets in bytes (yrs's default; peers see characters, not
+    // offsets). Counting UTF-16 units here made yrs panic on non-ASCII text.
+    let start = prefix as u32;
+    let removed = (current.len() - suffix - prefix) as u32;
     if removed > 0 {
         text.remove_range(txn, start, removed);
     }
@@ -463,6 +463,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(sources(&peer.read().unwrap()).len(), 1);
+    }
+
+    #[test]
+    fn a_source_with_non_ascii_text_is_edited_in_place() {
+        let ours = YNotebook::new();
+        let peer = YNotebook::new();
+        let mut updates = vec![
+            ours.write(&[Edit::Insert {
+                index: 0,
+                cell: code("a", "héllo 世界 🎉\r\nx = 1"),
+            }])
+            .unwrap(),
+        ];
+        updates.push(
+            ours.write(&[Edit::SetSource {
+                cell_id: "a".into(),
+                source: "héllo 世界 🎉\r\nx = 2 ✓".into(),
+                expected: None,
+            }])
+            .unwrap(),
+        );
+        for update in &updates {
+            peer.apply_update(update).unwrap();
+        }
+        assert_eq!(
+            sources(&peer.read().unwrap()),
+            vec![("a".to_string(), "héllo 世界 🎉\r\nx = 2 ✓".to_string())]
+        );
     }
 
     #[test]
