@@ -1,12 +1,15 @@
-//! nbformat 4.5 notebooks as this server reads and writes them.
+//! nbformat 4 notebooks as this server reads and writes them.
 //!
 //! Reading accepts what Jupyter and other tools write (sources as strings or line lists, missing
-//! ids in notebooks older than 4.5). Writing produces Jupyter's own on-disk layout (indent 1,
-//! sorted keys, multi-line strings as line lists, trailing newline), so a notebook we save looks
-//! exactly as if Jupyter had saved it and diffs stay small.
+//! ids in notebooks older than 4.5, cell types and fields of newer minor versions, which are kept
+//! as they are). Writing produces Jupyter's own on-disk layout (indent 1, sorted keys, multiline
+//! strings as nbformat splits them, trailing newline), so a notebook we save looks exactly as if
+//! Jupyter had saved it and diffs stay small.
 
 use std::collections::HashSet;
+use std::io;
 
+use serde_json::ser::{Formatter, PrettyFormatter};
 use serde_json::{Map, Value, json};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,15 +41,21 @@ impl CellType {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
     pub id: String,
+    /// How tools see the cell; a type newer than we know is shown as raw (see `unknown_type`).
     pub cell_type: CellType,
+    /// The `cell_type` as the file names it when it is none we know (a newer nbformat minor):
+    /// written back as it was.
+    pub unknown_type: Option<String>,
     pub source: String,
     pub metadata: Map<String, Value>,
     /// Code cells only.
     pub outputs: Vec<Value>,
     /// Code cells only.
     pub execution_count: Option<i64>,
-    /// Markdown and raw cells only.
+    /// Markdown and raw cells only (and cells of unknown types).
     pub attachments: Option<Value>,
+    /// Fields we do not know, written back untouched.
+    pub extra: Map<String, Value>,
 }
 
 impl Cell {
@@ -54,12 +63,21 @@ impl Cell {
         Cell {
             id: new_cell_id(),
             cell_type,
+            unknown_type: None,
             source: source.into(),
             metadata: Map::new(),
             outputs: Vec::new(),
             execution_count: None,
             attachments: None,
+            extra: Map::new(),
         }
+    }
+
+    /// The `cell_type` written to the file.
+    pub fn type_name(&self) -> &str {
+        self.unknown_type
+            .as_deref()
+            .unwrap_or(self.cell_type.as_str())
     }
 }
 
@@ -75,10 +93,18 @@ fn valid_cell_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// The nbformat minor version we write at least: 4.5 is the one with cell ids.
+const MINOR_WITH_IDS: i64 = 5;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notebook {
     pub cells: Vec<Cell>,
     pub metadata: Map<String, Value>,
+    /// The minor version written back: the file's when it is 5 or newer (kept as it is, with
+    /// whatever that version added), else 5 (older ones are upgraded, as cell ids are minted).
+    pub nbformat_minor: i64,
+    /// Top-level fields we do not know, written back untouched.
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -89,6 +115,14 @@ pub enum NotebookError {
         "not an nbformat 4 notebook (nbformat is {0}); open and save it with Jupyter to upgrade it"
     )]
     UnsupportedVersion(String),
+    /// nbformat 1 to 3: Jupyter converts these on read, and so do we, through it.
+    #[error("an nbformat {0} notebook, which only Jupyter's conversion reads")]
+    Older(i64),
+    #[error(
+        "an nbformat {version} notebook that Jupyter could not convert to nbformat 4 ({reason}); \
+         open it in Jupyter to see why"
+    )]
+    Unconvertible { version: i64, reason: String },
     #[error("cell {index} is malformed: {reason}")]
     BadCell { index: usize, reason: String },
 }
@@ -127,11 +161,28 @@ pub fn error_text(output: &Value) -> String {
     )
 }
 
+/// The fields a cell of each type has in nbformat 4; any other is kept in `Cell::extra`.
+fn known_fields(cell_type: Option<CellType>) -> &'static [&'static str] {
+    match cell_type {
+        Some(CellType::Code) => &[
+            "id",
+            "cell_type",
+            "source",
+            "metadata",
+            "outputs",
+            "execution_count",
+        ],
+        _ => &["id", "cell_type", "source", "metadata", "attachments"],
+    }
+}
+
 impl Notebook {
     pub fn empty() -> Self {
         Notebook {
             cells: Vec::new(),
             metadata: Map::new(),
+            nbformat_minor: MINOR_WITH_IDS,
+            extra: Map::new(),
         }
     }
 
@@ -151,6 +202,9 @@ impl Notebook {
         Self::from_value(value)
     }
 
+    /// Reads nbformat 4 of any minor version, as Jupyter does: fields and cell types we do not
+    /// know are kept, to be written back as they were. Older majors are `Older` (the caller
+    /// has Jupyter convert them); anything else that is not nbformat 4 is refused.
     pub fn from_value(value: Value) -> Result<Self, NotebookError> {
         let Value::Object(mut top) = value else {
             return Err(NotebookError::NotJson(
@@ -159,12 +213,18 @@ impl Notebook {
         };
         match top.get("nbformat").and_then(Value::as_i64) {
             Some(4) => {}
+            Some(older @ 1..=3) => return Err(NotebookError::Older(older)),
             other => {
                 return Err(NotebookError::UnsupportedVersion(
                     other.map_or("missing".into(), |v| v.to_string()),
                 ));
             }
         }
+        top.remove("nbformat");
+        let nbformat_minor = top
+            .remove("nbformat_minor")
+            .and_then(|minor| minor.as_i64())
+            .map_or(MINOR_WITH_IDS, |minor| minor.max(MINOR_WITH_IDS));
         let metadata = match top.remove("metadata") {
             Some(Value::Object(m)) => m,
             _ => Map::new(),
@@ -179,49 +239,20 @@ impl Notebook {
         let mut seen = HashSet::new();
         let mut cells = Vec::with_capacity(raw_cells.len());
         for (index, raw) in raw_cells.into_iter().enumerate() {
-            let Value::Object(mut raw) = raw else {
+            let Value::Object(raw) = raw else {
                 return Err(NotebookError::BadCell {
                     index,
                     reason: "not an object".into(),
                 });
             };
-            let type_name = raw.get("cell_type").and_then(Value::as_str).unwrap_or("");
-            let cell_type = CellType::parse(type_name).ok_or_else(|| NotebookError::BadCell {
-                index,
-                reason: format!("unknown cell_type '{type_name}'"),
-            })?;
-            // Older notebooks have no ids, and hand-edited ones may repeat them: mint fresh ones.
-            let id = raw
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|id| valid_cell_id(id) && !seen.contains(*id))
-                .map(str::to_owned)
-                .unwrap_or_else(new_cell_id);
-            seen.insert(id.clone());
-            let mut metadata = match raw.remove("metadata") {
-                Some(Value::Object(m)) => m,
-                _ => Map::new(),
-            };
-            metadata.remove("trusted");
-            cells.push(Cell {
-                id,
-                cell_type,
-                source: multiline(raw.get("source")),
-                metadata,
-                outputs: match (cell_type, raw.remove("outputs")) {
-                    (CellType::Code, Some(Value::Array(outputs))) => {
-                        outputs.into_iter().map(join_output_lines).collect()
-                    }
-                    _ => Vec::new(),
-                },
-                execution_count: raw.get("execution_count").and_then(Value::as_i64),
-                attachments: match cell_type {
-                    CellType::Code => None,
-                    _ => raw.remove("attachments").filter(|a| !a.is_null()),
-                },
-            });
+            cells.push(read_cell(raw, index, &mut seen)?);
         }
-        Ok(Notebook { cells, metadata })
+        Ok(Notebook {
+            cells,
+            metadata,
+            nbformat_minor,
+            extra: top,
+        })
     }
 
     pub fn index_of(&self, id: &str) -> Option<usize> {
@@ -236,15 +267,16 @@ impl Notebook {
     pub fn to_value(&self) -> Value {
         let cells: Vec<Value> = self.cells.iter().map(cell_to_value).collect();
         let mut metadata = self.metadata.clone();
+        // What nbformat strips on every write.
         for stripped in ["orig_nbformat", "orig_nbformat_minor", "signature"] {
             metadata.remove(stripped);
         }
-        json!({
-            "cells": cells,
-            "metadata": metadata,
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        })
+        let mut top = self.extra.clone();
+        top.insert("cells".into(), Value::Array(cells));
+        top.insert("metadata".into(), Value::Object(metadata));
+        top.insert("nbformat".into(), json!(4));
+        top.insert("nbformat_minor".into(), json!(self.nbformat_minor));
+        Value::Object(top)
     }
 
     /// The bytes Jupyter would write for this notebook.
@@ -253,7 +285,7 @@ impl Notebook {
         split_multiline_fields(&mut value);
         let sorted = sort_keys(value);
         let mut out = Vec::new();
-        let formatter = serde_json::ser::PrettyFormatter::with_indent(b" ");
+        let formatter = PythonJson(PrettyFormatter::with_indent(b" "));
         let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
         serde::Serialize::serialize(&sorted, &mut serializer).expect("JSON values serialize");
         let mut text = String::from_utf8(out).expect("serde_json writes UTF-8");
@@ -262,19 +294,79 @@ impl Notebook {
     }
 }
 
+/// One cell of the file; `seen` holds the ids of the cells before it.
+fn read_cell(
+    mut raw: Map<String, Value>,
+    index: usize,
+    seen: &mut HashSet<String>,
+) -> Result<Cell, NotebookError> {
+    let (cell_type, unknown_type) = match raw.get("cell_type") {
+        Some(Value::String(name)) => match CellType::parse(name) {
+            Some(known) => (known, None),
+            None => (CellType::Raw, Some(name.clone())),
+        },
+        _ => {
+            return Err(NotebookError::BadCell {
+                index,
+                reason: "it has no cell_type".into(),
+            });
+        }
+    };
+    let known = known_fields(unknown_type.is_none().then_some(cell_type));
+    // Older notebooks have no ids, and hand-edited ones may repeat them: mint fresh ones.
+    let id = raw
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| valid_cell_id(id) && !seen.contains(*id))
+        .map(str::to_owned)
+        .unwrap_or_else(new_cell_id);
+    seen.insert(id.clone());
+    let mut metadata = match raw.remove("metadata") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    metadata.remove("trusted");
+    let source = multiline(raw.get("source"));
+    let mut cell = Cell {
+        id,
+        cell_type,
+        unknown_type,
+        source,
+        metadata,
+        outputs: Vec::new(),
+        execution_count: None,
+        attachments: None,
+        extra: Map::new(),
+    };
+    if known.contains(&"outputs") {
+        if let Some(Value::Array(outputs)) = raw.remove("outputs") {
+            cell.outputs = outputs.into_iter().map(join_output_lines).collect();
+        }
+        cell.execution_count = raw.remove("execution_count").and_then(|n| n.as_i64());
+    } else {
+        cell.attachments = raw.remove("attachments").map(|mut attachments| {
+            for_each_bundle(&mut attachments, join_bundle);
+            attachments
+        });
+    }
+    raw.retain(|key, _| !known.contains(&key.as_str()));
+    cell.extra = raw;
+    Ok(cell)
+}
+
 fn cell_to_value(cell: &Cell) -> Value {
-    let mut object = Map::new();
+    let mut object = cell.extra.clone();
     object.insert("id".into(), json!(cell.id));
-    object.insert("cell_type".into(), json!(cell.cell_type.as_str()));
+    object.insert("cell_type".into(), json!(cell.type_name()));
     object.insert("metadata".into(), Value::Object(cell.metadata.clone()));
     object.insert("source".into(), json!(cell.source));
-    match cell.cell_type {
-        CellType::Code => {
+    match (cell.cell_type, &cell.unknown_type) {
+        (CellType::Code, None) => {
             let outputs: Vec<Value> = cell.outputs.iter().map(clean_output).collect();
             object.insert("outputs".into(), Value::Array(outputs));
             object.insert("execution_count".into(), json!(cell.execution_count));
         }
-        CellType::Markdown | CellType::Raw => {
+        _ => {
             if let Some(attachments) = &cell.attachments {
                 object.insert("attachments".into(), attachments.clone());
             }
@@ -301,42 +393,102 @@ fn clean_output(output: &Value) -> Value {
     output
 }
 
+/// Whether an output carries a mimebundle in `data` (nbformat joins and splits only those).
+fn has_bundle(output: &Value) -> bool {
+    matches!(
+        output.get("output_type").and_then(Value::as_str),
+        Some("execute_result" | "display_data")
+    )
+}
+
 /// Outputs in memory hold multiline text as single strings; the file holds line lists.
 fn join_output_lines(mut output: Value) -> Value {
-    if let Some(text) = output.get("text").filter(|t| t.is_array()) {
+    if let Some(text) = output.get("text").filter(|t| is_list_of_strings(t)) {
         output["text"] = Value::String(multiline(Some(text)));
     }
-    if let Some(data) = output.get_mut("data").and_then(Value::as_object_mut) {
-        for (mime, value) in data.iter_mut() {
-            if is_multiline_mime(mime) && value.is_array() {
-                *value = Value::String(multiline(Some(value)));
-            }
-        }
+    if has_bundle(&output)
+        && let Some(data) = output.get_mut("data")
+    {
+        join_bundle(data);
     }
     output
 }
 
-/// Whether a mimebundle entry is written as a list of lines (text, SVG, JavaScript; not JSON).
-fn is_multiline_mime(mime: &str) -> bool {
-    (mime.starts_with("text/") || mime == "image/svg+xml" || mime == "application/javascript")
-        && !mime.ends_with("+json")
+fn is_list_of_strings(value: &Value) -> bool {
+    value
+        .as_array()
+        .is_some_and(|items| items.iter().all(Value::is_string))
 }
 
-fn split_lines(text: &str) -> Value {
-    if text.is_empty() {
-        return json!([]);
+/// A mimebundle entry nbformat leaves as JSON rather than text.
+fn is_json_mime(mime: &str) -> bool {
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
+
+/// Joins the line lists of a mimebundle, as nbformat does on read: every entry but JSON.
+fn join_bundle(bundle: &mut Value) {
+    let Some(entries) = bundle.as_object_mut() else {
+        return;
+    };
+    for (mime, value) in entries.iter_mut() {
+        if !is_json_mime(mime) && is_list_of_strings(value) {
+            *value = Value::String(multiline(Some(value)));
+        }
     }
-    Value::Array(
-        text.split_inclusive('\n')
-            .map(|line| Value::String(line.to_owned()))
-            .collect(),
-    )
+}
+
+/// Splits a mimebundle's text into lines, as nbformat does on write: text, SVG and JavaScript.
+fn split_bundle(bundle: &mut Value) {
+    let Some(entries) = bundle.as_object_mut() else {
+        return;
+    };
+    for (mime, value) in entries.iter_mut() {
+        let split = mime.starts_with("text/")
+            || mime == "image/svg+xml"
+            || mime == "application/javascript";
+        if split && let Some(text) = value.as_str() {
+            *value = split_lines(text);
+        }
+    }
+}
+
+/// Runs `each` on every bundle of a cell's `attachments` (a map of name to mimebundle).
+fn for_each_bundle(attachments: &mut Value, each: fn(&mut Value)) {
+    if let Some(named) = attachments.as_object_mut() {
+        named.values_mut().for_each(each);
+    }
+}
+
+/// A string as the list of lines Python's `str.splitlines(keepends=True)` makes of it, which is
+/// what nbformat writes: it breaks at `\r` and a few other characters as well as at `\n`.
+fn split_lines(text: &str) -> Value {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let end = match c {
+            '\r' if chars.peek().is_some_and(|&(_, next)| next == '\n') => {
+                chars.next();
+                at + 2
+            }
+            '\n' | '\r' | '\x0b' | '\x0c' | '\x1c' | '\x1d' | '\x1e' | '\u{85}' | '\u{2028}'
+            | '\u{2029}' => at + c.len_utf8(),
+            _ => continue,
+        };
+        lines.push(Value::String(text[start..end].to_owned()));
+        start = end;
+    }
+    if start < text.len() {
+        lines.push(Value::String(text[start..].to_owned()));
+    }
+    Value::Array(lines)
 }
 
 /// A string field as nbformat's list of lines, as Jupyter writes it.
 fn split_field(holder: &mut Value, field: &str) {
-    if let Some(text) = holder.get(field).and_then(Value::as_str).map(str::to_owned) {
-        holder[field] = split_lines(&text);
+    if let Some(text) = holder.get(field).and_then(Value::as_str) {
+        let lines = split_lines(text);
+        holder[field] = lines;
     }
 }
 
@@ -346,21 +498,115 @@ fn split_multiline_fields(notebook: &mut Value) {
     };
     for cell in cells {
         split_field(cell, "source");
+        if let Some(attachments) = cell.get_mut("attachments") {
+            for_each_bundle(attachments, split_bundle);
+        }
+        if cell.get("cell_type").and_then(Value::as_str) != Some("code") {
+            continue;
+        }
         let Some(outputs) = cell.get_mut("outputs").and_then(Value::as_array_mut) else {
             continue;
         };
         for output in outputs {
-            split_field(output, "text");
-            if let Some(data) = output.get_mut("data").and_then(Value::as_object_mut) {
-                for (mime, value) in data.iter_mut() {
-                    if is_multiline_mime(mime)
-                        && let Some(text) = value.as_str().map(str::to_owned)
-                    {
-                        *value = split_lines(&text);
-                    }
+            if has_bundle(output) {
+                if let Some(data) = output.get_mut("data") {
+                    split_bundle(data);
                 }
+            } else if output.get("output_type").and_then(Value::as_str) == Some("stream") {
+                split_field(output, "text");
             }
         }
+    }
+}
+
+/// serde_json's pretty printer, writing floats as Python's `json.dumps` (which nbformat uses)
+/// does: `1e-05`, `1e+16`, `0.0001`, `100000.0`.
+struct PythonJson<'a>(PrettyFormatter<'a>);
+
+impl Formatter for PythonJson<'_> {
+    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
+        writer.write_all(python_float(value).as_bytes())
+    }
+
+    fn begin_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_array(writer)
+    }
+
+    fn end_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_array(writer)
+    }
+
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_array_value(writer, first)
+    }
+
+    fn end_array_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_array_value(writer)
+    }
+
+    fn begin_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_object(writer)
+    }
+
+    fn end_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_object(writer)
+    }
+
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
+        self.0.begin_object_key(writer, first)
+    }
+
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.begin_object_value(writer)
+    }
+
+    fn end_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
+        self.0.end_object_value(writer)
+    }
+}
+
+/// A float as Python's `repr` writes it: the shortest digits that read back the same (as Rust's
+/// own formatting finds them), in exponent form below 1e-4 and from 1e16 on.
+fn python_float(value: f64) -> String {
+    let exponential = format!("{value:e}");
+    let (mantissa, exponent) = exponential
+        .split_once('e')
+        .expect("Rust writes an exponent");
+    let exponent: i32 = exponent.parse().expect("Rust writes an integer exponent");
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(positive) => ("-", positive),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    // Where the decimal point goes, counted in digits from the first.
+    let point = exponent + 1;
+    let count = digits.len() as i32;
+    if point <= -4 || point > 16 {
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() { "" } else { "." };
+        let exponent_sign = if exponent < 0 { '-' } else { '+' };
+        format!(
+            "{sign}{first}{dot}{rest}e{exponent_sign}{:02}",
+            exponent.unsigned_abs()
+        )
+    } else if point <= 0 {
+        format!(
+            "{sign}0.{}{digits}",
+            "0".repeat(point.unsigned_abs() as usize)
+        )
+    } else if count <= point {
+        format!("{sign}{digits}{}.0", "0".repeat((point - count) as usize))
+    } else {
+        let (whole, fraction) = digits.split_at(point as usize);
+        format!("{sign}{whole}.{fraction}")
     }
 }
 
@@ -464,6 +710,137 @@ mod tests {
         assert_eq!(notebook.to_ipynb(), SAVED_BY_JUPYTER);
     }
 
+    /// A newer minor version, in Jupyter's layout: an unknown cell type, unknown fields at every
+    /// level, an attachment, and lines broken where Python breaks them.
+    const NEWER_MINOR: &str = r##"{
+ "cells": [
+  {
+   "cell_type": "future cell",
+   "future_field": {
+    "a": [
+     1,
+     2.5
+    ]
+   },
+   "id": "f1",
+   "metadata": {},
+   "outputs": "kept verbatim",
+   "source": [
+    "line\r\n",
+    "next "
+   ]
+  },
+  {
+   "attachments": {
+    "image.png": {
+     "image/png": "iVBORw0KGgo=",
+     "text/plain": [
+      "a\n",
+      "b"
+     ]
+    }
+   },
+   "cell_type": "markdown",
+   "id": "m1",
+   "metadata": {},
+   "source": [
+    "![x](attachment:image.png) é"
+   ]
+  },
+  {
+   "cell_type": "code",
+   "execution_count": 3,
+   "id": "c1",
+   "metadata": {
+    "execution": {
+     "iopub.execute_input": "2024-01-01T00:00:00.000001Z"
+    }
+   },
+   "new_code_field": true,
+   "outputs": [
+    {
+     "ename": "ValueError",
+     "evalue": "x",
+     "output_type": "error",
+     "traceback": [
+      "\u001b[0;31mValueError\u001b[0m"
+     ]
+    }
+   ],
+   "source": []
+  }
+ ],
+ "metadata": {
+  "widgets": {
+   "application/vnd.jupyter.widget-state+json": {
+    "state": {},
+    "version_major": 2
+   }
+  }
+ },
+ "nbformat": 4,
+ "nbformat_minor": 7,
+ "top_field": [
+  1
+ ]
+}
+"##;
+
+    #[test]
+    fn newer_minor_versions_round_trip_exactly() {
+        let notebook = Notebook::parse(NEWER_MINOR).unwrap();
+        let future = &notebook.cells[0];
+        assert_eq!(future.cell_type, CellType::Raw);
+        assert_eq!(future.type_name(), "future cell");
+        assert_eq!(future.source, "line\r\nnext\u{2028}");
+        assert!(future.extra.contains_key("outputs"));
+        assert_eq!(notebook.nbformat_minor, 7);
+        assert!(notebook.extra.contains_key("top_field"));
+        assert_eq!(notebook.to_ipynb(), NEWER_MINOR);
+    }
+
+    #[test]
+    fn lines_break_where_python_breaks_them() {
+        let lines = |text: &str| split_lines(text);
+        assert_eq!(lines(""), json!([]));
+        assert_eq!(lines("a\nb"), json!(["a\n", "b"]));
+        assert_eq!(lines("a\r\nb\rc\n"), json!(["a\r\n", "b\r", "c\n"]));
+        assert_eq!(lines("é\u{2028}x\u{85}"), json!(["é\u{2028}", "x\u{85}"]));
+    }
+
+    #[test]
+    fn floats_are_written_as_python_writes_them() {
+        let cases = [
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-1.5e-7, "-1.5e-07"),
+            (123.456, "123.456"),
+            (1e15, "1000000000000000.0"),
+            (1e16, "1e+16"),
+            (1.2345678901234567e16, "1.2345678901234568e+16"),
+            (1e100, "1e+100"),
+            (1111111111.2232225, "1111111111.2232225"),
+        ];
+        for (value, python) in cases {
+            assert_eq!(python_float(value), python, "{value:e}");
+        }
+    }
+
+    #[test]
+    fn older_minor_versions_are_upgraded_to_ids() {
+        let text = r#"{"nbformat": 4, "nbformat_minor": 2, "metadata": {}, "extra": 1,
+            "cells": [{"cell_type": "markdown", "source": "a", "metadata": {}, "attachments": null}]}"#;
+        let written = Notebook::parse(text).unwrap().to_ipynb();
+        assert!(written.contains("\"nbformat_minor\": 5"), "{written}");
+        assert!(written.contains("\"id\": "), "{written}");
+        assert!(written.contains("\"extra\": 1"), "{written}");
+        assert!(written.contains("\"attachments\": null"), "{written}");
+    }
+
     #[test]
     fn missing_and_duplicate_ids_are_replaced() {
         let text = r#"{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": [
@@ -489,12 +866,16 @@ mod tests {
             Notebook::parse("{"),
             Err(NotebookError::NotJson(_))
         ));
-        assert!(matches!(
+        assert_eq!(
             Notebook::parse(r#"{"nbformat": 3, "worksheets": []}"#),
+            Err(NotebookError::Older(3))
+        );
+        assert!(matches!(
+            Notebook::parse(r#"{"nbformat": 5, "cells": []}"#),
             Err(NotebookError::UnsupportedVersion(_))
         ));
         assert!(matches!(
-            Notebook::parse(r#"{"nbformat": 4, "cells": [{"cell_type": "weird"}]}"#),
+            Notebook::parse(r#"{"nbformat": 4, "cells": [{"source": "x"}]}"#),
             Err(NotebookError::BadCell { index: 0, .. })
         ));
     }

@@ -234,10 +234,10 @@ fn replace_text(txn: &mut TransactionMut, text: &TextRef, wanted: &str) {
         .take_while(|(a, b)| a == b)
         .map(|(c, _)| c.len_utf8())
         .sum::<usize>();
-    // yrs indexes text by UTF-16 code units by default, as JavaScript does.
-    let utf16 = |s: &str| s.encode_utf16().count() as u32;
-    let start = utf16(&current[..prefix]);
-    let removed = utf16(&current[prefix..current.len() - suffix]);
+    // Our document counts text offsets in bytes (yrs's default; peers see characters, not
+    // offsets). Counting UTF-16 units here made yrs panic on non-ASCII text.
+    let start = prefix as u32;
+    let removed = (current.len() - suffix - prefix) as u32;
     if removed > 0 {
         text.remove_range(txn, start, removed);
     }
@@ -275,14 +275,20 @@ fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Value]) {
 }
 
 fn cell_prelim(cell: &Cell) -> MapPrelim {
-    let mut map: Vec<(&str, In)> = vec![
+    // Fields we do not know first, so that ours win a clash.
+    let mut map: Vec<(&str, In)> = cell
+        .extra
+        .iter()
+        .map(|(key, value)| (key.as_str(), In::Any(json_to_any(value))))
+        .collect();
+    map.extend([
         ("id", In::from(cell.id.as_str())),
-        ("cell_type", In::from(cell.cell_type.as_str())),
+        ("cell_type", In::from(cell.type_name())),
         ("source", TextPrelim::new(cell.source.as_str()).into()),
         ("metadata", object_prelim(&cell.metadata).into()),
-    ];
-    match cell.cell_type {
-        CellType::Code => {
+    ]);
+    match (cell.cell_type, &cell.unknown_type) {
+        (CellType::Code, None) => {
             let outputs: ArrayPrelim = cell.outputs.iter().map(output_prelim).collect();
             map.push(("outputs", outputs.into()));
             let count = cell
@@ -291,7 +297,7 @@ fn cell_prelim(cell: &Cell) -> MapPrelim {
             map.push(("execution_count", In::Any(count)));
             map.push(("execution_state", In::from("idle")));
         }
-        CellType::Markdown | CellType::Raw => {
+        _ => {
             if let Some(attachments) = cell.attachments.as_ref().filter(|a| !is_empty(a)) {
                 map.push(("attachments", In::Any(json_to_any(attachments))));
             }
@@ -457,6 +463,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(sources(&peer.read().unwrap()).len(), 1);
+    }
+
+    #[test]
+    fn a_source_with_non_ascii_text_is_edited_in_place() {
+        let ours = YNotebook::new();
+        let peer = YNotebook::new();
+        let mut updates = vec![
+            ours.write(&[Edit::Insert {
+                index: 0,
+                cell: code("a", "héllo 世界 🎉\r\nx = 1"),
+            }])
+            .unwrap(),
+        ];
+        updates.push(
+            ours.write(&[Edit::SetSource {
+                cell_id: "a".into(),
+                source: "héllo 世界 🎉\r\nx = 2 ✓".into(),
+                expected: None,
+            }])
+            .unwrap(),
+        );
+        for update in &updates {
+            peer.apply_update(update).unwrap();
+        }
+        assert_eq!(
+            sources(&peer.read().unwrap()),
+            vec![("a".to_string(), "héllo 世界 🎉\r\nx = 2 ✓".to_string())]
+        );
     }
 
     #[test]

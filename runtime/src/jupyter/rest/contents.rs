@@ -29,6 +29,23 @@ impl JupyterRest {
         Ok((text, model.hash.unwrap_or_default()))
     }
 
+    /// A notebook as Jupyter reads it (older nbformat versions converted to 4), with the sha256
+    /// of the file's bytes.
+    pub async fn get_notebook(&self, path: &str) -> Result<(Value, String), RestError> {
+        let mut url = self.endpoint(&["api", "contents", path])?;
+        url.query_pairs_mut()
+            .append_pair("type", "notebook")
+            .append_pair("content", "1")
+            .append_pair("hash", "1");
+        let model: ContentsModel = self
+            .json(Method::GET, url, None, Subject::Path(path.to_owned()))
+            .await?;
+        Ok((
+            model.content.unwrap_or_default(),
+            model.hash.unwrap_or_default(),
+        ))
+    }
+
     /// The sha256 of a file's bytes, without its content.
     pub async fn get_file_hash(&self, path: &str) -> Result<String, RestError> {
         let mut url = self.endpoint(&["api", "contents", path])?;

@@ -37,12 +37,14 @@ enum Prior {
 }
 
 impl Journal {
+    /// Records edits made to `base`; returns how many entries that added.
     pub(in crate::jupyter::document) fn record(
         &mut self,
         base: &Notebook,
         edits: &[Edit],
         proof: u64,
-    ) {
+    ) -> usize {
+        let mut added = 0;
         for edit in edits {
             let cell = |id: &str| base.index_of(id).map(|i| &base.cells[i]);
             let before = match edit {
@@ -62,10 +64,12 @@ impl Journal {
                 pending: Some(proof),
                 proven_at: None,
             });
+            added += 1;
         }
         while self.entries.len() > JOURNAL_LIMIT {
             self.entries.pop_front();
         }
+        added
     }
 
     /// Marks entries proven by `answered` answers and forgets old proven ones.
@@ -81,6 +85,26 @@ impl Journal {
             e.proven_at
                 .is_none_or(|at| now.duration_since(at) < KEEP_PROVEN)
         });
+    }
+
+    /// The file backend's proofs: entries held by save `through` or earlier are forgotten (a
+    /// check after that save's settle time found the file holding them).
+    pub(in crate::jupyter::document) fn prove(&mut self, through: u64) {
+        self.entries
+            .retain(|e| e.pending.is_some_and(|proof| proof > through));
+    }
+
+    /// Every entry still unproven is to be proven by save `proof` (it re-applies them).
+    pub(in crate::jupyter::document) fn restamp(&mut self, proof: u64) {
+        for entry in &mut self.entries {
+            entry.pending = entry.pending.map(|_| proof);
+        }
+    }
+
+    /// Drops the `count` newest entries (edits that were never saved).
+    pub(in crate::jupyter::document) fn forget_newest(&mut self, count: usize) {
+        let keep = self.entries.len().saturating_sub(count);
+        self.entries.truncate(keep);
     }
 
     /// The edits that bring a fresh copy of the room up to what we wrote, skipping those the room
