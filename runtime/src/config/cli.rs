@@ -217,6 +217,18 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_EXECUTION_TIMEOUT", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
     pub execution_timeout: u64,
 
+    /// Seconds a kernel may take to start and first answer (a gateway scheduling a pod and
+    /// pulling its image takes tens of seconds); past it the call fails saying so.
+    #[arg(long, env = "JUPYTER_MCP_KERNEL_START_TIMEOUT", value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub kernel_start_timeout: u64,
+
+    /// Environment for the kernels this server starts, sent with each start request (how a
+    /// gateway is told KERNEL_USERNAME, KERNEL_NAMESPACE, KERNEL_IMAGE…); repeatable, also
+    /// `kernel_env` in --config. KEY=VALUE sets a value; a bare KEY passes this server's own
+    /// KEY variable, so secrets stay off the command line.
+    #[arg(long = "kernel-env", value_name = "KEY[=VALUE]")]
+    pub kernel_env: Vec<String>,
+
     /// Upper bound, in seconds, for any execution timeout a call asks for.
     #[arg(long, env = "JUPYTER_MCP_MAX_EXECUTION_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_execution_timeout: u64,

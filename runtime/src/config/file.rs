@@ -1,5 +1,5 @@
 //! The config file (`--config`, TOML): `[capabilities]`, `cache_dir`, `prewarm_max`,
-//! `prewarm_max_idle_seconds`, `insecure_registries`, `trusted_keys`, `require_signatures` and
+//! `prewarm_max_idle_seconds`, `kernel_env`, `insecure_registries`, `trusted_keys`, `require_signatures` and
 //! `[[extension]]` entries. Read with serde, refusing keys this
 //! build does not know, so a typo never passes silently; relative paths are taken from the file's
 //! directory.
@@ -20,6 +20,8 @@ pub(super) struct FileConfig {
     pub extensions: Vec<ExtensionConfig>,
     pub prewarm: crate::jupyter::spares::SparePolicy,
     pub sources: super::ExtensionSources,
+    /// `kernel_env`, as written.
+    pub kernel_env: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -34,6 +36,9 @@ struct FileTables {
     prewarm_max: Option<u8>,
     /// Seconds a spare may stay idle before it is restarted.
     prewarm_max_idle_seconds: Option<NonZeroU64>,
+    /// Environment for started kernels, as `--kernel-env` takes it (`KEY=VALUE` or `KEY`).
+    #[serde(default)]
+    kernel_env: Vec<String>,
     /// Registries reached over plain HTTP although not on a loopback address.
     #[serde(default)]
     insecure_registries: Vec<String>,
@@ -158,6 +163,7 @@ impl FileConfig {
             cache_dir: tables.cache_dir.map(|dir| base.join(dir)),
             extensions,
             prewarm,
+            kernel_env: tables.kernel_env,
             sources: super::ExtensionSources {
                 insecure_registries: tables.insecure_registries,
                 trusted_keys: tables

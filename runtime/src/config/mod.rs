@@ -69,6 +69,45 @@ pub struct Config {
     pub max_file_bytes: u64,
     /// Which tools are exposed (`--tools`, `--exclude-tools`).
     pub toolset: ToolSelection,
+    /// How kernels are started (`--kernel-start-timeout`, `--kernel-env`, `kernel_env`).
+    pub kernel_start: crate::jupyter::rest::KernelStart,
+}
+
+/// `--kernel-env` and `kernel_env` entries (the file's first, so the command line wins):
+/// `KEY=VALUE`, or a bare `KEY` read from this server's environment.
+fn kernel_env(
+    entries: impl IntoIterator<Item = String>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut resolved: Vec<(String, String)> = Vec::new();
+    for entry in entries {
+        let (key, value) = match entry.split_once('=') {
+            Some((key, value)) => (key.trim().to_owned(), value.to_owned()),
+            None => {
+                let key = entry.trim().to_owned();
+                let value = env(&key).ok_or_else(|| {
+                    ConfigError::KernelEnv(format!(
+                        "--kernel-env {key} passes this server's {key} variable, which is not \
+                         set: set it, or write {key}=VALUE"
+                    ))
+                })?;
+                (key, value)
+            }
+        };
+        let valid = !key.is_empty()
+            && !key.starts_with(|c: char| c.is_ascii_digit())
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            // Not echoed whole: the value may be a secret.
+            return Err(ConfigError::KernelEnv(format!(
+                "--kernel-env needs KEY=VALUE or KEY, with KEY made of letters, digits and '_' \
+                 (not starting with a digit); got the key {key:?}"
+            )));
+        }
+        resolved.retain(|(k, _)| *k != key);
+        resolved.push((key, value));
+    }
+    Ok(resolved)
 }
 
 /// The operator's choice of tools; names are checked against the real tools at start.
@@ -149,6 +188,8 @@ pub enum ConfigError {
     ConfigFile { path: PathBuf, reason: String },
     #[error("{0}")]
     HubMode(String),
+    #[error("{0}")]
+    KernelEnv(String),
     #[error(
         "--execution-timeout ({default}s) is larger than --max-execution-timeout ({max}s); raise the maximum or lower the default"
     )]
@@ -344,6 +385,10 @@ impl Config {
                 exclude: clean_names(args.exclude_tools),
             },
             prewarm: file.prewarm,
+            kernel_start: crate::jupyter::rest::KernelStart {
+                timeout: Duration::from_secs(args.kernel_start_timeout),
+                env: kernel_env(file.kernel_env.into_iter().chain(args.kernel_env), &env)?,
+            },
         })
     }
 }

@@ -246,3 +246,59 @@ fn start_flags_work_without_the_subcommand() {
         "http://127.0.0.1:8888/"
     );
 }
+
+#[test]
+fn kernel_start_settings_from_flags_the_file_and_the_environment() {
+    let dir = std::env::temp_dir().join(format!("jmcp-config-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config_path = dir.join("server.toml");
+    std::fs::write(
+        &config_path,
+        "kernel_env = [\"KERNEL_NAMESPACE=from-file\", \"KERNEL_IMAGE=img:1\"]\n",
+    )
+    .unwrap();
+    let args = start_args(&[
+        "--config",
+        config_path.to_str().unwrap(),
+        "--kernel-env",
+        "KERNEL_NAMESPACE=team-a",
+        "--kernel-env",
+        "KERNEL_SECRET",
+        "--kernel-start-timeout",
+        "42",
+    ]);
+    let env = |name: &str| (name == "KERNEL_SECRET").then(|| "s3cret".to_owned());
+    let config = Config::from_args_and_env(args, env).unwrap();
+    assert_eq!(config.kernel_start.timeout, Duration::from_secs(42));
+    let pairs: Vec<(&str, &str)> = config
+        .kernel_start
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    // The command line wins over the file; a bare key reads our own environment.
+    assert_eq!(
+        pairs,
+        [
+            ("KERNEL_IMAGE", "img:1"),
+            ("KERNEL_NAMESPACE", "team-a"),
+            ("KERNEL_SECRET", "s3cret")
+        ]
+    );
+    let default = Config::from_args_and_env(start_args(&[]), |_| None).unwrap();
+    assert_eq!(default.kernel_start.timeout, Duration::from_secs(300));
+
+    let unset = Config::from_args_and_env(start_args(&["--kernel-env", "NOPE"]), |_| None);
+    let message = unset.unwrap_err().to_string();
+    assert!(
+        message.contains("NOPE") && message.contains("not set"),
+        "{message}"
+    );
+    let bad = Config::from_args_and_env(start_args(&["--kernel-env", "1X=secret"]), |_| None);
+    let message = bad.unwrap_err().to_string();
+    assert!(
+        message.contains("\"1X\"") && !message.contains("secret"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -43,6 +43,8 @@ pub struct Settings {
     pub max_file_bytes: u64,
     /// How many spare kernels `kernel.prewarm` keeps, and for how long.
     pub prewarm: SparePolicy,
+    /// How kernels are started on every server this domain uses (`--kernel-env`, …).
+    pub kernel_start: crate::jupyter::rest::KernelStart,
 }
 
 impl Settings {
@@ -54,6 +56,7 @@ impl Settings {
             output: config.output,
             max_file_bytes: config.max_file_bytes,
             prewarm: config.prewarm,
+            kernel_start: config.kernel_start.clone(),
         }
     }
 }
@@ -137,6 +140,7 @@ impl Domain {
         capabilities: Arc<Capabilities>,
         hooks: Arc<Hooks>,
     ) -> Arc<Self> {
+        let jupyter = jupyter.with_kernel_start(settings.kernel_start.clone());
         Arc::new(Domain {
             settings,
             jupyter: RwLock::new(Arc::new(jupyter)),
@@ -168,7 +172,7 @@ impl Domain {
 
     /// Points the server at another Jupyter Server; returns the previous one to be shut down.
     pub fn replace_jupyter(&self, jupyter: Jupyter) -> Arc<Jupyter> {
-        let jupyter = Arc::new(jupyter);
+        let jupyter = Arc::new(jupyter.with_kernel_start(self.settings.kernel_start.clone()));
         self.prepare(&jupyter);
         std::mem::replace(&mut *self.jupyter.write().expect("jupyter lock"), jupyter)
     }

@@ -20,7 +20,7 @@ use tokio::sync::Mutex;
 
 use crate::hooks::{HookEvent, Hooks};
 use kernel::{ExecuteError, Kernel, KernelError, Liveness};
-use rest::JupyterRest;
+use rest::{JupyterRest, KernelStart};
 use spares::{SpareHold, SparePolicy, Spares, SpecKey};
 
 /// How long a restarted kernel may take to answer again.
@@ -39,6 +39,8 @@ pub struct Jupyter {
     /// The kernelspec of kernels we started from a named one, so a replacement keeps it.
     specs: std::sync::Mutex<HashMap<String, String>>,
     hooks: Arc<Hooks>,
+    /// How kernels are started here (`--kernel-env`, `--kernel-start-timeout`).
+    kernel_start: KernelStart,
     /// Set while `kernel.prewarm` is on.
     spares: OnceLock<Arc<Spares>>,
 }
@@ -65,8 +67,15 @@ impl Jupyter {
             started: Default::default(),
             specs: Default::default(),
             hooks,
+            kernel_start: KernelStart::default(),
             spares: OnceLock::new(),
         }
+    }
+
+    /// Starts kernels as `start` says (the operator's `--kernel-env`, `--kernel-start-timeout`).
+    pub fn with_kernel_start(mut self, start: KernelStart) -> Self {
+        self.kernel_start = start;
+        self
     }
 
     /// Keeps spare kernels ready (`kernel.prewarm`) from now until `shutdown`.
@@ -173,7 +182,13 @@ impl Jupyter {
         if let Some(kernel) = kernels.get(id) {
             return Ok(kernel.clone());
         }
-        let kernel = Kernel::connect(self.rest.clone(), id, self.hooks.clone()).await?;
+        let kernel = Kernel::connect(
+            self.rest.clone(),
+            id,
+            self.hooks.clone(),
+            self.kernel_start.timeout,
+        )
+        .await?;
         kernels.insert(id.to_owned(), kernel.clone());
         Ok(kernel)
     }
@@ -245,7 +260,7 @@ impl Jupyter {
         spec: Option<&str>,
         label: &str,
     ) -> Result<Arc<Kernel>, KernelError> {
-        let model = self.rest.start_kernel(spec).await?;
+        let model = self.rest.start_kernel(spec, &self.kernel_start).await?;
         self.started
             .lock()
             .expect("started lock")

@@ -28,6 +28,8 @@ pub enum DialError {
     NoSubprotocol,
     /// The server answered the upgrade with this HTTP status.
     Status(StatusCode),
+    /// The upgrade was not answered in time (a gateway answers it once the kernel does).
+    HandshakeTimedOut(Duration),
     Other(String),
 }
 
@@ -49,6 +51,11 @@ impl std::fmt::Display for DialError {
         match self {
             DialError::NoSubprotocol => write!(f, "the server refused the websocket protocol"),
             DialError::Status(status) => write!(f, "HTTP {status}"),
+            DialError::HandshakeTimedOut(after) => write!(
+                f,
+                "the websocket handshake was not answered within {} s",
+                after.as_secs()
+            ),
             DialError::Other(reason) => write!(f, "{reason}"),
         }
     }
@@ -61,9 +68,23 @@ pub async fn dial_server(
     url: &Url,
     subprotocol: Option<&'static str>,
 ) -> Result<(JupyterSocket, Response), DialError> {
+    dial_server_within(rest, url, subprotocol, HANDSHAKE_TIMEOUT).await
+}
+
+/// How long a websocket upgrade may take unless the caller says otherwise.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `dial_server` whose upgrade may take `handshake` (Enterprise Gateway answers a kernel's
+/// upgrade only once the kernel answers `kernel_info`: on a cluster, once its pod runs).
+pub async fn dial_server_within(
+    rest: &JupyterRest,
+    url: &Url,
+    subprotocol: Option<&'static str>,
+    handshake: Duration,
+) -> Result<(JupyterSocket, Response), DialError> {
     let login_failed = |e: RestError| DialError::Other(e.to_string());
     let credentials = rest.credentials().await.map_err(login_failed)?;
-    match dial(url, &credentials.headers, subprotocol).await {
+    match dial(url, &credentials.headers, subprotocol, handshake).await {
         Err(DialError::Status(status))
             if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) =>
         {
@@ -72,7 +93,7 @@ pub async fn dial_server(
                 .await
                 .map_err(login_failed)?
             {
-                Some(renewed) => dial(url, &renewed.headers, subprotocol).await,
+                Some(renewed) => dial(url, &renewed.headers, subprotocol, handshake).await,
                 None => Err(DialError::Status(status)),
             }
         }
@@ -85,6 +106,7 @@ pub async fn dial(
     url: &Url,
     auth_headers: &[(&'static str, String)],
     subprotocol: Option<&'static str>,
+    handshake_timeout: Duration,
 ) -> Result<(JupyterSocket, Response), DialError> {
     let mut request = url
         .as_str()
@@ -123,9 +145,9 @@ pub async fn dial(
         Some(config),
         None,
     );
-    let (ws, response) = tokio::time::timeout(Duration::from_secs(30), handshake)
+    let (ws, response) = tokio::time::timeout(handshake_timeout, handshake)
         .await
-        .map_err(|_| DialError::Other("the websocket handshake timed out".into()))??;
+        .map_err(|_| DialError::HandshakeTimedOut(handshake_timeout))??;
     Ok((ws, response))
 }
 

@@ -92,6 +92,7 @@ mod tests {
                 },
                 max_file_bytes: 1,
                 prewarm: Default::default(),
+                kernel_start: Default::default(),
             },
             Arc::default(),
             Arc::default(),

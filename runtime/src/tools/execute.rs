@@ -57,6 +57,14 @@ pub fn execute_code() -> Arc<dyn Tool> {
 pub fn progress_sink(reporter: ProgressReporter) -> ProgressSink {
     Arc::new(move |p: Progress| {
         let elapsed = p.elapsed.min(p.timeout).as_secs_f64();
+        if p.starting {
+            let message = format!(
+                "Waiting for the kernel to start and answer: {:.0}s / {}s (--kernel-start-timeout)",
+                p.elapsed.as_secs_f64(),
+                format_secs(p.timeout)
+            );
+            return reporter(elapsed, Some(p.timeout.as_secs_f64()), message);
+        }
         let mut message = format!(
             "Execution in progress: {:.0}s / {}s",
             p.elapsed.as_secs_f64(),

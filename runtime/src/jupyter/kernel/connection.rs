@@ -4,8 +4,15 @@
 //! the request it answers (by the parent `msg_id`), reconnects with the same session id when the
 //! socket drops (Jupyter replays what it buffered meanwhile), and watches for the kernel being
 //! *gone* — deleted, dead, or restarted by someone else — because then its state is lost.
+//!
+//! Nothing a caller queues is sent on a socket before the kernel has answered a
+//! `kernel_info_request` on it (re-sent until it does), as Jupyter's own clients wait: what sits
+//! between us and the kernel (a Jupyter Server's gateway proxy, a gateway, a Hub's proxy) may
+//! accept the socket before its own channels to the kernel are open, and drop what arrives
+//! meanwhile. And a socket is never dialled twice under one session id: a gateway takes the
+//! second for a replacement of the first and stalls it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,6 +71,12 @@ pub enum ConnectError {
     Forbidden(String),
     #[error("cannot open the websocket of kernel '{kernel_id}': {reason}")]
     Failed { kernel_id: String, reason: String },
+    #[error(
+        "kernel '{kernel_id}' did not answer within {seconds} s (--kernel-start-timeout) of being \
+         connected to; on a cluster its pod may still be being scheduled or its image pulled: \
+         try again later, or raise --kernel-start-timeout"
+    )]
+    NotAnswering { kernel_id: String, seconds: u64 },
 }
 
 type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Routed>>>>;
@@ -77,6 +90,8 @@ struct Shared {
     label: std::sync::Mutex<String>,
     hooks: Arc<crate::hooks::Hooks>,
     liveness: watch::Sender<Liveness>,
+    /// Whether the kernel has answered on the socket now open (see the module doc).
+    answering: watch::Sender<bool>,
     execution_state: watch::Sender<String>,
     /// The kernel's widget models, from their comm messages (whoever's request they answer).
     widgets: Mutex<super::widgets::WidgetStates>,
@@ -108,13 +123,15 @@ impl std::fmt::Debug for KernelConnection {
 
 impl KernelConnection {
     /// Connects to a kernel; fails at once if the kernel does not exist or refuses us.
+    /// `start_timeout` bounds the websocket upgrade, which a gateway answers only once the
+    /// kernel does.
     pub async fn open(
         rest: JupyterRest,
         kernel_id: &str,
         hooks: Arc<crate::hooks::Hooks>,
+        start_timeout: Duration,
     ) -> Result<Self, ConnectError> {
-        let session_id = uuid::Uuid::new_v4().to_string();
-        let socket = Socket::connect(&rest, kernel_id, &session_id).await?;
+        let (socket, session_id) = Socket::open(&rest, kernel_id, start_timeout).await?;
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         let routes: Routes = Arc::default();
         let shared = Arc::new(Shared {
@@ -123,6 +140,7 @@ impl KernelConnection {
             label: std::sync::Mutex::new(String::new()),
             hooks,
             liveness: watch::Sender::new(Liveness::Alive),
+            answering: watch::Sender::new(false),
             execution_state: watch::Sender::new("unknown".to_owned()),
             widgets: Mutex::default(),
         });
@@ -131,6 +149,8 @@ impl KernelConnection {
                 rest,
                 kernel_id: kernel_id.to_owned(),
                 session_id: session_id.clone(),
+                v1: socket.v1,
+                start_timeout,
                 routes: routes.clone(),
                 shared: shared.clone(),
             }
@@ -152,6 +172,22 @@ impl KernelConnection {
 
     pub fn liveness(&self) -> Liveness {
         *self.shared.liveness.borrow()
+    }
+
+    /// Waits until the kernel answers on our socket (what we queue is sent from then on), or
+    /// is gone; returns whether it answers.
+    pub async fn answering(&self) -> bool {
+        let mut answering = self.shared.answering.subscribe();
+        let mut liveness = self.shared.liveness.subscribe();
+        tokio::select! {
+            ready = answering.wait_for(|ready| *ready) => ready.is_ok(),
+            _ = liveness.wait_for(|l| *l != Liveness::Alive) => false,
+        }
+    }
+
+    /// Whether the kernel has answered on the socket open now.
+    pub fn is_answering(&self) -> bool {
+        *self.shared.answering.borrow()
     }
 
     /// The last `execution_state` the kernel reported (busy, idle, starting, …).
@@ -240,22 +276,59 @@ impl KernelConnection {
         content: Value,
         parent: Value,
     ) -> WireMessage {
-        WireMessage {
-            channel: channel.to_owned(),
-            header: json!({
-                "msg_id": uuid::Uuid::new_v4().simple().to_string(),
-                "msg_type": msg_type,
-                "username": "jupyter-mcp-server",
-                "session": self.session_id,
-                "date": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-                "version": "5.4",
-            }),
-            parent_header: parent,
-            metadata: json!({}),
-            content,
-            buffers: Vec::new(),
-        }
+        new_message(&self.session_id, channel, msg_type, content, parent)
     }
+}
+
+fn new_message(
+    session_id: &str,
+    channel: &str,
+    msg_type: &str,
+    content: Value,
+    parent: Value,
+) -> WireMessage {
+    WireMessage {
+        channel: channel.to_owned(),
+        header: json!({
+            "msg_id": uuid::Uuid::new_v4().simple().to_string(),
+            "msg_type": msg_type,
+            "username": "jupyter-mcp-server",
+            "session": session_id,
+            "date": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "version": "5.4",
+        }),
+        parent_header: parent,
+        metadata: json!({}),
+        content,
+        buffers: Vec::new(),
+    }
+}
+
+/// How often the `kernel_info_request` that opens a socket is sent again until answered.
+const HANDSHAKE_RESEND: Duration = Duration::from_secs(1);
+
+/// Whether `message` shows the kernel answering on a new socket: it answers one of our
+/// handshake requests, or the kernel is busy running someone's code (a kernel running a long
+/// cell answers `kernel_info` only after it; it is started, and our requests wait their turn).
+fn shows_answering(message: &WireMessage, handshake: &HashSet<String>) -> bool {
+    if message
+        .parent_msg_id()
+        .is_some_and(|parent| handshake.contains(parent))
+    {
+        return true;
+    }
+    message.channel == "iopub"
+        && message.msg_type() == "status"
+        && message
+            .content
+            .get("execution_state")
+            .and_then(Value::as_str)
+            == Some("busy")
+        && message
+            .parent_header
+            .get("msg_type")
+            .and_then(Value::as_str)
+            == Some("execute_request")
 }
 
 /// A kernel-lifecycle event seen on the socket, judged by whether the kernel's state survives.
@@ -292,6 +365,9 @@ struct SocketTask {
     rest: JupyterRest,
     kernel_id: String,
     session_id: String,
+    /// The protocol the first socket settled on, spoken by every reconnection.
+    v1: bool,
+    start_timeout: Duration,
     routes: Routes,
     shared: Arc<Shared>,
 }
@@ -322,16 +398,25 @@ impl SocketTask {
         &self,
         socket: &mut Socket,
         outgoing: &mut mpsc::UnboundedReceiver<WireMessage>,
-        unsent: Option<WireMessage>,
+        mut unsent: Option<WireMessage>,
     ) -> Pumped {
-        if let Some(message) = unsent
-            && let Err(e) = socket.ws.send(socket.encode(&message)).await
-        {
-            return Pumped::SocketClosed(e.to_string(), Some(message));
-        }
+        // Callers' messages wait until the kernel answers on this socket (see the module doc).
+        self.shared.answering.send_replace(false);
+        let mut handshake = HashSet::new();
+        let mut resend = tokio::time::interval(HANDSHAKE_RESEND);
+        let mut answering = false;
         loop {
             tokio::select! {
-                queued = outgoing.recv() => {
+                _ = resend.tick(), if !answering => {
+                    let hello = new_message(
+                        &self.session_id, "shell", "kernel_info_request", json!({}), json!({}),
+                    );
+                    handshake.insert(hello.msg_id().to_owned());
+                    if let Err(e) = socket.ws.send(socket.encode(&hello)).await {
+                        return Pumped::SocketClosed(e.to_string(), unsent);
+                    }
+                }
+                queued = outgoing.recv(), if answering => {
                     let Some(message) = queued else { return Pumped::CallerGone };
                     let frame = socket.encode(&message);
                     if let Err(e) = socket.ws.send(frame).await {
@@ -342,8 +427,8 @@ impl SocketTask {
                 }
                 frame = socket.ws.next() => {
                     let frame = match frame {
-                        None => return Pumped::SocketClosed("closed by the server".into(), None),
-                        Some(Err(e)) => return Pumped::SocketClosed(e.to_string(), None),
+                        None => return Pumped::SocketClosed("closed by the server".into(), unsent),
+                        Some(Err(e)) => return Pumped::SocketClosed(e.to_string(), unsent),
                         Some(Ok(frame)) => frame,
                     };
                     let message = match socket.decode(frame) {
@@ -356,6 +441,20 @@ impl SocketTask {
                     };
                     if let Some(reason) = loss_signalled(&message, &self.shared.restart_expected) {
                         return Pumped::KernelGone(reason);
+                    }
+                    if !answering && shows_answering(&message, &handshake) {
+                        answering = true;
+                        self.shared.answering.send_replace(true);
+                        tracing::debug!(kernel = %self.kernel_id, "the kernel answers on its socket");
+                        if let Some(message) = unsent.take()
+                            && let Err(e) = socket.ws.send(socket.encode(&message)).await
+                        {
+                            return Pumped::SocketClosed(e.to_string(), Some(message));
+                        }
+                    }
+                    // The handshake's own answers are nobody's business.
+                    if message.parent_msg_id().is_some_and(|p| handshake.contains(p)) {
+                        continue;
                     }
                     self.route(message);
                 }
@@ -429,7 +528,14 @@ impl SocketTask {
             if outgoing.is_closed() {
                 return None;
             }
-            match Socket::connect(&self.rest, &self.kernel_id, &self.session_id).await {
+            let dialled = Socket::connect(
+                &self.rest,
+                &self.kernel_id,
+                &self.session_id,
+                self.v1,
+                self.start_timeout,
+            );
+            match dialled.await {
                 Ok(socket) => {
                     tracing::info!(kernel = %self.kernel_id, "kernel websocket reconnected");
                     return Some(socket);
@@ -459,18 +565,39 @@ struct Socket {
 }
 
 impl Socket {
+    /// The first socket of a connection, and the session id it was opened under: v1 when the
+    /// server picks it, else the legacy protocol under a *fresh* session id (the refused
+    /// socket was opened on the first one, and a gateway takes a second socket on a session
+    /// for a replacement of the first, stalling it for most of a minute).
+    async fn open(
+        rest: &JupyterRest,
+        kernel_id: &str,
+        within: Duration,
+    ) -> Result<(Self, String), ConnectError> {
+        let session_id = uuid::Uuid::new_v4().to_string();
+        match Self::connect_with(rest, kernel_id, &session_id, true, within).await {
+            Err(DialError::NoSubprotocol) => {
+                let session_id = uuid::Uuid::new_v4().to_string();
+                Self::connect(rest, kernel_id, &session_id, false, within)
+                    .await
+                    .map(|socket| (socket, session_id))
+            }
+            other => other
+                .map(|socket| (socket, session_id))
+                .map_err(|e| e.into_connect_error(kernel_id)),
+        }
+    }
+
     async fn connect(
         rest: &JupyterRest,
         kernel_id: &str,
         session_id: &str,
+        v1: bool,
+        within: Duration,
     ) -> Result<Self, ConnectError> {
-        match Self::connect_with(rest, kernel_id, session_id, true).await {
-            // The server did not pick v1: speak the legacy JSON protocol.
-            Err(DialError::NoSubprotocol) => Self::connect_with(rest, kernel_id, session_id, false)
-                .await
-                .map_err(|e| e.into_connect_error(kernel_id)),
-            other => other.map_err(|e| e.into_connect_error(kernel_id)),
-        }
+        Self::connect_with(rest, kernel_id, session_id, v1, within)
+            .await
+            .map_err(|e| e.into_connect_error(kernel_id))
     }
 
     async fn connect_with(
@@ -478,12 +605,13 @@ impl Socket {
         kernel_id: &str,
         session_id: &str,
         offer_v1: bool,
+        within: Duration,
     ) -> Result<Self, DialError> {
         let url = rest
             .kernel_channels_url(kernel_id, session_id)
             .map_err(|e| DialError::Other(e.to_string()))?;
         let subprotocol = offer_v1.then_some(V1_SUBPROTOCOL);
-        let (ws, response) = websocket::dial_server(rest, &url, subprotocol).await?;
+        let (ws, response) = websocket::dial_server_within(rest, &url, subprotocol, within).await?;
         let v1 = response
             .headers()
             .get(header::SEC_WEBSOCKET_PROTOCOL)
@@ -521,6 +649,10 @@ impl DialError {
             DialError::Status(status) => ConnectError::Failed {
                 kernel_id: kernel_id.to_owned(),
                 reason: format!("HTTP {status}"),
+            },
+            DialError::HandshakeTimedOut(after) => ConnectError::NotAnswering {
+                kernel_id: kernel_id.to_owned(),
+                seconds: after.as_secs(),
             },
             DialError::NoSubprotocol => ConnectError::Failed {
                 kernel_id: kernel_id.to_owned(),

@@ -283,6 +283,9 @@ pub struct Progress {
     pub elapsed: Duration,
     pub timeout: Duration,
     pub output_count: usize,
+    /// Still waiting for a kernel being started to answer (`timeout` is then the kernel start
+    /// timeout), not yet running the code.
+    pub starting: bool,
 }
 
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
@@ -332,6 +335,12 @@ pub enum ExecuteError {
     },
     #[error("kernel '{kernel_id}' is busy running another execution")]
     Busy { kernel_id: String },
+    #[error(
+        "kernel '{kernel_id}' did not answer within {seconds} s (--kernel-start-timeout) of being \
+         started or connected to; on a cluster its pod may still be being scheduled or its image \
+         pulled: try again later, or raise --kernel-start-timeout"
+    )]
+    NotAnswering { kernel_id: String, seconds: u64 },
 }
 
 /// After the reply, how long we wait for the kernel's idle status before answering anyway.
@@ -445,6 +454,7 @@ pub(super) async fn run(
                         elapsed: started.elapsed(),
                         timeout: request.timeout,
                         output_count: collector.outputs().len(),
+                        starting: false,
                     });
                 }
             }

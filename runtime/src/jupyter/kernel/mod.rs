@@ -37,11 +37,26 @@ impl KernelError {
     }
 }
 
+/// The outcome of an execution cancelled before it reached the kernel.
+fn cancelled_before_running() -> ExecutionOutcome {
+    ExecutionOutcome {
+        outputs: Vec::new(),
+        execution_count: None,
+        reply_status: None,
+        completion: Completion::Cancelled,
+        elapsed: Default::default(),
+        user_expressions: None,
+        widgets: None,
+    }
+}
+
 pub struct Kernel {
     id: String,
     rest: JupyterRest,
     connection: KernelConnection,
     hooks: Arc<crate::hooks::Hooks>,
+    /// How long an execution waits for a kernel that has not answered yet (`--kernel-start-timeout`).
+    start_timeout: std::time::Duration,
     /// Executions run one at a time, first come first served (tokio's mutex is fair).
     queue: tokio::sync::Mutex<()>,
     /// The code of the execution holding the queue, and since when (for `interrupt_kernel`).
@@ -69,13 +84,16 @@ impl Kernel {
         rest: JupyterRest,
         id: &str,
         hooks: Arc<crate::hooks::Hooks>,
+        start_timeout: std::time::Duration,
     ) -> Result<Arc<Kernel>, KernelError> {
-        let connection = KernelConnection::open(rest.clone(), id, hooks.clone()).await?;
+        let connection =
+            KernelConnection::open(rest.clone(), id, hooks.clone(), start_timeout).await?;
         Ok(Arc::new(Kernel {
             id: id.to_owned(),
             rest,
             connection,
             hooks,
+            start_timeout,
             queue: tokio::sync::Mutex::new(()),
             running: std::sync::Mutex::new(None),
         }))
@@ -153,23 +171,64 @@ impl Kernel {
         } else {
             tokio::select! {
             turn = self.queue.lock() => turn,
-            _ = request.cancel.cancelled() => {
-                return Ok(ExecutionOutcome {
-                    outputs: Vec::new(),
-                    execution_count: None,
-                    reply_status: None,
-                    completion: Completion::Cancelled,
-                    elapsed: Default::default(),
-                    user_expressions: None,
-                    widgets: None,
-                });
-            }
+            _ = request.cancel.cancelled() => return Ok(cancelled_before_running()),
             }
         };
+        // The execution's clock starts once the kernel answers (a new kernel on a cluster may
+        // take a while): until then the kernel start timeout bounds the wait.
+        if !self.connection.is_answering() && !self.await_answering(&request).await? {
+            return Ok(cancelled_before_running());
+        }
         *self.running.lock().expect("running lock") =
             Some((request.code.clone(), std::time::Instant::now()));
         let _running = RunningGuard(self);
         Ok(execute::run(self, request).await?)
+    }
+
+    /// Waits for the kernel's first answer on our socket, reporting progress as an execution
+    /// does; `false` when the caller cancelled meanwhile.
+    async fn await_answering(&self, request: &ExecutionRequest) -> Result<bool, KernelError> {
+        let started = tokio::time::Instant::now();
+        let mut ticker = request.progress.as_ref().map(|(every, _)| {
+            let every = (*every).max(std::time::Duration::from_millis(100));
+            tokio::time::interval_at(started + every, every)
+        });
+        let answering = self.connection.answering();
+        tokio::pin!(answering);
+        let deadline = tokio::time::sleep_until(started + self.start_timeout);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                answers = &mut answering => {
+                    if answers {
+                        return Ok(true);
+                    }
+                    let reason = match self.liveness() {
+                        Liveness::Gone(reason) => reason,
+                        Liveness::Alive => GoneReason::Deleted,
+                    };
+                    return Err(self.gone(reason));
+                }
+                _ = &mut deadline => {
+                    return Err(KernelError::Execute(ExecuteError::NotAnswering {
+                        kernel_id: self.id.clone(),
+                        seconds: self.start_timeout.as_secs(),
+                    }));
+                }
+                _ = request.cancel.cancelled() => return Ok(false),
+                _ = async { ticker.as_mut().expect("guarded").tick().await }, if ticker.is_some() => {
+                    if let Some((_, sink)) = &request.progress {
+                        tracing::debug!(kernel = %self.id, "waiting for the kernel to answer");
+                        sink(execute::Progress {
+                            elapsed: started.elapsed(),
+                            timeout: self.start_timeout,
+                            output_count: 0,
+                            starting: true,
+                        });
+                    }
+                }
+            }
+        }
     }
 
     /// The code this server is running in the kernel now, and for how long.

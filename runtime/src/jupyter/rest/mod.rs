@@ -1,9 +1,12 @@
 //! The Jupyter Server REST API: contents, kernels, sessions, kernelspecs and status.
 //!
 //! Jupyter answers some failures misleadingly (a rejected token looks like an XSRF error, an
-//! unknown kernel on some routes is a 500); [`classify_failure`] turns those into errors that say
-//! what actually happened.
+//! unknown kernel on some routes is a 500, a gateway's reason arrives in `reason` or a traceback
+//! rather than `message`); [`classify_failure`] turns those into errors that say what actually
+//! happened and who said so: the Jupyter Server, Enterprise Gateway, or the gateway behind a
+//! Jupyter Server (`--GatewayClient.url`).
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -17,6 +20,7 @@ mod contents;
 mod kernels;
 mod models;
 
+pub use kernels::KernelStart;
 pub use models::{
     CollaborationSession, ContentsModel, KernelModel, KernelSpec, KernelSpecEntry, KernelSpecs,
     SessionModel,
@@ -26,6 +30,8 @@ pub use models::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
     Kernel(String),
+    /// A kernel being started, of this kernelspec (the server's default when `None`).
+    NewKernel(Option<String>),
     Path(String),
     Server,
     Collaboration,
@@ -35,10 +41,29 @@ impl std::fmt::Display for Subject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Subject::Kernel(id) => write!(f, "kernel '{id}'"),
+            Subject::NewKernel(Some(spec)) => write!(f, "a new kernel of kernelspec '{spec}'"),
+            Subject::NewKernel(None) => write!(f, "a new kernel"),
             Subject::Path(path) if path.is_empty() => write!(f, "the root directory"),
             Subject::Path(path) => write!(f, "'{path}'"),
             Subject::Server => write!(f, "the Jupyter Server"),
             Subject::Collaboration => write!(f, "real-time collaboration"),
+        }
+    }
+}
+
+/// What kind of server a client talks to, so a refusal names who refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    JupyterServer,
+    /// Jupyter Enterprise Gateway (its `/api` names a `gateway_version`).
+    EnterpriseGateway,
+}
+
+impl Peer {
+    fn name(self) -> &'static str {
+        match self {
+            Peer::JupyterServer => "the Jupyter Server",
+            Peer::EnterpriseGateway => "Enterprise Gateway",
         }
     }
 }
@@ -50,13 +75,20 @@ pub enum RestError {
     )]
     Unreachable { url: String, reason: String },
     #[error(
-        "the Jupyter Server at {url} rejected the token (HTTP 403). Check --jupyter-token / JUPYTER_TOKEN"
+        "{who} rejected the token (HTTP {status}{}). Check --jupyter-token / JUPYTER_TOKEN \
+         (--code-sandbox-token / CODE_SANDBOX_TOKEN for a separate code sandbox)",
+        colon_then(.reason)
     )]
-    TokenRejected { url: String },
+    TokenRejected {
+        who: String,
+        status: u16,
+        reason: String,
+    },
     #[error("{subject} was not found on the Jupyter Server")]
     NotFound { subject: Subject },
-    #[error("the Jupyter Server refused {method} on {subject} (HTTP {status}): {message}")]
+    #[error("{who} refused {method} on {subject} (HTTP {status}): {message}")]
     Status {
+        who: String,
         method: String,
         subject: Subject,
         status: u16,
@@ -73,22 +105,84 @@ pub enum RestError {
     Login(#[from] LoginError),
 }
 
-/// Maps a failed response to the error it really means.
+/// `": reason"`, or nothing for no reason.
+fn colon_then(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
+    }
+}
+
+/// What a failed answer says went wrong: its `message`, else its `reason` (Enterprise Gateway
+/// puts its refusals there), else the last line of its traceback (a kernel start failing in a
+/// gateway), else its text; HTTP's own phrases ("Forbidden", "Unknown server error") say nothing.
+fn stated_reason(status: StatusCode, body: &str) -> String {
+    let Ok(json) = serde_json::from_str::<Value>(body) else {
+        return body.trim().chars().take(300).collect();
+    };
+    let says_something = |text: &&str| {
+        let text = text.trim();
+        !text.is_empty()
+            && Some(text) != status.canonical_reason()
+            && text != "Unknown server error"
+    };
+    let field = |key: &str| json.get(key).and_then(Value::as_str).filter(says_something);
+    let last_traceback_line = || {
+        json.get("traceback")
+            .and_then(Value::as_str)
+            .and_then(|t| t.lines().rev().find(|l| !l.trim().is_empty()))
+            .map(|l| l.trim().to_owned())
+    };
+    field("message")
+        .or_else(|| field("reason"))
+        .map(str::to_owned)
+        .or_else(last_traceback_line)
+        .unwrap_or_else(|| {
+            status
+                .canonical_reason()
+                .unwrap_or("no reason given")
+                .to_owned()
+        })
+}
+
+/// Whether a 403's reason is about who is asking (a token, a login, the XSRF check a bad token
+/// trips on a POST), rather than about what was asked.
+fn about_authentication(reason: &str) -> bool {
+    let reason = reason.to_ascii_lowercase();
+    ["token", "_xsrf", "auth", "login", "credential", "forbidden"]
+        .iter()
+        .any(|word| reason.contains(word))
+}
+
+/// Jupyter Server's gateway proxy answers a gateway's refusal with this text and drops the
+/// gateway's own reason (it only reaches the Jupyter Server's log).
+const RELAYED_FROM_GATEWAY: &str = "Error from Gateway";
+
+/// Maps a failed response from `peer` at `base_url` to the error it really means.
 pub fn classify_failure(
     method: &Method,
     status: StatusCode,
     body: &str,
     subject: Subject,
     base_url: &str,
+    peer: Peer,
 ) -> RestError {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
-        .unwrap_or_else(|| body.trim().chars().take(300).collect());
+    let mut message = stated_reason(status, body);
+    let mut who = format!("{} at {base_url}", peer.name());
+    let relayed = message.starts_with(RELAYED_FROM_GATEWAY);
+    if relayed {
+        who = format!("the gateway behind the Jupyter Server at {base_url} (--GatewayClient.url)");
+        message = "the Jupyter Server did not pass on the gateway's reason; the Jupyter \
+                   Server's log has it"
+            .to_owned();
+    }
+    let gateway = peer == Peer::EnterpriseGateway || who.starts_with("the gateway");
     match status {
         // The server's own file system refused (read-only directory, immutable file): a 403
         // too, but nothing to do with the token.
         StatusCode::FORBIDDEN if message.contains("Permission denied") => RestError::Status {
+            who,
             method: method.to_string(),
             subject,
             status: status.as_u16(),
@@ -97,9 +191,58 @@ pub fn classify_failure(
                  free space of its notebook directory)"
             ),
         },
+        // A gateway that refuses a kernel start refuses its user, not the token.
+        StatusCode::FORBIDDEN if gateway && method == Method::POST => RestError::Status {
+            who,
+            method: method.to_string(),
+            subject,
+            status: status.as_u16(),
+            message: format!(
+                "{message} (Enterprise Gateway refuses the users in its unauthorized_users, \
+                 root by default, and those missing from a non-empty authorized_users; the \
+                 kernel's user is KERNEL_USERNAME: pass it with --kernel-env)"
+            ),
+        },
+        // A gateway forbids listing kernels unless its operator allows it.
+        StatusCode::FORBIDDEN if gateway && !about_authentication(&message) => RestError::Status {
+            who,
+            method: method.to_string(),
+            subject,
+            status: status.as_u16(),
+            message,
+        },
+        StatusCode::FORBIDDEN if gateway && matches!(subject, Subject::Server) => {
+            RestError::Status {
+                who,
+                method: method.to_string(),
+                subject,
+                status: status.as_u16(),
+                message: format!(
+                    "{message} (with a right token, this is a route the gateway keeps closed: \
+                     Enterprise Gateway lists kernels only with --EnterpriseGatewayApp.list_kernels=True)"
+                ),
+            }
+        }
+        // Our token passed; the Jupyter Server's own one for its gateway did not.
+        StatusCode::UNAUTHORIZED if relayed => RestError::Status {
+            who,
+            method: method.to_string(),
+            subject,
+            status: status.as_u16(),
+            message: "the gateway refused the Jupyter Server's token for it (the Jupyter \
+                      Server's GatewayClient.auth_token / JUPYTER_GATEWAY_AUTH_TOKEN)"
+                .to_owned(),
+        },
         // A bad token on a POST reads "'_xsrf' argument missing": it is still a bad token.
-        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => RestError::TokenRejected {
-            url: base_url.to_owned(),
+        StatusCode::UNAUTHORIZED => RestError::TokenRejected {
+            who,
+            status: status.as_u16(),
+            reason: String::new(),
+        },
+        StatusCode::FORBIDDEN if about_authentication(&message) => RestError::TokenRejected {
+            who,
+            status: status.as_u16(),
+            reason: message,
         },
         StatusCode::NOT_FOUND => RestError::NotFound { subject },
         // Restarting or interrupting an unknown kernel is a 500 with this text.
@@ -112,6 +255,7 @@ pub fn classify_failure(
             RestError::NotFound { subject }
         }
         _ => RestError::Status {
+            who,
             method: method.to_string(),
             subject,
             status: status.as_u16(),
@@ -126,6 +270,8 @@ pub struct JupyterRest {
     /// Always ends with '/', so relative joins keep a base path such as `/user/x/`.
     base: Url,
     auth: Auth,
+    /// What kind of server this is, learned at the first failure that needs naming it.
+    peer: Arc<OnceLock<Peer>>,
 }
 
 impl std::fmt::Debug for JupyterRest {
@@ -153,7 +299,12 @@ impl JupyterRest {
             .tcp_nodelay(true)
             .build()
             .expect("the TLS backend is compiled in");
-        JupyterRest { http, base, auth }
+        JupyterRest {
+            http,
+            base,
+            auth,
+            peer: Arc::default(),
+        }
     }
 
     pub fn base_url(&self) -> &Url {
@@ -236,34 +387,78 @@ impl JupyterRest {
         body: Option<Value>,
         subject: Subject,
     ) -> Result<String, RestError> {
+        self.send_timed(method, url, body, subject, None).await
+    }
+
+    /// `send` with its own time limit in place of the client's (a kernel start on a cluster).
+    pub(super) async fn send_timed(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Value>,
+        subject: Subject,
+        timeout: Option<Duration>,
+    ) -> Result<String, RestError> {
         let credentials = self.credentials().await?;
         let mut answer = self
-            .send_once(&method, &url, body.as_ref(), &credentials)
+            .send_once_timed(&method, &url, body.as_ref(), &credentials, timeout)
             .await?;
         // An expired login reads as a refused one: log in again and try once more.
         if matches!(answer.0, StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED)
             && matches!(
-                classify_failure(&method, answer.0, &answer.1, subject.clone(), ""),
+                classify_failure(
+                    &method,
+                    answer.0,
+                    &answer.1,
+                    subject.clone(),
+                    "",
+                    Peer::JupyterServer
+                ),
                 RestError::TokenRejected { .. }
             )
             && let Some(renewed) = self.renew_credentials(&credentials).await?
         {
             answer = self
-                .send_once(&method, &url, body.as_ref(), &renewed)
+                .send_once_timed(&method, &url, body.as_ref(), &renewed, timeout)
                 .await?;
         }
         let (status, text) = answer;
         if status.is_success() {
             Ok(text)
         } else {
+            let peer = self.peer(&credentials).await;
             Err(classify_failure(
                 &method,
                 status,
                 &text,
                 subject,
                 &self.shown_url(),
+                peer,
             ))
         }
+    }
+
+    /// What kind of server this is: Enterprise Gateway names its version at `/api`.
+    async fn peer(&self, credentials: &Credentials) -> Peer {
+        if let Some(peer) = self.peer.get() {
+            return *peer;
+        }
+        let Ok(url) = self.endpoint(&["api"]) else {
+            return Peer::JupyterServer;
+        };
+        let peer = match self.send_once(&Method::GET, &url, None, credentials).await {
+            Ok((status, body)) if status.is_success() => {
+                let about = serde_json::from_str::<Value>(&body).unwrap_or_default();
+                if about.get("gateway_version").is_some() {
+                    Peer::EnterpriseGateway
+                } else {
+                    Peer::JupyterServer
+                }
+            }
+            // Not known this time (unreachable, refused): asked again at the next failure.
+            _ => return Peer::JupyterServer,
+        };
+        *self.peer.get_or_init(|| peer)
     }
 
     pub(super) async fn send_once(
@@ -273,7 +468,22 @@ impl JupyterRest {
         body: Option<&Value>,
         credentials: &Credentials,
     ) -> Result<(StatusCode, String), RestError> {
+        self.send_once_timed(method, url, body, credentials, None)
+            .await
+    }
+
+    async fn send_once_timed(
+        &self,
+        method: &Method,
+        url: &Url,
+        body: Option<&Value>,
+        credentials: &Credentials,
+        timeout: Option<Duration>,
+    ) -> Result<(StatusCode, String), RestError> {
         let mut request = self.http.request(method.clone(), url.clone());
+        if let Some(timeout) = timeout {
+            request = request.timeout(timeout);
+        }
         for (name, value) in &credentials.headers {
             request = request.header(*name, value);
         }
@@ -373,6 +583,7 @@ mod tests {
             r#"{"message": "Permission denied: nb.ipynb", "reason": null}"#,
             Subject::Path("nb.ipynb".into()),
             "http://127.0.0.1:8888/",
+            Peer::JupyterServer,
         );
         let text = error.to_string();
         assert!(
@@ -388,7 +599,108 @@ mod tests {
             body,
             subject,
             "http://127.0.0.1:8888/",
+            Peer::JupyterServer,
         )
+    }
+
+    fn classify_gateway(method: Method, status: u16, body: &str, subject: Subject) -> String {
+        classify_failure(
+            &method,
+            StatusCode::from_u16(status).unwrap(),
+            body,
+            subject,
+            "http://127.0.0.1:8889/",
+            Peer::EnterpriseGateway,
+        )
+        .to_string()
+    }
+
+    #[test]
+    fn a_gateway_refusing_the_user_says_why_and_not_token() {
+        // Enterprise Gateway 3.3.0's answer to root, word for word.
+        let text = classify_gateway(
+            Method::POST,
+            403,
+            r#"{"reason": "User 'root' is not authorized to start kernel 'Python 3 (ipykernel)'. Ensure KERNEL_USERNAME is set to an appropriate value and retry the request.", "message": ""}"#,
+            Subject::NewKernel(None),
+        );
+        assert!(
+            text.starts_with(
+                "Enterprise Gateway at http://127.0.0.1:8889/ refused POST on a new kernel"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("User 'root' is not authorized") && text.contains("--kernel-env"),
+            "{text}"
+        );
+        assert!(!text.contains("token"), "{text}");
+    }
+
+    #[test]
+    fn a_kernel_start_failing_in_a_gateway_gives_the_traceback_s_last_line() {
+        let text = classify_gateway(
+            Method::POST,
+            500,
+            r#"{"reason": "Internal Server Error", "message": "Unknown server error", "traceback": "Traceback (most recent call last):\n  File \"x.py\", line 1\njupyter_client.kernelspec.NoSuchKernel: No such kernel named nope\n"}"#,
+            Subject::Server,
+        );
+        assert!(
+            text.contains(
+                "(HTTP 500): jupyter_client.kernelspec.NoSuchKernel: No such kernel named nope"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_refusal_relayed_by_a_jupyter_server_names_its_gateway() {
+        let text = classify(
+            Method::POST,
+            403,
+            r#"{"message": "Error from Gateway: [%s] %s. Ensure gateway url is valid and the Gateway instance is running.", "reason": null}"#,
+            Subject::Server,
+        )
+        .to_string();
+        assert!(
+            text.starts_with("the gateway behind the Jupyter Server at http://127.0.0.1:8888/"),
+            "{text}"
+        );
+        assert!(!text.contains("token") && text.contains("log"), "{text}");
+    }
+
+    #[test]
+    fn only_authentication_is_about_the_token() {
+        let bad_token = classify(
+            Method::GET,
+            401,
+            r#"{"reason": "Unauthorized", "message": ""}"#,
+            Subject::Server,
+        );
+        assert!(
+            matches!(bad_token, RestError::TokenRejected { status: 401, .. }),
+            "{bad_token}"
+        );
+        let bare = classify(
+            Method::GET,
+            403,
+            r#"{"message": "Forbidden", "reason": null}"#,
+            Subject::Server,
+        );
+        assert!(
+            matches!(bare, RestError::TokenRejected { status: 403, .. }),
+            "{bare}"
+        );
+        let listing = classify_gateway(
+            Method::GET,
+            403,
+            r#"{"reason": "Forbidden", "message": "Forbidden"}"#,
+            Subject::Server,
+        );
+        assert!(
+            listing.contains("list_kernels=True") && !listing.contains("Check --jupyter-token"),
+            "{listing}"
+        );
     }
 
     #[test]

@@ -1,0 +1,336 @@
+"""Kernels on a cluster: a real Jupyter Enterprise Gateway and a real Jupyter Kernel Gateway on
+loopback (`tests/ensure-gateways`), in both topologies operators use: a Jupyter Server that hands
+its kernels to the gateway (`--GatewayClient.url`), and our `--code-sandbox-url` straight at the
+gateway with the notebooks on a Jupyter Server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import client_for, joined
+from gateways import start_enterprise_gateway, start_jupyter_on_gateway, start_kernel_gateway
+from harness import free_port, stop_jupyter
+
+pytestmark = pytest.mark.anyio
+
+# A lost first execution used to hang until its timeout: far below it, an answer is an answer.
+FIRST_TIMEOUT = 45
+
+
+@pytest.fixture(scope="module")
+def gateway_tmp():
+    tmp = Path(tempfile.mkdtemp(prefix="jmcp-gateway-"))
+    yield tmp
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+SLOW_SECONDS = 5
+
+
+@pytest.fixture(scope="module")
+def enterprise_gateway(gateway_tmp):
+    # 'slow': a kernel that answers only after SLOW_SECONDS, as one in a pod being scheduled.
+    slow = gateway_tmp / "eg" / "data" / "kernels" / "slow"
+    slow.mkdir(parents=True)
+    (slow / "kernel.json").write_text(json.dumps({
+        "argv": ["sh", "-c", f"sleep {SLOW_SECONDS}; exec python -m ipykernel_launcher -f {{connection_file}}"],
+        "display_name": "Slow", "language": "python"}))
+    gateway = start_enterprise_gateway(gateway_tmp / "eg", data_dir=gateway_tmp / "eg" / "data")
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def kernel_gateway(gateway_tmp):
+    gateway = start_kernel_gateway(gateway_tmp / "kg")
+    yield gateway
+    gateway.stop()
+
+
+@pytest.fixture(scope="module")
+def jupyter_on_gateway(gateway_tmp, enterprise_gateway):
+    server = start_jupyter_on_gateway(gateway_tmp / "js", enterprise_gateway)
+    yield server
+    stop_jupyter(server)
+
+
+def through_jupyter(jupyter_on_gateway, *args, env=None):
+    """Topology 1: our server at a Jupyter Server whose kernels live on the gateway."""
+    return client_for(jupyter_on_gateway, "legacy", *args, env=env)
+
+
+def straight_at(gateway, jupyter_server, *args, env=None):
+    """Topology 2: kernels straight on the gateway, notebooks on the session's Jupyter Server."""
+    return client_for(jupyter_server, "legacy", "--code-sandbox-url", gateway.url, *args,
+                      env={"CODE_SANDBOX_TOKEN": gateway.token, **(env or {})})
+
+
+async def first_execution_answers(client) -> None:
+    result = await client.call_tool("execute_code", {"code": "print('first'); 6 * 7", "timeout": FIRST_TIMEOUT})
+    text = joined(result)
+    assert not result.is_error and "first" in text and "42" in text and "TIMEOUT" not in text, text
+
+
+async def first_cell_answers(client) -> None:
+    path = f"gw-{uuid.uuid4().hex[:6]}.ipynb"
+    await client.call_tool("use_notebook", {"notebook_name": "gw", "notebook_path": path, "mode": "create"})
+    result = await client.call_tool("insert_execute_code_cell", {
+        "cell_index": -1, "cell_source": "print('cell one'); 2 + 3", "timeout": FIRST_TIMEOUT,
+    })
+    text = joined(result)
+    assert not result.is_error and "cell one" in text and "5" in text and "TIMEOUT" not in text, text
+
+
+def start_kernel_on(server, name: str) -> str:
+    status, model = server.request("POST", "/api/kernels", {"name": name})
+    assert status == 201, model
+    return model["id"]
+
+
+# ---- item 1: the first execution on a new kernel is never lost ----
+
+async def test_first_execution_through_a_jupyter_server_on_enterprise_gateway(jupyter_on_gateway,
+                                                                               enterprise_gateway):
+    before = enterprise_gateway.kernel_ids()
+    async with through_jupyter(jupyter_on_gateway) as client:
+        await first_execution_answers(client)
+        # The kernel really runs on the gateway.
+        assert enterprise_gateway.kernel_ids() - before
+        await first_cell_answers(client)
+    assert enterprise_gateway.kernel_ids() == before, "the kernels we started were stopped at exit"
+
+
+async def test_first_execution_straight_at_enterprise_gateway(enterprise_gateway, jupyter_server):
+    async with straight_at(enterprise_gateway, jupyter_server) as client:
+        await first_execution_answers(client)
+        await first_cell_answers(client)
+        listed = joined(await client.call_tool("list_notebooks", {}))
+        kernel_id = next(line for line in listed.split("\n") if line.startswith("gw\t")).split("\t")[2]
+        assert kernel_id in enterprise_gateway.kernel_ids()
+
+
+async def test_first_execution_with_kernel_gateway_as_the_code_sandbox(kernel_gateway, jupyter_server):
+    async with straight_at(kernel_gateway, jupyter_server) as client:
+        await first_execution_answers(client)
+        assert kernel_gateway.kernel_ids()
+
+
+# ---- item 2: a refusal carries its reason, and who gave it ----
+
+@pytest.fixture(scope="module")
+def refusing_gateway(gateway_tmp):
+    """Enterprise Gateway as it ships: refusing root (its default `unauthorized_users`); with a
+    kernelspec whose kernel cannot launch."""
+    data = gateway_tmp / "eg-refusing" / "data"
+    broken = data / "kernels" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "kernel.json").write_text(
+        '{"argv": ["/nonexistent/python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],'
+        ' "display_name": "Broken", "language": "python"}')
+    gateway = start_enterprise_gateway(gateway_tmp / "eg-refusing", refuse_root=True, data_dir=data)
+    yield gateway
+    gateway.stop()
+
+
+async def test_a_gateway_refusing_the_user_is_reported_with_its_reason(refusing_gateway, jupyter_server):
+    async with straight_at(refusing_gateway, jupyter_server) as client:
+        result = await client.call_tool("execute_code", {"code": "1", "timeout": 30})
+        text = joined(result)
+        assert result.is_error, text
+        assert "Enterprise Gateway at http://127.0.0.1:" in text, text
+        assert "User 'root' is not authorized" in text and "--kernel-env" in text, text
+        assert "token" not in text.lower(), text
+    # Told who the kernel's user is (KERNEL_USERNAME, read from our environment: a bare key),
+    # the gateway starts it.
+    async with straight_at(refusing_gateway, jupyter_server, "--kernel-env", "KERNEL_USERNAME",
+                           env={"KERNEL_USERNAME": "alice"}) as client:
+        result = await client.call_tool("execute_code", {"code": "import os; os.environ['KERNEL_USERNAME']",
+                                                         "timeout": FIRST_TIMEOUT})
+        assert not result.is_error and "alice" in joined(result), joined(result)
+
+
+async def test_a_refusal_relayed_by_a_jupyter_server_names_the_gateway(refusing_gateway, gateway_tmp):
+    server = start_jupyter_on_gateway(gateway_tmp / "js-refusing", refusing_gateway)
+    try:
+        async with through_jupyter(server) as client:
+            result = await client.call_tool("execute_code", {"code": "1", "timeout": 30})
+            text = joined(result)
+            assert result.is_error, text
+            assert "the gateway behind the Jupyter Server at" in text and "log" in text, text
+            assert "Check --jupyter-token" not in text, text
+    finally:
+        stop_jupyter(server)
+
+
+async def test_a_kernel_that_cannot_launch_is_reported_with_the_gateway_s_reason(refusing_gateway,
+                                                                                 jupyter_server):
+    async with straight_at(refusing_gateway, jupyter_server, "--kernel-env", "KERNEL_USERNAME=alice") as client:
+        path = f"broken-{uuid.uuid4().hex[:6]}.ipynb"
+        result = await client.call_tool("use_notebook", {"notebook_name": "b", "notebook_path": path,
+                                                         "mode": "create", "kernel_name": "broken"})
+        text = joined(result)
+        assert result.is_error, text
+        assert "Enterprise Gateway at http://127.0.0.1:" in text and "HTTP 500" in text, text
+        assert "/nonexistent/python" in text or "No such file" in text, text
+        assert "token" not in text.lower(), text
+
+
+# ---- item 3: cluster realities ----
+
+async def test_kernel_env_reaches_the_gateway_s_kernel_and_secrets_stay_off_argv(enterprise_gateway,
+                                                                                 jupyter_server):
+    secret = uuid.uuid4().hex
+    async with straight_at(enterprise_gateway, jupyter_server, "--kernel-env", "KERNEL_NAMESPACE=team-a",
+                           "--kernel-env", "KERNEL_TEAM_SECRET", env={"KERNEL_TEAM_SECRET": secret}) as client:
+        result = await client.call_tool("execute_code", {
+            "code": "import os; print(os.environ['KERNEL_NAMESPACE'], os.environ['KERNEL_TEAM_SECRET'])",
+            "timeout": FIRST_TIMEOUT})
+        assert f"team-a {secret}" in joined(result), joined(result)
+    # Nothing on any command line names the secret.
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                assert secret.encode() not in (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+
+
+async def test_a_kernel_culled_by_the_gateway_is_reported_gone(gateway_tmp, jupyter_server):
+    culling = start_enterprise_gateway(
+        gateway_tmp / "eg-culling", "--RemoteMappingKernelManager.cull_idle_timeout=3",
+        "--RemoteMappingKernelManager.cull_interval=1", "--RemoteMappingKernelManager.cull_connected=True")
+    try:
+        async with straight_at(culling, jupyter_server) as client:
+            await first_cell_answers(client)
+            listed = joined(await client.call_tool("list_notebooks", {}))
+            kernel_id = next(line for line in listed.split("\n") if line.startswith("gw\t")).split("\t")[2]
+            deadline = time.monotonic() + 60
+            while kernel_id in culling.kernel_ids():
+                assert time.monotonic() < deadline, "the gateway never culled the idle kernel"
+                await anyio.sleep(0.5)
+            deadline = time.monotonic() + 30
+            while True:
+                result = await client.call_tool("execute_cell", {"cell_index": 0, "timeout": 30})
+                if result.is_error:
+                    break
+                assert time.monotonic() < deadline, "the culled kernel was never seen gone"
+                await anyio.sleep(0.2)
+            text = joined(result)
+            assert "is gone" in text and "restart_notebook" in text, text
+            restarted = await client.call_tool("restart_notebook", {"notebook_name": "gw"})
+            assert not restarted.is_error, joined(restarted)
+            again = await client.call_tool("execute_cell", {"cell_index": 0, "timeout": FIRST_TIMEOUT})
+            assert "cell one" in joined(again), joined(again)
+    finally:
+        culling.stop()
+
+
+async def test_a_gateway_restarted_under_us_is_never_a_hang(gateway_tmp, jupyter_server):
+    port = free_port()
+    token = uuid.uuid4().hex
+    gateway = start_enterprise_gateway(gateway_tmp / "eg-restarted", port=port, token=token)
+    try:
+        async with straight_at(gateway, jupyter_server) as client:
+            await first_execution_answers(client)
+            await client.call_tool("execute_code", {"code": "kept = 1"})
+            gateway.stop()
+            gateway = start_enterprise_gateway(gateway_tmp / "eg-restarted", port=port, token=token)
+            started = time.monotonic()
+            result = await client.call_tool("execute_code", {"code": "print(kept)", "timeout": 60})
+            text = joined(result)
+            assert time.monotonic() - started < 45, "the lost kernel was waited on"
+            assert result.is_error and "lost" in text, text
+            # The loss was reported once; the next call gets a fresh kernel on the new gateway.
+            fresh = await client.call_tool("execute_code", {"code": "print('fresh')", "timeout": FIRST_TIMEOUT})
+            assert "fresh" in joined(fresh), joined(fresh)
+    finally:
+        gateway.stop()
+
+
+async def test_a_slow_kernel_is_waited_for_and_refused_past_the_start_timeout(enterprise_gateway,
+                                                                              jupyter_server):
+    """A kernel whose process takes seconds before it answers, as one in a pod being scheduled.
+    Enterprise Gateway answers the socket's upgrade only once the kernel answers."""
+    async with straight_at(enterprise_gateway, jupyter_server, "--kernel-start-timeout", "120") as client:
+        slow = enterprise_gateway.start_kernel("slow")
+        try:
+            result = await client.call_tool("execute_code", {"code": "print('answered')", "kernel_id": slow,
+                                                             "timeout": 5})
+            # The execution's own 5 s started once the kernel answered.
+            assert not result.is_error and "answered" in joined(result), joined(result)
+        finally:
+            enterprise_gateway.request("DELETE", f"/api/kernels/{slow}")
+
+    async with straight_at(enterprise_gateway, jupyter_server, "--kernel-start-timeout", "1") as client:
+        slow = enterprise_gateway.start_kernel("slow")
+        try:
+            result = await client.call_tool("execute_code", {"code": "1", "kernel_id": slow, "timeout": 30})
+            text = joined(result)
+            assert result.is_error and "did not answer within 1 s (--kernel-start-timeout)" in text, text
+        finally:
+            enterprise_gateway.request("DELETE", f"/api/kernels/{slow}")
+
+
+# ---- item 4: prewarm, auto-restart, interrupt and cancellation through a gateway ----
+
+async def test_spares_come_from_the_gateway_and_answer_at_once(enterprise_gateway, jupyter_server):
+    async with straight_at(enterprise_gateway, jupyter_server, "--capability", "kernel.prewarm") as client:
+        deadline = time.monotonic() + 90
+        while "[kernel.prewarm]" not in joined(await client.call_tool("list_kernels", {})):
+            assert time.monotonic() < deadline, "no spare kernel on the gateway"
+            await anyio.sleep(0.2)
+        listing = joined(await client.call_tool("list_kernels", {}))
+        spare = listing.split("[kernel.prewarm]", 1)[1].split(":", 1)[1].split(",")[0].strip()
+        assert spare in enterprise_gateway.kernel_ids()
+        await first_execution_answers(client)
+
+
+async def test_auto_restart_replaces_a_kernel_deleted_on_the_gateway(enterprise_gateway, jupyter_server):
+    async with straight_at(enterprise_gateway, jupyter_server, "--capability", "kernel.auto-restart") as client:
+        await first_cell_answers(client)
+        listed = joined(await client.call_tool("list_notebooks", {}))
+        kernel_id = next(line for line in listed.split("\n") if line.startswith("gw\t")).split("\t")[2]
+        status, _ = enterprise_gateway.request("DELETE", f"/api/kernels/{kernel_id}")
+        assert status == 204
+        deadline = time.monotonic() + 30
+        while f"\t{kernel_id}\tdead\t" not in joined(await client.call_tool("list_notebooks", {})):
+            assert time.monotonic() < deadline, "the deleted kernel was never seen lost"
+            await anyio.sleep(0.1)
+        result = await client.call_tool("execute_cell", {"cell_index": 0, "timeout": FIRST_TIMEOUT})
+        text = joined(result)
+        assert "KERNEL REPLACED" in text and "cell one" in text, text
+
+
+async def test_interrupt_and_cancellation_through_a_jupyter_server_on_the_gateway(jupyter_on_gateway):
+    async with through_jupyter(jupyter_on_gateway) as client:
+        await client.call_tool("execute_code", {"code": "marker = 'kept'", "timeout": FIRST_TIMEOUT})
+        slept = {}
+
+        async def sleep():
+            slept["result"] = await client.call_tool("execute_code", {"code": "import time; time.sleep(60)",
+                                                                      "timeout": 120})
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(sleep)
+            deadline = time.monotonic() + 60
+            while not joined(await client.call_tool("interrupt_kernel", {})).startswith("Interrupted"):
+                assert time.monotonic() < deadline, "the sleep never started"
+                await anyio.sleep(0.1)
+        assert "KeyboardInterrupt" in joined(slept["result"]), joined(slept["result"])
+
+        with anyio.move_on_after(2) as scope:
+            await client.call_tool("execute_code", {"code": "import time\nwhile True: time.sleep(0.05)",
+                                                    "timeout": 120})
+        assert scope.cancelled_caught
+        started = time.monotonic()
+        result = await client.call_tool("execute_code", {"code": "print(marker)", "timeout": 30})
+        assert "kept" in joined(result), joined(result)
+        assert time.monotonic() - started < 20, "the cancelled execution was not interrupted"
