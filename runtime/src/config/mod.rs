@@ -111,6 +111,25 @@ pub struct OutputLimits {
     /// 0 disables cutting.
     pub max_chars: usize,
     pub allow_images: bool,
+    /// While `output.compact` is on: an image's longer side at most, in pixels.
+    pub max_image_px: u32,
+    /// While `output.compact` is on: an image's area at most, in megapixels.
+    pub max_image_megapixels: f64,
+    /// While `output.compact` is on: images per result at most.
+    pub max_images: usize,
+}
+
+impl OutputLimits {
+    /// These text limits with the default image bounds.
+    pub fn text(max_chars: usize, allow_images: bool) -> Self {
+        OutputLimits {
+            max_chars,
+            allow_images,
+            max_image_px: 1568,
+            max_image_megapixels: 1.15,
+            max_images: 4,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -123,6 +142,9 @@ pub struct HttpConfig {
     pub insecure_noauth: bool,
     pub allowed_origins: Vec<String>,
     pub allowed_hosts: Vec<String>,
+    /// `--start-new-code-sandbox` was given: `/api/healthz` then reports any current notebook's
+    /// kernel, as the Python server does.
+    pub code_sandbox: bool,
 }
 
 /// A setting that cannot be used as given.
@@ -301,6 +323,9 @@ impl Config {
             output: OutputLimits {
                 max_chars: args.max_output_chars,
                 allow_images,
+                max_image_px: args.max_image_px,
+                max_image_megapixels: args.max_image_megapixels,
+                max_images: args.max_images,
             },
             http: HttpConfig {
                 prefix,
@@ -310,6 +335,7 @@ impl Config {
                 insecure_noauth: args.insecure_mcp_noauth,
                 allowed_origins: args.allowed_origins,
                 allowed_hosts: args.allowed_hosts,
+                code_sandbox: python.start_new_code_sandbox,
             },
             wasm: WasmConfig {
                 cache_dir: file.cache_dir,
