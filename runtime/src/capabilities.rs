@@ -504,11 +504,14 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_off() {
+    fn defaults_are_off_but_compact_output() {
         let registry = Capabilities::build(&[], &Settings::default()).unwrap();
         assert!(!registry.enabled(AUTO_RESTART));
         assert_eq!(registry.get(ADOPT_SESSION).unwrap().source, Source::Default);
-        assert_eq!(registry.block()["capabilities"], json!([]));
+        assert_eq!(registry.block()["capabilities"], json!([COMPACT_OUTPUT]));
+        let off = Capabilities::build(&[], &settings(&[], None, &["output.compact=off"])).unwrap();
+        assert!(!off.enabled(COMPACT_OUTPUT));
+        assert_eq!(off.block()["capabilities"], json!([]));
         assert_eq!(registry.block()["version"], "1");
     }
 
@@ -538,7 +541,10 @@ mod tests {
             "an operator turns off what an extension turned on"
         );
         assert_eq!(r.get("snap.snapshots").unwrap().source, Source::Env);
-        assert_eq!(r.block()["capabilities"], json!(["kernel.auto-restart"]));
+        assert_eq!(
+            r.block()["capabilities"],
+            json!(["kernel.auto-restart", COMPACT_OUTPUT])
+        );
     }
 
     #[test]

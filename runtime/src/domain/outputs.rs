@@ -26,7 +26,8 @@ impl StreamName {
     }
 }
 
-/// A MIME bundle: each MIME type's data, text types joined into one string, JSON types as JSON.
+/// A MIME bundle: each MIME type's data as nbformat holds it (text as a string or a list of
+/// lines, read joined; JSON types as JSON).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MimeBundle(Map<String, Value>);
 
@@ -47,15 +48,6 @@ impl MimeBundle {
 
     pub fn mime_types(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
-    }
-
-    /// A copy without these MIME types.
-    pub fn without(&self, mimes: &[&str]) -> MimeBundle {
-        let mut kept = self.0.clone();
-        for mime in mimes {
-            kept.remove(*mime);
-        }
-        MimeBundle(kept)
     }
 }
 
