@@ -97,7 +97,7 @@ async def test_each_rule_on_real_kernel_output(jupyter_server):
         decoded = Image.open(io.BytesIO(base64.b64decode(images[0].data)))
         decoded.load()
         assert max(decoded.size) <= 1568 and decoded.size[0] * decoded.size[1] <= 1.15e6, decoded.size
-        assert decoded.format == {"image/png": "PNG", "image/jpeg": "JPEG"}[images[0].mimeType]
+        assert decoded.format == {"image/png": "PNG", "image/jpeg": "JPEG"}[images[0].mime_type]
         note = next(t for t in texts(figure) if t.startswith("[Image scaled from"))
         original = await client.read_resource(named_uri(note))
         big = Image.open(io.BytesIO(base64.b64decode(original.contents[0].blob)))

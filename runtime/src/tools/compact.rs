@@ -261,34 +261,38 @@ fn head_and_tail(
     kept
 }
 
-/// A table's text (pandas' `[R rows x C columns]` form) cut to its head and tail rows, its
-/// header and shape kept; other text as it is.
+/// A table's text (pandas' form: a header line, then one line per row led by its index, and
+/// `[R rows x C columns]` when pandas cut it) cut to its head and tail rows, its header and
+/// shape kept; other text as it is.
 fn table(text: &str) -> String {
-    let lines: Vec<&str> = text.lines().collect();
-    let Some(shape_at) = lines.iter().rposition(|l| !l.trim().is_empty()) else {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.len() <= 2 * TABLE_ROWS + 2 || lines.iter().any(|l| l.ends_with('\\')) {
+        // Short, or too wide for one block (printed in several, lines ending in `\`): whole.
         return text.to_owned();
+    }
+    let last = lines[lines.len() - 1].trim();
+    let said = last.starts_with('[') && last.ends_with(" columns]") && last.contains(" rows x ");
+    let rows = &lines[1..lines.len() - usize::from(said)];
+    let columns = lines[0].split_whitespace().count();
+    let shape = if said {
+        last.to_owned()
+    } else {
+        // Printed whole: a table only if every row is its index and one field per column.
+        if columns == 0
+            || rows
+                .iter()
+                .any(|r| r.split_whitespace().count() != columns + 1)
+        {
+            return text.to_owned();
+        }
+        format!("[{} rows x {columns} columns]", rows.len())
     };
-    let shape = lines[shape_at].trim();
-    let is_shape =
-        shape.starts_with('[') && shape.ends_with(" columns]") && shape.contains(" rows x ");
-    // A frame too wide for one block is printed in several (lines ending in `\`): left whole.
-    if !is_shape || lines.iter().any(|l| l.ends_with('\\')) {
-        return text.to_owned();
-    }
-    let rows: Vec<&str> = lines[1..shape_at]
-        .iter()
-        .copied()
-        .filter(|l| !l.trim().is_empty())
-        .collect();
-    if rows.len() <= 2 * TABLE_ROWS + 1 {
-        return text.to_owned();
-    }
     let mut kept = vec![lines[0]];
     kept.extend_from_slice(&rows[..TABLE_ROWS]);
     kept.push("...");
     kept.extend_from_slice(&rows[rows.len() - TABLE_ROWS..]);
     kept.push("");
-    kept.push(shape);
+    kept.push(&shape);
     kept.join("\n")
 }
 
@@ -456,6 +460,14 @@ mod tests {
         let out = table(&text);
         assert_eq!(out.lines().count(), 1 + 5 + 1 + 5 + 2);
         assert!(out.ends_with("[300 rows x 2 columns]") && out.contains("299  1  2"));
+        // Printed whole (no shape line): the shape is counted.
+        let whole = text.replace("\n[300 rows x 2 columns]", "");
+        let out = table(&whole);
+        assert!(
+            out.ends_with("[300 rows x 2 columns]") && out.contains("299  1  2"),
+            "{out}"
+        );
+        assert_eq!(table("a\nb c d\n"), "a\nb c d\n");
     }
 
     #[test]
