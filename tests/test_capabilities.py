@@ -35,7 +35,7 @@ async def test_discover_and_resource_agree(jupyter_server, transport, mode):
     async with nb_client(jupyter_server, "--capability", "kernel.auto-restart", mode=mode, transport=transport) as client:
         block = await block_of(client)
         assert block["version"] == "1"
-        assert block["capabilities"] == ["kernel.auto-restart"]
+        assert block["capabilities"] == ["kernel.auto-restart", "output.compact"]
         assert declared(block, "kernel.auto-restart") | {"description": ""} == {
             "name": "kernel.auto-restart", "description": "", "enabled": True, "source": "cli"}
         assert declared(block, "kernel.adopt-session")["source"] == "default"
@@ -48,11 +48,11 @@ async def test_sources_and_precedence(jupyter_server):
     env = {"JUPYTER_MCP_CAPABILITIES": "kernel.auto-restart, kernel.adopt-session=yes"}
     async with nb_client(jupyter_server, env=env) as client:
         block = await block_of(client)
-        assert block["capabilities"] == ["kernel.adopt-session", "kernel.auto-restart"]
+        assert block["capabilities"] == ["kernel.adopt-session", "kernel.auto-restart", "output.compact"]
         assert declared(block, "kernel.auto-restart")["source"] == "env"
     async with nb_client(jupyter_server, "--capability", "kernel.auto-restart=Disabled", env=env) as client:
         block = await block_of(client)
-        assert block["capabilities"] == ["kernel.adopt-session"], "the command line beats the environment"
+        assert block["capabilities"] == ["kernel.adopt-session", "output.compact"], "the command line beats the environment"
         assert declared(block, "kernel.auto-restart") | {"description": ""} == {
             "name": "kernel.auto-restart", "description": "", "enabled": False, "source": "cli"}
 
@@ -66,7 +66,7 @@ async def test_config_file_source(jupyter_server, tmp_path):
         assert declared(block, "kernel.auto-restart")["source"] == "config"
         assert declared(block, "kernel.adopt-session") | {"description": ""} == {
             "name": "kernel.adopt-session", "description": "", "enabled": False, "source": "env"}
-        assert block["capabilities"] == ["kernel.auto-restart"]
+        assert block["capabilities"] == ["kernel.auto-restart", "output.compact"]
 
 
 def test_unknown_name_in_config_file_stops_the_server(jupyter_server, tmp_path):

@@ -88,7 +88,10 @@ async def test_unknown_arguments_are_ignored_with_a_note(jupyter_server):
         assert ran.meta[META + "ignored_arguments"] == ["timeout_seconds"]
 
         listed = await ok(client, "list_notebooks", verbose=True)
-        assert "ignored 'verbose'" in joined(listed) and listed.structured_content["result"] == joined(listed)
+        # The note is an item of its own after the result, never part of the result's value.
+        assert "ignored 'verbose'" in texts(listed)[-1] and "ignored" not in listed.structured_content["result"]
+        assert listed.structured_content["result"] == "\n".join(texts(listed)[:-1])
+        assert listed.meta[META + "note"] == texts(listed)[-1]
 
         # A typo of a needed argument: the failure says what was ignored and what was meant.
         typo = await client.call_tool("read_cell", {"cell_idx": 0})

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 pub const AUTO_RESTART: &str = "kernel.auto-restart";
 pub const ADOPT_SESSION: &str = "kernel.adopt-session";
 pub const PREWARM: &str = "kernel.prewarm";
+pub const COMPACT_OUTPUT: &str = "output.compact";
 
 /// Name prefixes an extension may not use: they belong to the core.
 const RESERVED_PREFIXES: [&str; 3] = ["kernel", "server", "notebook"];
@@ -124,24 +125,38 @@ impl Default for Capabilities {
 impl Default for Table {
     fn default() -> Self {
         let mut declared = BTreeMap::new();
-        for (name, description) in [
+        for (name, enabled, description) in [
             (
                 AUTO_RESTART,
+                false,
                 "Start a replacement kernel when a notebook's kernel is gone (deleted, dead, or \
                  restarted elsewhere) and carry on. Off: the call fails and says the kernel's state \
                  was lost, until restart_notebook is called.",
             ),
             (
                 ADOPT_SESSION,
+                false,
                 "When use_notebook opens a notebook that already has a Jupyter session (a person \
                  has it open), attach to that session's kernel instead of starting our own.",
             ),
             (
                 PREWARM,
+                false,
                 "Keep a started, idle spare kernel per recently used kernelspec, so use_notebook and \
                  execute_code's default kernel start in a fraction of a second. A spare is fresh \
                  (never used before it is handed out), is marked as a spare in list_kernels, costs \
                  the memory of one idle kernel, and is stopped at exit.",
+            ),
+            (
+                COMPACT_OUTPUT,
+                true,
+                "Shorten the outputs tools return to what a model can use, saying in one line \
+                 what was left out and where the whole output is: long streams keep their first \
+                 and last lines, repeated lines and traceback frames are collapsed with their \
+                 count (the exception itself always kept), tables keep head and tail rows and \
+                 their shape, images are scaled to --max-image-px and --max-image-megapixels and \
+                 re-encoded, at most --max-images per result. Off: outputs whole, cut only at \
+                 --max-output-chars.",
             ),
         ] {
             declared.insert(
@@ -149,7 +164,7 @@ impl Default for Table {
                 Capability {
                     name: name.to_owned(),
                     description: description.to_owned(),
-                    enabled: false,
+                    enabled,
                     source: Source::Default,
                 },
             );
@@ -489,11 +504,14 @@ mod tests {
     }
 
     #[test]
-    fn defaults_are_off() {
+    fn defaults_are_off_but_compact_output() {
         let registry = Capabilities::build(&[], &Settings::default()).unwrap();
         assert!(!registry.enabled(AUTO_RESTART));
         assert_eq!(registry.get(ADOPT_SESSION).unwrap().source, Source::Default);
-        assert_eq!(registry.block()["capabilities"], json!([]));
+        assert_eq!(registry.block()["capabilities"], json!([COMPACT_OUTPUT]));
+        let off = Capabilities::build(&[], &settings(&[], None, &["output.compact=off"])).unwrap();
+        assert!(!off.enabled(COMPACT_OUTPUT));
+        assert_eq!(off.block()["capabilities"], json!([]));
         assert_eq!(registry.block()["version"], "1");
     }
 
@@ -523,7 +541,10 @@ mod tests {
             "an operator turns off what an extension turned on"
         );
         assert_eq!(r.get("snap.snapshots").unwrap().source, Source::Env);
-        assert_eq!(r.block()["capabilities"], json!(["kernel.auto-restart"]));
+        assert_eq!(
+            r.block()["capabilities"],
+            json!(["kernel.auto-restart", COMPACT_OUTPUT])
+        );
     }
 
     #[test]

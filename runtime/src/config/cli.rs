@@ -237,6 +237,19 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_MAX_OUTPUT_CHARS", default_value_t = 50_000)]
     pub max_output_chars: usize,
 
+    /// While output.compact is on, images are scaled so their longer side is at most this many
+    /// pixels.
+    #[arg(long, env = "JUPYTER_MCP_MAX_IMAGE_PX", default_value_t = 1568, value_parser = clap::value_parser!(u32).range(16..))]
+    pub max_image_px: u32,
+
+    /// While output.compact is on, images are scaled to at most this many megapixels.
+    #[arg(long, env = "JUPYTER_MCP_MAX_IMAGE_MEGAPIXELS", default_value_t = 1.15, value_parser = positive_megapixels)]
+    pub max_image_megapixels: f64,
+
+    /// While output.compact is on, at most this many images per result; a line names the rest.
+    #[arg(long, env = "JUPYTER_MCP_MAX_IMAGES", default_value_t = 4)]
+    pub max_images: usize,
+
     /// Largest file, in bytes, that read_file reads or write_file writes.
     #[arg(long, env = "JUPYTER_MCP_MAX_FILE_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_file_bytes: u64,
@@ -401,6 +414,16 @@ fn parse_http_url(value: &str) -> Result<Url, String> {
         "http" | "https" => Ok(url),
         other => Err(format!(
             "'{value}' uses the scheme '{other}'; give an http:// or https:// URL"
+        )),
+    }
+}
+
+/// `--max-image-megapixels`: a positive number.
+fn positive_megapixels(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(value) if value.is_finite() && value >= 0.001 => Ok(value),
+        _ => Err(format!(
+            "'{text}' is not a size in megapixels; give a number of at least 0.001, e.g. 1.15"
         )),
     }
 }

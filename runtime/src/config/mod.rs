@@ -150,6 +150,25 @@ pub struct OutputLimits {
     /// 0 disables cutting.
     pub max_chars: usize,
     pub allow_images: bool,
+    /// While `output.compact` is on: an image's longer side at most, in pixels.
+    pub max_image_px: u32,
+    /// While `output.compact` is on: an image's area at most, in megapixels.
+    pub max_image_megapixels: f64,
+    /// While `output.compact` is on: images per result at most.
+    pub max_images: usize,
+}
+
+impl OutputLimits {
+    /// These text limits with the default image bounds.
+    pub fn text(max_chars: usize, allow_images: bool) -> Self {
+        OutputLimits {
+            max_chars,
+            allow_images,
+            max_image_px: 1568,
+            max_image_megapixels: 1.15,
+            max_images: 4,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -164,6 +183,9 @@ pub struct HttpConfig {
     pub allowed_hosts: Vec<String>,
     /// `--oauth-issuer`: access tokens of this issuer authenticate `/mcp` and `/api/`.
     pub oauth: Option<OAuthSettings>,
+    /// `--start-new-code-sandbox` was given: `/api/healthz` then reports any current notebook's
+    /// kernel, as the Python server does.
+    pub code_sandbox: bool,
 }
 
 /// The OAuth resource server's settings; the client secret only from the environment.
@@ -353,6 +375,9 @@ impl Config {
             output: OutputLimits {
                 max_chars: args.max_output_chars,
                 allow_images,
+                max_image_px: args.max_image_px,
+                max_image_megapixels: args.max_image_megapixels,
+                max_images: args.max_images,
             },
             http: HttpConfig {
                 prefix,
@@ -370,6 +395,7 @@ impl Config {
                         .filter(|v| !v.is_empty())
                         .map(Secret::new),
                 }),
+                code_sandbox: python.start_new_code_sandbox,
             },
             wasm: WasmConfig {
                 cache_dir: file.cache_dir,

@@ -14,6 +14,7 @@ pub mod interrupt;
 pub mod kernels;
 pub mod kernelspecs;
 pub mod notebooks;
+pub mod outputs;
 pub mod run_all;
 pub mod users;
 pub mod variables;
@@ -118,6 +119,8 @@ pub struct Domain {
     /// declares late reaches them all.
     pub capabilities: Arc<Capabilities>,
     pub hooks: Arc<Hooks>,
+    /// The whole outputs of recent executions that no notebook keeps.
+    pub kept_outputs: outputs::KeptOutputs,
 }
 
 impl Domain {
@@ -147,6 +150,7 @@ impl Domain {
             notebooks: Notebooks::default(),
             capabilities,
             hooks,
+            kept_outputs: Default::default(),
         })
     }
 

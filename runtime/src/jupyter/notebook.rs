@@ -142,25 +142,6 @@ fn multiline(value: Option<&Value>) -> String {
     value.and_then(multiline_text).unwrap_or_default()
 }
 
-/// The text an `error` output shows: its traceback, a line each, or `ename: evalue` when it has
-/// none.
-pub fn error_text(output: &Value) -> String {
-    let lines: Vec<&str> = output
-        .get("traceback")
-        .and_then(Value::as_array)
-        .map(|lines| lines.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if !lines.is_empty() {
-        return lines.join("\n");
-    }
-    let field = |key: &str| output.get(key).and_then(Value::as_str);
-    format!(
-        "{}: {}",
-        field("ename").unwrap_or("Error"),
-        field("evalue").unwrap_or("")
-    )
-}
-
 /// The fields a cell of each type has in nbformat 4; any other is kept in `Cell::extra`.
 fn known_fields(cell_type: Option<CellType>) -> &'static [&'static str] {
     match cell_type {

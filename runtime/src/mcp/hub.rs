@@ -86,10 +86,7 @@ mod tests {
                     default_timeout: std::time::Duration::from_secs(1),
                     max_timeout: std::time::Duration::from_secs(1),
                 },
-                output: crate::config::OutputLimits {
-                    max_chars: 0,
-                    allow_images: true,
-                },
+                output: crate::config::OutputLimits::text(0, true),
                 max_file_bytes: 1,
                 prewarm: Default::default(),
                 kernel_start: Default::default(),

@@ -83,7 +83,10 @@ pub struct ServerState {
 /// An empty catalog of extensions' resources and prompts, refusing the URI schemes and prompt
 /// names the core serves.
 pub fn core_catalog() -> Catalog {
-    Catalog::new(&["notebook", "capabilities", "ui"], &[CITE_PROMPT])
+    Catalog::new(
+        &["notebook", "capabilities", "ui", "execution"],
+        &[CITE_PROMPT],
+    )
 }
 
 /// The handler rmcp calls; cheap to clone (HTTP makes one per session, or per request when

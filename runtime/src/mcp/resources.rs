@@ -9,9 +9,11 @@ use rmcp::model::{ReadResourceResult, Resource, ResourceContents, ResourceTempla
 use serde_json::{Value, json};
 
 use crate::domain::Domain;
-use crate::jupyter::notebook::{Cell, Notebook, error_text, multiline_text};
+use crate::domain::outputs::{EXECUTION_SCHEME, MimeBundle, Output};
+use crate::jupyter::notebook::{Cell, Notebook};
 
 const SCHEME: &str = "notebook://";
+
 pub const CAPABILITIES_URI: &str = "capabilities://";
 
 pub fn capabilities_resource() -> Resource {
@@ -70,6 +72,13 @@ pub fn templates() -> Vec<ResourceTemplate> {
             "One output of a cell, whole, in its own MIME type.",
             None,
         ),
+        template(
+            "execution://{id}/outputs/{index}",
+            "execution output",
+            "One output of an execute_code call, whole, as a shortened result names it; the \
+             server keeps recent ones within a memory bound.",
+            None,
+        ),
     ]
 }
 
@@ -111,6 +120,9 @@ fn not_found(uri: &str, message: String) -> McpError {
 }
 
 pub async fn read(domain: &Domain, uri: &str) -> Result<ReadResourceResult, McpError> {
+    if let Some(rest) = uri.strip_prefix(EXECUTION_SCHEME) {
+        return read_execution(domain, uri, rest).map(|c| ReadResourceResult::new(vec![c]));
+    }
     let Some(parsed) = parse_uri(uri) else {
         return Err(not_found(
             uri,
@@ -162,7 +174,7 @@ fn cell_document(name: &str, index: usize, cell: &Cell) -> String {
         .map(|(position, output)| {
             json!({
                 "index": position,
-                "mimeType": output_mime(output),
+                "mimeType": output_mime(&Output::from_json(output)),
                 "uri": format!("{SCHEME}{name}/cells/{}/outputs/{position}", cell.id),
             })
         })
@@ -180,12 +192,17 @@ fn cell_document(name: &str, index: usize, cell: &Cell) -> String {
 }
 
 /// The MIME type an output is served in: its first rich type, else plain text.
-fn output_mime(output: &Value) -> String {
+fn output_mime(output: &Output) -> String {
     output
-        .get("data")
-        .and_then(Value::as_object)
-        .and_then(|data| data.keys().find(|k| *k != "text/plain").cloned())
-        .unwrap_or_else(|| "text/plain".into())
+        .data()
+        .map_or_else(|| "text/plain".into(), bundle_mime)
+}
+
+fn bundle_mime(data: &MimeBundle) -> String {
+    data.mime_types()
+        .find(|k| *k != "text/plain")
+        .unwrap_or("text/plain")
+        .to_owned()
 }
 
 fn output_contents(uri: &str, cell: &Cell, position: &str) -> Result<ResourceContents, McpError> {
@@ -203,26 +220,60 @@ fn output_contents(uri: &str, cell: &Cell, position: &str) -> Result<ResourceCon
                 ),
             )
         })?;
-    let mime = output_mime(output);
-    let join = |v: &Value| multiline_text(v).unwrap_or_else(|| v.to_string());
-    let contents = match output.get("output_type").and_then(Value::as_str) {
-        Some("stream") => {
-            ResourceContents::text(join(output.get("text").unwrap_or(&Value::Null)), uri)
-        }
-        Some("error") => ResourceContents::text(error_text(output), uri),
-        _ => {
-            let value = &output["data"][mime.as_str()];
+    Ok(output_resource(uri, &Output::from_json(output)))
+}
+
+/// `execution://{id}/outputs/{index}`: one output an execute_code call's result pointed to.
+fn read_execution(domain: &Domain, uri: &str, rest: &str) -> Result<ResourceContents, McpError> {
+    let (id, position) = rest.split_once("/outputs/").unwrap_or((rest, ""));
+    let Some(outputs) = domain.kept_outputs.get(id) else {
+        return Err(not_found(
+            uri,
+            format!(
+                "No kept outputs for execution '{id}': the server keeps the outputs of recent \
+                 execute_code calls within a memory bound, and these are gone or never were. Run \
+                 the code again, or in a notebook cell so the notebook keeps them."
+            ),
+        ));
+    };
+    let output = position.parse::<usize>().ok().and_then(|i| outputs.get(i));
+    let Some(output) = output else {
+        return Err(not_found(
+            uri,
+            format!(
+                "Execution '{id}' has {} output(s); there is no output '{position}'.",
+                outputs.len()
+            ),
+        ));
+    };
+    Ok(output_resource(uri, output))
+}
+
+/// One output whole, in its own MIME type: a stream's or an error's text, else the bundle's
+/// first rich type (images as blobs).
+fn output_resource(uri: &str, output: &Output) -> ResourceContents {
+    match output {
+        Output::Stream { text, .. } => ResourceContents::text(text.clone(), uri),
+        Output::Error {
+            ename,
+            evalue,
+            traceback,
+        } => ResourceContents::text(Output::error_text(ename, evalue, traceback), uri),
+        Output::Other(value) => ResourceContents::text(value.to_string(), uri),
+        Output::DisplayData { data, .. } | Output::ExecuteResult { data, .. } => {
+            let mime = bundle_mime(data);
+            let value = data.json(&mime).unwrap_or(&Value::Null);
+            let join = || data.text(&mime).unwrap_or_else(|| value.to_string());
             if mime.starts_with("image/") && mime != "image/svg+xml" {
-                ResourceContents::blob(join(value).split_whitespace().collect::<String>(), uri)
+                ResourceContents::blob(join().split_whitespace().collect::<String>(), uri)
                     .with_mime_type(&mime)
             } else if mime == "application/json" || mime.ends_with("+json") {
                 ResourceContents::text(value.to_string(), uri).with_mime_type(&mime)
             } else {
-                ResourceContents::text(join(value), uri).with_mime_type(&mime)
+                ResourceContents::text(join(), uri).with_mime_type(&mime)
             }
         }
-    };
-    Ok(contents)
+    }
 }
 
 /// Parses the `cell_indices` of jupyter_cite: `N`, `A-B` (inclusive), `A-` (to the end), comma

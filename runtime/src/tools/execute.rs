@@ -7,9 +7,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::format::format_secs;
-use super::outputs::{self, NO_OUTPUT, Rendered};
+use super::outputs::{self, Compact, NO_OUTPUT, Rendered};
 use super::{ProgressReporter, Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
+use crate::capabilities::COMPACT_OUTPUT;
 use crate::config::OutputLimits;
+use crate::domain::outputs::{EXECUTION_SCHEME, Output};
 use crate::jupyter::kernel::{
     Completion, ConnectError, ExecutionOutcome, ExecutionRequest, KernelError, Progress,
     ProgressSink,
@@ -143,17 +145,34 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> ToolResult {
             }
         }
     };
-    let hint = "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run the \
-                code in a notebook cell so the whole output is saved there.";
     let limits = domain.settings.output;
-    let mut rendered = render_execution(&outcome, timeout, limits, hint);
+    let outputs = Output::all_from_json(&outcome.outputs);
+    // Shortened outputs point to their whole, which only the server can keep for execute_code.
+    let kept = domain
+        .capabilities
+        .enabled(COMPACT_OUTPUT)
+        .then(|| domain.kept_outputs.keep(outputs.clone()))
+        .flatten()
+        .map(|id| format!("{EXECUTION_SCHEME}{id}"));
+    let hint = match &kept {
+        Some(base) => {
+            format!("The whole output is kept by the server: read {base}/outputs/<index>.")
+        }
+        None => "execute_code keeps no copy: print less (a slice, a summary, df.head()), or run \
+                 the code in a notebook cell so the whole output is saved there."
+            .to_owned(),
+    };
+    let hint = hint.as_str();
+    let compact = kept.as_deref().map(|base| Compact { base });
+    let mut rendered =
+        render_execution(&outputs, outcome.completion, timeout, limits, compact, hint);
     if let Some(note) = replaced {
         rendered.insert(notes_at(&outcome), Rendered::Text(note));
     }
     let mut output = ToolOutput::content(outputs::to_content(rendered));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     output.structured = Some(outputs::bundles(
-        &outcome.outputs,
+        &outputs,
         outcome.widgets.clone(),
         limits,
         hint,
@@ -168,13 +187,15 @@ pub fn notes_at(outcome: &ExecutionOutcome) -> usize {
 
 /// Outputs plus a note when the execution did not finish by itself.
 pub fn render_execution(
-    outcome: &ExecutionOutcome,
+    outputs: &[Output],
+    completion: Completion,
     timeout: Duration,
     limits: OutputLimits,
+    compact: Option<Compact<'_>>,
     full_output_hint: &str,
 ) -> Vec<Rendered> {
-    let mut rendered = outputs::render_outputs(&outcome.outputs, limits, full_output_hint);
-    match outcome.completion {
+    let mut rendered = outputs::render_outputs(outputs, limits, compact, full_output_hint);
+    match completion {
         Completion::Finished if rendered.is_empty() => {
             rendered.push(Rendered::Text(NO_OUTPUT.into()))
         }

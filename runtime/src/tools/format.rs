@@ -103,6 +103,11 @@ pub fn change_report(index: usize, done: &str, old: &str, new: &str) -> String {
     }
 }
 
+/// The resource of a cell; its outputs are under `{uri}/outputs/{index}`.
+pub fn cell_uri(name: &str, cell_id: &str) -> String {
+    format!("notebook://{name}/cells/{cell_id}")
+}
+
 /// Where to find what was cut from a cell's output.
 pub fn full_output_hint(name: &str, cell_id: &str) -> String {
     format!(

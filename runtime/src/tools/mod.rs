@@ -3,6 +3,7 @@
 //! to dispatch.
 
 pub mod cells;
+pub mod compact;
 pub mod connect;
 pub mod execute;
 pub mod file_io;

@@ -8,7 +8,7 @@ use rmcp::model::ContentBlock as Content;
 use serde_json::Value;
 
 use crate::config::OutputLimits;
-use crate::jupyter::notebook::{error_text, multiline_text};
+use crate::domain::outputs::Output;
 
 /// Text as a terminal (and JupyterLab) would show it, with nothing that could drive one:
 /// escape sequences (CSI, OSC, DCS, SOS, PM, APC, in their 7-bit `ESC x` and 8-bit C1 forms) are
@@ -100,28 +100,13 @@ pub enum Rendered {
     Image { data: String, mime_type: String },
 }
 
-/// Renders one nbformat output.
-pub fn render_output(output: &Value, allow_images: bool) -> Option<Rendered> {
-    let output_type = output
-        .get("output_type")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    match output_type {
-        "stream" => {
-            let text = output
-                .get("text")
-                .and_then(multiline_text)
-                .unwrap_or_default();
-            (!text.is_empty()).then(|| Rendered::Text(strip_ansi(&text)))
-        }
-        "display_data" | "execute_result" => {
-            let empty = serde_json::Map::new();
-            let data = output
-                .get("data")
-                .and_then(Value::as_object)
-                .unwrap_or(&empty);
+/// Renders one output.
+pub fn render_output(output: &Output, allow_images: bool) -> Option<Rendered> {
+    match output {
+        Output::Stream { text, .. } => (!text.is_empty()).then(|| Rendered::Text(strip_ansi(text))),
+        Output::DisplayData { data, .. } | Output::ExecuteResult { data, .. } => {
             for mime in ["image/png", "image/jpeg"] {
-                if let Some(image) = data.get(mime).and_then(multiline_text) {
+                if let Some(image) = data.text(mime) {
                     return Some(if allow_images {
                         Rendered::Image {
                             data: image.split_whitespace().collect(),
@@ -134,46 +119,78 @@ pub fn render_output(output: &Value, allow_images: bool) -> Option<Rendered> {
                 }
             }
             for mime in ["text/markdown", "text/latex"] {
-                if let Some(text) = data.get(mime).and_then(multiline_text) {
+                if let Some(text) = data.text(mime) {
                     return Some(Rendered::Text(strip_ansi(&text)));
                 }
             }
-            if let Some(json) = data.get("application/json") {
+            if let Some(json) = data.json("application/json") {
                 let pretty = serde_json::to_string_pretty(json).unwrap_or_default();
                 return Some(Rendered::Text(pretty));
             }
-            if let Some(text) = data.get("text/plain").and_then(multiline_text) {
+            if let Some(text) = data.text("text/plain") {
                 return Some(Rendered::Text(strip_ansi(&text)));
             }
-            if data.contains_key("text/html") {
+            if data.contains("text/html") {
                 return Some(Rendered::Text("[HTML Output]".to_owned()));
             }
-            let keys: Vec<String> = data.keys().map(|k| format!("'{k}'")).collect();
+            let keys: Vec<String> = data.mime_types().map(|k| format!("'{k}'")).collect();
             Some(Rendered::Text(format!(
-                "[{output_type} Data: keys=[{}]]",
+                "[{} Data: keys=[{}]]",
+                output.output_type(),
                 keys.join(", ")
             )))
         }
-        "error" => Some(Rendered::Text(strip_ansi(&error_text(output)))),
-        other => Some(Rendered::Text(strip_ansi(&format!(
-            "[Unknown output type: {other}]"
+        Output::Error {
+            ename,
+            evalue,
+            traceback,
+        } => Some(Rendered::Text(strip_ansi(&Output::error_text(
+            ename, evalue, traceback,
+        )))),
+        Output::Other(_) => Some(Rendered::Text(strip_ansi(&format!(
+            "[Unknown output type: {}]",
+            output.output_type()
         )))),
     }
 }
 
 pub const NO_OUTPUT: &str = "[No output generated]";
 
-/// Renders outputs, then cuts the text to `limits.max_chars` with a note saying how much was left
-/// out and where the whole output can be read (`full_output_hint`).
+/// Where the whole of a result's outputs can be read, when `output.compact` shortens them: the
+/// resource URI under which output `i` is `{base}/outputs/{i}`.
+#[derive(Debug, Clone, Copy)]
+pub struct Compact<'a> {
+    pub base: &'a str,
+}
+
+/// Renders outputs (shortened when `compact` says where the whole is), then cuts the text to
+/// `limits.max_chars` with a note saying how much was left out and where the whole output can
+/// be read (`full_output_hint`).
 pub fn render_outputs(
-    outputs: &[Value],
+    outputs: &[Output],
     limits: OutputLimits,
+    compact: Option<Compact<'_>>,
     full_output_hint: &str,
 ) -> Vec<Rendered> {
-    let rendered: Vec<Rendered> = outputs
-        .iter()
-        .filter_map(|o| render_output(o, limits.allow_images))
-        .collect();
+    let rendered: Vec<Rendered> = match compact {
+        Some(Compact { base }) => {
+            // Decoding and scaling images takes a while: off the async worker's role.
+            let whole = |i: usize| format!("{base}/outputs/{i}");
+            let shorten = || super::compact::render(outputs, limits, &whole);
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle)
+                    if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread =>
+                {
+                    tokio::task::block_in_place(shorten)
+                }
+                _ => shorten(),
+            }
+        }
+        None => outputs
+            .iter()
+            .filter_map(|o| render_output(o, limits.allow_images))
+            .collect(),
+    };
     cut_text(rendered, limits.max_chars, full_output_hint)
 }
 
@@ -239,7 +256,7 @@ const RICH_BUDGET_FACTOR: usize = 64;
 /// `"omitted": "<what was left out and where to find it>"`; and `"widgets"`, the widget state
 /// (nbformat's) of the widgets they show, when there is any and it fits too.
 pub fn bundles(
-    outputs: &[Value],
+    outputs: &[Output],
     widgets: Option<Value>,
     limits: OutputLimits,
     full_output_hint: &str,
@@ -249,6 +266,7 @@ pub fn bundles(
     let mut kept = Vec::new();
     let mut used = 0usize;
     for (index, output) in outputs.iter().enumerate() {
+        let output = output.to_json();
         let size = output.to_string().len();
         if !fits(used, size) {
             let left = outputs.len() - index;
@@ -261,7 +279,7 @@ pub fn bundles(
             });
         }
         used += size;
-        kept.push(output.clone());
+        kept.push(output);
     }
     let mut shaped = serde_json::json!({ "outputs": kept });
     if let Some(widgets) = widgets {
@@ -282,6 +300,10 @@ pub fn bundles(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn typed(value: &Value) -> Output {
+        Output::from_json(value)
+    }
 
     fn text(r: &Rendered) -> &str {
         match r {
@@ -322,7 +344,7 @@ mod tests {
         let tb = json!({"output_type": "error", "ename": "ZeroDivisionError", "evalue": "division by zero",
             "traceback": ["\x1b[0;31m---\x1b[0m", "\x1b[0;31mZeroDivisionError\x1b[0m: division by zero"]});
         assert_eq!(
-            text(&render_output(&tb, true).unwrap()),
+            text(&render_output(&typed(&tb), true).unwrap()),
             "---\nZeroDivisionError: division by zero"
         );
     }
@@ -332,34 +354,40 @@ mod tests {
         let bundle =
             |data: Value| json!({"output_type": "execute_result", "data": data, "metadata": {}});
         let all = bundle(json!({"text/plain": "p", "text/markdown": "**m**", "text/latex": "$l$"}));
-        assert_eq!(text(&render_output(&all, true).unwrap()), "**m**");
+        assert_eq!(text(&render_output(&typed(&all), true).unwrap()), "**m**");
         let latex = bundle(json!({"text/plain": "p", "text/latex": "$l$"}));
-        assert_eq!(text(&render_output(&latex, true).unwrap()), "$l$");
+        assert_eq!(text(&render_output(&typed(&latex), true).unwrap()), "$l$");
         let js = bundle(json!({"text/plain": "p", "application/json": {"a": 1}}));
-        assert_eq!(text(&render_output(&js, true).unwrap()), "{\n  \"a\": 1\n}");
+        assert_eq!(
+            text(&render_output(&typed(&js), true).unwrap()),
+            "{\n  \"a\": 1\n}"
+        );
         let html = bundle(json!({"text/html": "<b>x</b>"}));
-        assert_eq!(text(&render_output(&html, true).unwrap()), "[HTML Output]");
+        assert_eq!(
+            text(&render_output(&typed(&html), true).unwrap()),
+            "[HTML Output]"
+        );
         let lines = bundle(json!({"text/plain": ["a\n", "b"]}));
-        assert_eq!(text(&render_output(&lines, true).unwrap()), "a\nb");
+        assert_eq!(text(&render_output(&typed(&lines), true).unwrap()), "a\nb");
     }
 
     #[test]
     fn images_become_image_content_unless_disabled() {
         let png = json!({"output_type": "display_data", "data": {"image/png": "iVBO\nRw==\n", "text/plain": "<Figure>"}});
         assert_eq!(
-            render_output(&png, true).unwrap(),
+            render_output(&typed(&png), true).unwrap(),
             Rendered::Image {
                 data: "iVBORw==".into(),
                 mime_type: "image/png".into()
             }
         );
         assert_eq!(
-            text(&render_output(&png, false).unwrap()),
+            text(&render_output(&typed(&png), false).unwrap()),
             "[Image Output (PNG) - Image display disabled]"
         );
         let jpeg = json!({"output_type": "display_data", "data": {"image/jpeg": "/9j/"}});
         assert!(
-            matches!(render_output(&jpeg, true).unwrap(), Rendered::Image { mime_type, .. } if mime_type == "image/jpeg")
+            matches!(render_output(&typed(&jpeg), true).unwrap(), Rendered::Image { mime_type, .. } if mime_type == "image/jpeg")
         );
     }
 
@@ -370,11 +398,13 @@ mod tests {
             json!({"output_type": "display_data", "data": {"image/png": "AAAA"}}),
             json!({"output_type": "stream", "name": "stderr", "text": "b".repeat(80)}),
         ];
-        let limits = OutputLimits {
-            max_chars: 100,
-            allow_images: true,
-        };
-        let rendered = render_outputs(&outputs, limits, "See the notebook.");
+        let limits = OutputLimits::text(100, true);
+        let rendered = render_outputs(
+            &Output::all_from_json(&outputs),
+            limits,
+            None,
+            "See the notebook.",
+        );
         assert_eq!(rendered.len(), 4);
         assert_eq!(text(&rendered[0]).len(), 80);
         assert!(matches!(rendered[1], Rendered::Image { .. }));
@@ -382,11 +412,11 @@ mod tests {
         let note = text(&rendered[3]);
         assert!(note.contains("60 of 160 characters"), "{note}");
         assert!(note.contains("See the notebook."));
-        let unlimited = OutputLimits {
-            max_chars: 0,
-            allow_images: true,
-        };
-        assert_eq!(render_outputs(&outputs, unlimited, "").len(), 3);
+        let unlimited = OutputLimits::text(0, true);
+        assert_eq!(
+            render_outputs(&Output::all_from_json(&outputs), unlimited, None, "").len(),
+            3
+        );
     }
 
     #[test]
@@ -394,12 +424,9 @@ mod tests {
         let small = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "hi"});
         let big = serde_json::json!({"output_type": "display_data", "metadata": {},
             "data": {"image/png": "A".repeat(400)}});
-        let limits = OutputLimits {
-            max_chars: 5,
-            allow_images: true,
-        };
+        let limits = OutputLimits::text(5, true);
         let shaped = bundles(
-            &[small.clone(), big.clone()],
+            &[typed(&small), typed(&big)],
             None,
             limits,
             "See the notebook.",
@@ -411,25 +438,17 @@ mod tests {
                 .unwrap()
                 .starts_with("1 more output(s) left out")
         );
-        let unbounded = OutputLimits {
-            max_chars: 0,
-            allow_images: true,
-        };
-        let all = bundles(&[small.clone(), big.clone()], None, unbounded, "");
+        let unbounded = OutputLimits::text(0, true);
+        let all = bundles(&[typed(&small), typed(&big)], None, unbounded, "");
         assert_eq!(all, serde_json::json!({"outputs": [small.clone(), big]}));
         let widgets = serde_json::json!({"state": {"m": {"state": {"value": 1}}}});
-        let with = bundles(
-            std::slice::from_ref(&small),
-            Some(widgets.clone()),
-            limits,
-            "",
-        );
+        let with = bundles(&[typed(&small)], Some(widgets.clone()), limits, "");
         assert_eq!(
             with,
             serde_json::json!({"outputs": [small.clone()], "widgets": widgets})
         );
         let huge = serde_json::json!({"state": {"m": {"state": {"value": "x".repeat(400)}}}});
-        let without = bundles(std::slice::from_ref(&small), Some(huge), limits, "");
+        let without = bundles(&[typed(&small)], Some(huge), limits, "");
         assert_eq!(without["outputs"], serde_json::json!([small]));
         assert!(without.get("widgets").is_none() && without["omitted"].is_string());
     }

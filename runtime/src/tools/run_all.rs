@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::format::format_secs;
 use super::outputs::{Rendered, render_output};
 use super::{Tool, ToolContext, ToolOutput, ToolResult, native, seconds};
+use crate::domain::outputs::Output;
 use crate::domain::run_all::{CellRun, CellStatus};
 use crate::jupyter::kernel::{ExecutionRequest, Progress, ProgressSink};
 
@@ -45,18 +46,15 @@ pub fn run_all_cells() -> Arc<dyn Tool> {
 
 /// The first line of a cell's outputs: the error for a failed cell, else the first text.
 fn short_output(outputs: &[Value]) -> String {
-    if let Some(error) = outputs
-        .iter()
-        .find(|o| o.get("output_type").and_then(Value::as_str) == Some("error"))
-    {
-        let name = error
-            .get("ename")
-            .and_then(Value::as_str)
-            .unwrap_or("Error");
-        let value = error.get("evalue").and_then(Value::as_str).unwrap_or("");
-        return shorten(&format!("{name}: {value}"));
+    let outputs = Output::all_from_json(outputs);
+    if let Some((ename, evalue)) = outputs.iter().find_map(|o| match o {
+        Output::Error { ename, evalue, .. } => Some((ename, evalue)),
+        _ => None,
+    }) {
+        let name = if ename.is_empty() { "Error" } else { ename };
+        return shorten(&format!("{name}: {evalue}"));
     }
-    for output in outputs {
+    for output in &outputs {
         match render_output(output, false) {
             Some(Rendered::Text(text)) if !text.trim().is_empty() => {
                 let lines = text.trim_end().lines().count();

@@ -255,20 +255,25 @@ pub fn finish(outcome: ToolResult, shape: Shape, ignored: Option<&Ignored>) -> T
         Ok(output) => output,
         Err(error) => return Err(with_note(error, ignored)),
     };
-    if let Some(ignored) = ignored {
-        output.content.push(Content::text(ignored.note.clone()));
-        output
-            .meta
-            .insert(meta_key("ignored_arguments"), json!(ignored.names));
-    }
     if shape == Shape::Text {
-        // Keys a tool adds stand beside the result; the result is always the text.
+        // Keys a tool adds stand beside the result; the result is always the text, and only
+        // the tool's own: a client comparing a value sees exactly the value.
         let mut structured = match output.structured.take() {
             Some(Value::Object(object)) => object,
             _ => JsonObject::new(),
         };
         structured.insert("result".into(), Value::String(text_of(&output.content)));
         output.structured = Some(Value::Object(structured));
+    }
+    if let Some(ignored) = ignored {
+        // A content item of its own after the result, and a fact in `_meta`.
+        output.content.push(Content::text(ignored.note.clone()));
+        output
+            .meta
+            .insert(meta_key("ignored_arguments"), json!(ignored.names));
+        output
+            .meta
+            .insert(meta_key("note"), json!(ignored.note.clone()));
     }
     Ok(output)
 }

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::grants::HostFunction;
 use super::sandbox::{GuestState, HostResult};
 use crate::domain::cells::{self, Overwrite, resolve_cell};
+use crate::domain::outputs::{Output, StreamName};
 use crate::jupyter::document::Edit;
 use crate::jupyter::kernel::ExecutionRequest;
 use crate::jupyter::notebook::{Cell, CellType, Notebook};
@@ -62,16 +63,17 @@ impl GuestState {
                 let executed = domain
                     .execute_in(&in_use, ExecutionRequest::new(code, timeout))
                     .await?;
-                let mut outputs = executed.outcome.outputs;
+                let mut outputs = Output::all_from_json(&executed.outcome.outputs);
                 if let Some(note) = executed.replaced {
                     // The guest sees the replacement where a person would: a stream before the
                     // outputs.
-                    outputs.insert(
-                        0,
-                        serde_json::json!({"output_type": "stream", "name": "stderr", "text": note}),
-                    );
+                    let note = Output::Stream {
+                        name: StreamName::Stderr,
+                        text: note,
+                    };
+                    outputs.insert(0, note);
                 }
-                Ok(Value::Array(outputs).to_string())
+                Ok(Value::Array(Output::all_to_json(&outputs)).to_string())
             },
         )
     }

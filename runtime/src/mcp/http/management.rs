@@ -112,10 +112,14 @@ impl HttpContext {
             });
         }
         let jupyter = self.state.domain.jupyter();
-        // As the Python server reports it: the current notebook's kernel, else the kernel
-        // execute_code uses; `not_initialized` until there is one.
+        // As the Python server reports it: the current notebook's code sandbox, else the kernel
+        // execute_code uses; `not_initialized` until there is one. Started without a code
+        // sandbox, only the `default` notebook (--document-id) has one there.
         let kernel = match self.state.domain.notebooks.resolve(None) {
-            Ok(notebook) => Some(notebook.kernel()),
+            Ok(notebook) if self.state.http.code_sandbox || notebook.name == "default" => {
+                Some(notebook.kernel())
+            }
+            Ok(_) => None,
             Err(_) => jupyter.current_default_kernel().await,
         };
         let kernel_status = match kernel.map(|k| k.liveness()) {

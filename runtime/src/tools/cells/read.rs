@@ -5,10 +5,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{default_true, notebook_in_use, with_cell_id};
+use crate::capabilities::COMPACT_OUTPUT;
 use crate::domain::cells::{read, resolve_cell};
+use crate::domain::outputs::Output;
 use crate::jupyter::notebook::CellType;
-use crate::tools::format::{brief_table, cell_header, detailed, full_output_hint};
-use crate::tools::outputs::{self, Rendered};
+use crate::tools::format::{brief_table, cell_header, cell_uri, detailed, full_output_hint};
+use crate::tools::outputs::{self, Compact, Rendered};
 use crate::tools::{ToolContext, ToolOutput, ToolResult};
 
 #[derive(Debug, Deserialize, JsonSchema, PartialEq, Eq, Clone, Copy)]
@@ -103,12 +105,27 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     } else {
         &[]
     };
-    pieces.extend(outputs::render_outputs(shown, limits, &hint));
+    let typed = Output::all_from_json(shown);
+    let base = cell_uri(&in_use.name, &cell.id);
+    let compact = context.domain.capabilities.enabled(COMPACT_OUTPUT);
+    pieces.extend(outputs::render_outputs(
+        &typed,
+        limits,
+        compact.then_some(Compact { base: &base }),
+        &hint,
+    ));
+    if compact && args.include_outputs && cell.cell_type == CellType::Code && typed.is_empty() {
+        // Nothing silent: a cell that ran and printed nothing is not a cell never run.
+        pieces.push(Rendered::Text(match cell.execution_count {
+            Some(count) => format!("[Ran (execution count {count}); no output]"),
+            None => "[Not run yet: no execution count, no output]".to_owned(),
+        }));
+    }
     let mut output = ToolOutput::content(outputs::to_content(pieces));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
     let saved = crate::jupyter::kernel::widgets::saved_models(&notebook.metadata);
     let widgets = in_use.kernel().connection().widget_state(shown, saved);
-    output.structured = Some(outputs::bundles(shown, widgets, limits, &hint));
+    output.structured = Some(outputs::bundles(&typed, widgets, limits, &hint));
     Ok(with_cell_id(output, &cell.id))
 }

@@ -7,13 +7,15 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{default_true, notebook_in_use, with_cell_id};
+use crate::capabilities::COMPACT_OUTPUT;
 use crate::domain::cells::{insert, read, resolve_cell, unknown_id};
 use crate::domain::notebooks::NotebookInUse;
+use crate::domain::outputs::Output;
 use crate::jupyter::kernel::{Completion, ExecutionRequest};
 use crate::jupyter::notebook::{Cell, CellType};
 use crate::tools::execute::{progress_sink, render_execution};
-use crate::tools::format::{format_secs, full_output_hint};
-use crate::tools::outputs::{self, Rendered};
+use crate::tools::format::{cell_uri, format_secs, full_output_hint};
+use crate::tools::outputs::{self, Compact, Rendered};
 use crate::tools::{ToolContext, ToolOutput, ToolResult, seconds};
 
 fn default_progress_interval() -> f64 {
@@ -107,10 +109,18 @@ async fn run_cell(
     }
     let executed = domain.run_cell(in_use, index, cell, request).await?;
     let outcome = executed.outcome;
+    let outputs = Output::all_from_json(&outcome.outputs);
+    let base = cell_uri(&in_use.name, &cell.id);
+    let compact = domain
+        .capabilities
+        .enabled(COMPACT_OUTPUT)
+        .then_some(Compact { base: &base });
     let mut rendered = render_execution(
-        &outcome,
+        &outputs,
+        outcome.completion,
         timeout,
         domain.settings.output,
+        compact,
         &full_output_hint(&in_use.name, &cell.id),
     );
     if let Some(note) = executed.replaced {
@@ -135,7 +145,7 @@ async fn run_cell(
     let mut output = ToolOutput::content(outputs::to_content(rendered));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     output.structured = Some(outputs::bundles(
-        &outcome.outputs,
+        &outputs,
         outcome.widgets.clone(),
         domain.settings.output,
         &full_output_hint(&in_use.name, &cell.id),
