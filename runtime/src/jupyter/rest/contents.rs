@@ -41,6 +41,21 @@ impl JupyterRest {
         Ok(model.hash.unwrap_or_default())
     }
 
+    /// Whether a file or directory exists, asked of its parent's listing: a `GET` of a missing
+    /// path is a 404 that Jupyter logs as a warning, a listing is not. A missing parent is
+    /// `NotFound`, as the path itself would be.
+    pub async fn exists(&self, path: &str) -> Result<bool, RestError> {
+        let path = path.trim_matches('/');
+        let parent = path.rsplit_once('/').map(|(dir, _)| dir).unwrap_or("");
+        let listing = self.get_contents(parent, true).await?;
+        let entries = listing.content.as_ref().and_then(Value::as_array);
+        Ok(entries.is_some_and(|entries| {
+            entries
+                .iter()
+                .any(|entry| entry.get("path").and_then(Value::as_str) == Some(path))
+        }))
+    }
+
     /// `PUT /api/collaboration/session/{path}`: the ids that name the notebook's collaboration
     /// room. `NotFound` means the server has no real-time collaboration.
     pub async fn collaboration_session(
