@@ -1,6 +1,6 @@
 """The MCP Inspector's CLI (npm `@modelcontextprotocol/inspector`, pinned in
 tests/ensure-inspector), a client nobody here wrote, in both of its protocol eras: the tool list
-, execute_code on stdio, and a notebook over HTTP
+with its schema portability check (`--strict`), execute_code on stdio, and a notebook over HTTP
 (use_notebook, insert_cell, execute_cell, read_notebook) — each answered as a plain result,
 which is all that client reads in either era."""
 
@@ -47,10 +47,13 @@ def stdio_target(jupyter_server) -> list[str]:
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_tools_are_listed(jupyter_server, era):
-    listed = result_of(cli(*stdio_target(jupyter_server), "--method", "tools/list", era=era))
+def test_tool_schemas_pass_the_portability_check(jupyter_server, era):
+    run = cli(*stdio_target(jupyter_server), "--method", "tools/list", "--strict", era=era)
+    listed = result_of(run)
     names = {t["name"] for t in listed["tools"]}
     assert {"execute_code", "use_notebook", "read_notebook", "execute_cell"} <= names
+    assert "Warning" not in run.stderr and "Error:" not in run.stderr, run.stderr
+    assert "Schema portability" not in run.stderr, run.stderr
 
 
 @pytest.mark.parametrize("era", ERAS)
