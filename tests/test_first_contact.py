@@ -168,10 +168,12 @@ def test_a_client_leaving_during_the_first_build_stops_it(tmp_path):
                                  stdout=subprocess.PIPE, stderr=err, env=env)
     try:
         deadline = time.monotonic() + 120
-        while not cargo_processes(target):
+        # The script itself carries the variable too; the build is what runs beside it.
+        while not [pid for pid in cargo_processes(target) if pid != serve.pid]:
             assert serve.poll() is None, log.read_text()
             assert time.monotonic() < deadline, "the build never started"
             time.sleep(0.1)
+        time.sleep(1)
         assert "building jupyter-mcp-server for the first time" in log.read_text()
         serve.stdin.close()  # the client gives up
         assert serve.wait(timeout=30) != 0
