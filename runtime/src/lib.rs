@@ -155,7 +155,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     #[cfg(feature = "wasm")]
     let trust = wasm::Trust::load(&config.wasm.sources)?;
     // Components from registries are pulled (or found in the cache by digest) first.
-    #[cfg(feature = "wasm")]
     let mut config = config;
     #[cfg(feature = "wasm")]
     let pulled = pull_components(&mut config.wasm, &trust).await;
@@ -218,7 +217,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     // `auto` on our own Jupyter without collaboration is the file backend, told by its
     // environment: probing the missing route would put a 404 warning in its log.
-    let mut config = config;
     if embedded
         .as_ref()
         .and_then(EmbeddedJupyter::has_collaboration)
