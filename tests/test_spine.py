@@ -277,8 +277,10 @@ def test_cli_errors_and_version():
 
 
 def test_missing_jupyter_fails_at_once(tmp_path):
-    env = server_env({"PATH": str(tmp_path)})
+    # No jupyter on PATH, and none where runtime/serve installs one (under HOME).
+    env = server_env({"PATH": str(tmp_path), "HOME": str(tmp_path)})
     env.pop("JUPYTER_URL", None)
+    env.pop("JUPYTER_MCP_SERVE_VENV", None)
     started = time.monotonic()
     out = subprocess.run([server_binary(), "start"], capture_output=True, text=True, timeout=30, env=env,
                          stdin=subprocess.DEVNULL, cwd=tmp_path)

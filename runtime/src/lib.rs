@@ -155,7 +155,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     #[cfg(feature = "wasm")]
     let trust = wasm::Trust::load(&config.wasm.sources)?;
     // Components from registries are pulled (or found in the cache by digest) first.
-    #[cfg(feature = "wasm")]
     let mut config = config;
     #[cfg(feature = "wasm")]
     let pulled = pull_components(&mut config.wasm, &trust).await;
@@ -215,6 +214,17 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         && let Err(e) = rest.status().await
     {
         tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
+    }
+    // `auto` on our own Jupyter without collaboration is the file backend, told by its
+    // environment: probing the missing route would put a 404 warning in its log.
+    if embedded
+        .as_ref()
+        .and_then(EmbeddedJupyter::has_collaboration)
+        == Some(false)
+        && config.document_backend == config::DocumentBackend::Auto
+        && config.documents.is_none()
+    {
+        config.document_backend = config::DocumentBackend::File;
     }
     let transport = config.transport;
     let mut tools = ToolRegistry::builtin();
@@ -424,6 +434,8 @@ async fn serve(
     match transport {
         Transport::Stdio => {
             let stdio = mcp::stdio::filtered(tokio::io::stdin(), tokio::io::stdout());
+            // The one line a person starting us by hand looks for: everything is up.
+            tracing::info!("serving MCP on stdio");
             let service = mcp::McpServer::new(state)
                 .serve((stdio.input, stdio.output))
                 .await

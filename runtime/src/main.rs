@@ -6,7 +6,19 @@ use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand, GrantAr
 use jupyter_mcp_server::mcp::control::{extension_entry, remote_control};
 use reqwest::Method;
 
-fn main() -> anyhow::Result<()> {
+/// A failure is printed as its reason and what to do (the error's own words, its causes after
+/// it), never as a backtrace: RUST_BACKTRACE is for panics, not for a refused start.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("jupyter-mcp-server: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     // Logs go to stderr (on the stdio transport stdout belongs to MCP alone), filtered by
     // RUST_LOG; this crate's lines raised while serving a client's request also go to that
     // client, at the level it asked for (a filter of their own).

@@ -113,8 +113,12 @@ pub async fn release_kernel(jupyter: &Jupyter, kernel: &Kernel, origin: &KernelO
     }
     if let Some(session_id) = our_session {
         // Deleting the session ends the kernel too: that end is ours, not news.
+        Jupyter::quiesce(kernel).await;
         kernel.connection().expect_shutdown();
-        let _ = jupyter.rest().delete_session(session_id).await;
+        if jupyter.rest().delete_session(session_id).await.is_ok() {
+            jupyter.kernel_stopped_with_session(&id).await;
+            return Released::ShutDown(id);
+        }
     }
     jupyter.stop_kernel(&id).await;
     Released::ShutDown(id)

@@ -29,11 +29,13 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error(
-        "no `jupyter` command was found on PATH, so no Jupyter Server can be started. Install one \
-         (`pip install jupyter-server ipykernel`), or point this server at a running Jupyter with \
-         --jupyter-url and --jupyter-token"
+        "no `jupyter` command was found on PATH, nor in {venv} (the environment runtime/serve \
+         installs), so no Jupyter Server can be started. Run runtime/serve once in a terminal \
+         (it installs one there), install one on PATH (`pip install jupyter-server ipykernel`), \
+         or point this server at a running Jupyter with --jupyter-url and --jupyter-token",
+        venv = .0.display()
     )]
-    JupyterNotFound,
+    JupyterNotFound(PathBuf),
     #[error(
         "the root directory {0} does not exist or is not a directory; pass an existing --root-dir"
     )]
@@ -59,6 +61,7 @@ pub struct EmbeddedJupyter {
     url: Url,
     token: String,
     runtime_dir: PathBuf,
+    collaboration: Option<bool>,
 }
 
 impl std::fmt::Debug for EmbeddedJupyter {
@@ -77,9 +80,41 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// The environment `runtime/serve` installs Jupyter into when none is on PATH:
+/// `JUPYTER_MCP_SERVE_VENV`, else `~/.cache/jupyter-mcp-server/serve-venv`.
+fn serve_venv() -> PathBuf {
+    match std::env::var_os("JUPYTER_MCP_SERVE_VENV").filter(|v| !v.is_empty()) {
+        Some(venv) => PathBuf::from(venv),
+        None => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(".cache/jupyter-mcp-server/serve-venv"),
+    }
+}
+
+/// The `jupyter` command to start: the user's own on PATH (with their kernels), else the one
+/// `runtime/serve` installed, which MCP clients' minimal PATH does not reach. Returns it with
+/// the directory to put first on its PATH, for the second case.
+fn find_jupyter() -> Result<(PathBuf, Option<PathBuf>), LaunchError> {
+    if let Some(jupyter) = find_on_path("jupyter") {
+        tracing::info!("using the Jupyter on PATH: {}", jupyter.display());
+        return Ok((jupyter, None));
+    }
+    let bin = serve_venv().join("bin");
+    let jupyter = bin.join("jupyter");
+    if !jupyter.is_file() {
+        return Err(LaunchError::JupyterNotFound(serve_venv()));
+    }
+    tracing::info!(
+        "no jupyter on PATH; using the one runtime/serve installed: {}",
+        jupyter.display()
+    );
+    Ok((jupyter, Some(bin)))
+}
+
 impl EmbeddedJupyter {
     pub async fn start(root_dir: &Path, log_level: &str) -> Result<Self, LaunchError> {
-        let jupyter = find_on_path("jupyter").ok_or(LaunchError::JupyterNotFound)?;
+        let (jupyter, bin_dir) = find_jupyter()?;
         if !root_dir.is_dir() {
             return Err(LaunchError::BadRootDir(root_dir.to_owned()));
         }
@@ -121,6 +156,14 @@ impl EmbeddedJupyter {
         if nix::unistd::Uid::effective().is_root() {
             command.arg("--allow-root");
         }
+        // Its `jupyter-server` and its kernels' Python live beside it.
+        if let Some(bin) = bin_dir {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let joined =
+                std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&path)))
+                    .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+            command.env("PATH", joined);
+        }
         tracing::info!(
             "starting an embedded Jupyter Server on {url} (root {})",
             root_dir.display()
@@ -134,11 +177,17 @@ impl EmbeddedJupyter {
             url,
             token,
             runtime_dir,
+            collaboration: None,
         };
-        if let Err(e) = embedded.wait_until_ready().await {
+        // Asked of its environment while it starts, so that choosing a notebook backend needs no
+        // probe of a route that is missing without collaboration (a 404 warning in its log).
+        let (ready, collaboration) =
+            tokio::join!(embedded.wait_until_ready(), has_collaboration(&jupyter));
+        if let Err(e) = ready {
             embedded.stop().await;
             return Err(e);
         }
+        embedded.collaboration = collaboration;
         embedded.remove_browser_page();
         Ok(embedded)
     }
@@ -158,6 +207,12 @@ impl EmbeddedJupyter {
 
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// Whether its Python has real-time collaboration (`jupyter_server_ydoc`); `None` when that
+    /// could not be told (a `jupyter` that is no Python script).
+    pub fn has_collaboration(&self) -> Option<bool> {
+        self.collaboration
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -221,6 +276,29 @@ impl EmbeddedJupyter {
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
         tracing::info!("embedded Jupyter Server stopped");
     }
+}
+
+/// Whether the Python running a `jupyter` script can import jupyter-collaboration's server
+/// extension, the way `runtime/serve` tells which backend `auto` picks.
+async fn has_collaboration(jupyter: &Path) -> Option<bool> {
+    let script = tokio::fs::read(jupyter).await.ok()?;
+    let first = script.split(|b| *b == b'\n').next()?;
+    let python = std::str::from_utf8(first.strip_prefix(b"#!")?)
+        .ok()?
+        .split_whitespace()
+        .next()?;
+    let check = Command::new(python)
+        .args(["-c", "import jupyter_server_ydoc"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    let status = tokio::time::timeout(Duration::from_secs(30), check)
+        .await
+        .ok()?
+        .ok()?;
+    Some(status.success())
 }
 
 fn free_loopback_port() -> std::io::Result<u16> {

@@ -367,14 +367,43 @@ impl Jupyter {
 
     /// Shuts down a kernel we started (others are left alone).
     pub async fn stop_kernel(&self, id: &str) {
+        self.end_kernel(id, true).await;
+    }
+
+    /// Notes that a kernel we started has been stopped another way (deleting its Jupyter session
+    /// stops it): asking Jupyter to delete it again would only log a 404 there.
+    pub async fn kernel_stopped_with_session(&self, id: &str) {
+        self.end_kernel(id, false).await;
+    }
+
+    /// Lets a kernel about to be shut down finish what it runs, interrupted: one shut down while
+    /// it executes logs a `ZMQError` traceback, its reply meeting a closed socket. Bounded.
+    pub async fn quiesce(kernel: &Kernel) {
+        if kernel.connection().execution_state() != "busy" || kernel.interrupt().await.is_err() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while kernel.connection().execution_state() == "busy"
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn end_kernel(&self, id: &str, delete: bool) {
         let known = self.kernels.lock().await.remove(id);
         if self.started.lock().expect("started lock").remove(id) {
             if let Some(kernel) = &known {
+                if delete {
+                    Self::quiesce(kernel).await;
+                }
                 kernel.connection().expect_shutdown();
             }
-            match self.rest.delete_kernel(id).await {
-                Ok(()) | Err(rest::RestError::NotFound { .. }) => {}
-                Err(e) => tracing::warn!(kernel = %id, "could not shut down kernel: {e}"),
+            if delete {
+                match self.rest.delete_kernel(id).await {
+                    Ok(()) | Err(rest::RestError::NotFound { .. }) => {}
+                    Err(e) => tracing::warn!(kernel = %id, "could not shut down kernel: {e}"),
+                }
             }
             let label = known.map(|k| k.label()).unwrap_or_default();
             self.lifecycle("stopped", id, &label).await;

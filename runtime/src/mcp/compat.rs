@@ -4,6 +4,10 @@
 //! An `initialize` whose params are empty or malformed (`"params": {}`) is not recognised as an
 //! initialize by rmcp: on HTTP it became `400 Session ID is required`, on stdio the handshake
 //! failed. We read it as an initialize with defaults for what is missing.
+//!
+//! A 2025-11-25 client asks for a task by a `task` field in a `tools/call`'s params (a
+//! task-augmented request), which rmcp's types drop; it is noted in `_meta` under
+//! [`TASK_AUGMENTED`] so the handler can tell such a request from a plain one.
 
 use serde_json::{Value, json};
 
@@ -13,6 +17,41 @@ pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-03-26";
 
 /// The last revision with an `initialize` handshake; later ones removed the method.
 const LAST_HANDSHAKE_VERSION: &str = "2025-11-25";
+
+/// The `_meta` key noting that a `tools/call` came with a `task` field (see the module doc).
+pub const TASK_AUGMENTED: &str = "io.jupyter-mcp/taskAugmented";
+
+/// What rmcp should read instead of `message`, when it needs a repair (a malformed
+/// `initialize`) or a note (a task-augmented call); `None` when it can be read as it came.
+pub fn repair(message: &Value, header_version: Option<&str>) -> Option<Value> {
+    repair_initialize(message, header_version).or_else(|| note_task_augmented(message))
+}
+
+/// A `tools/call` whose params carry a `task` object, with that noted in its `_meta`.
+fn note_task_augmented(message: &Value) -> Option<Value> {
+    let object = message.as_object()?;
+    if object.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return None;
+    }
+    let params = object.get("params")?.as_object()?;
+    if !params.get("task").is_some_and(Value::is_object) {
+        return None;
+    }
+    let mut params = params.clone();
+    match params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Default::default()))
+    {
+        Value::Object(meta) => {
+            meta.insert(TASK_AUGMENTED.into(), Value::Bool(true));
+        }
+        // A malformed `_meta` is rmcp's to refuse, as it came.
+        _ => return None,
+    }
+    let mut noted = object.clone();
+    noted.insert("params".into(), Value::Object(params));
+    Some(Value::Object(noted))
+}
 
 /// The initialize request with defaults filled in where its params are missing or malformed;
 /// `None` when the message is something else or needs nothing. `header_version` is the
@@ -89,6 +128,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(missing["params"]["protocolVersion"], "2025-11-25");
+    }
+
+    #[test]
+    fn a_task_augmented_call_is_noted_and_a_plain_one_passes() {
+        let asked = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "execute_code", "arguments": {"code": "1"}, "task": {"ttl": 60000},
+            "_meta": {"progressToken": 1}}});
+        let noted = repair(&asked, None).unwrap();
+        assert_eq!(noted["params"]["_meta"][TASK_AUGMENTED], true);
+        assert_eq!(noted["params"]["_meta"]["progressToken"], 1);
+        let plain = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {
+            "name": "execute_code", "arguments": {"code": "1"}}});
+        assert!(repair(&plain, None).is_none());
     }
 
     #[test]

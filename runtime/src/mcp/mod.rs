@@ -441,10 +441,21 @@ impl ServerHandler for McpServer {
         {
             return answer;
         }
-        let tasks_declared = context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks());
-        match (tasks::task_support(&request.name), tasks_declared) {
+        let follows = tasks::client_follows(tasks::TaskRequest {
+            declared: context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks()),
+            modern: context
+                .meta
+                .protocol_version()
+                .is_some_and(|v| !v.has_initialize()),
+            augmented: context
+                .meta
+                .get(compat::TASK_AUGMENTED)
+                .and_then(serde_json::Value::as_bool)
+                == Some(true),
+        });
+        match (tasks::task_support(&request.name), follows) {
             (TaskSupport::Required, false) => Err(McpError::missing_required_client_capability(
                 ClientCapabilities::builder().enable_tasks().build(),
             )),

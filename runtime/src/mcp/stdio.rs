@@ -124,10 +124,7 @@ where
             // A full parse, not a skim: skimming accepts numbers a parse refuses (1e999), and
             // rmcp drops such a line without a word (found by fuzzing).
             let (repaired, shape) = match serde_json::from_slice::<serde_json::Value>(trimmed) {
-                Ok(message) => (
-                    super::compat::repair_initialize(&message, None),
-                    Shape::of(&message),
-                ),
+                Ok(message) => (super::compat::repair(&message, None), Shape::of(&message)),
                 Err(e) => {
                     tracing::debug!("answering an unparsable line with a parse error: {e}");
                     let _ = errors_tx.send(parse_error(&e.to_string())).await;

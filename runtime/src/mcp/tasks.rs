@@ -2,6 +2,9 @@
 //! gets a task handle for a long tool call instead of waiting on the request, then polls
 //! `tasks/get` for its state and inlined result, and may `tasks/cancel` it.
 //!
+//! Two questions decide it, kept apart: which *request* a client can follow as a task
+//! ([`client_follows`]) and which *tool* may run as one ([`task_support`]).
+//!
 //! rmcp's `TaskManager` keeps the tasks (state, TTL, eviction, the -32602 for an unknown id) and
 //! gates the `tasks/*` methods on the client's declaration; this module says which tools run as
 //! tasks and for how long a task is kept. Cancelling a task cancels its call the same way a
@@ -20,6 +23,25 @@ pub enum TaskSupport {
     Optional,
     /// Only as a task; a client that did not declare the extension is refused (-32021).
     Required,
+}
+
+/// What a tool call's request says about its client and tasks.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskRequest {
+    /// The client declared the extension (in this request's `_meta`, or at `initialize`).
+    pub declared: bool,
+    /// The request names a 2026-07-28 (or later) revision in its `_meta`.
+    pub modern: bool,
+    /// The request carries a `task` field (2025-11-25's task-augmented request).
+    pub augmented: bool,
+}
+
+/// Whether the client will follow a task handle for this request. A 2026-07-28 request that
+/// declares the extension allows one, as the extension says; in a 2025-11-25 session only a
+/// task-augmented request asks for one (clients there declare the extension at `initialize`
+/// without polling, e.g. the MCP Inspector's CLI, and would lose the result).
+pub fn client_follows(request: TaskRequest) -> bool {
+    request.declared && (request.modern || request.augmented)
 }
 
 /// The task support of a core tool: the ones that run code, whose calls can take minutes.
@@ -46,6 +68,23 @@ pub fn ttl(limits: &ExecutionLimits) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_only_where_the_client_follows_it() {
+        let request = |declared, modern, augmented| TaskRequest {
+            declared,
+            modern,
+            augmented,
+        };
+        assert!(client_follows(request(true, true, false)));
+        assert!(client_follows(request(true, false, true)));
+        assert!(
+            !client_follows(request(true, false, false)),
+            "legacy, plain"
+        );
+        assert!(!client_follows(request(false, true, false)), "undeclared");
+        assert!(!client_follows(request(false, false, true)), "undeclared");
+    }
 
     #[test]
     fn only_the_execution_tools_run_as_tasks() {

@@ -16,6 +16,8 @@ pub mod notebooks;
 pub mod outputs;
 pub mod run_all;
 pub mod scope;
+#[cfg(test)]
+mod schema_snapshot;
 pub mod variables;
 pub mod wire;
 
@@ -213,6 +215,7 @@ where
     schema.remove("title");
     schema.remove("description");
     wire::optional_arguments_default_to_null(&mut schema);
+    wire::portable(&mut schema);
     let shape = wire::shape_of(name);
     // The Python server's tools ignore arguments they do not know; ours say so in the result.
     let lenient = (shape != wire::Shape::Own).then(|| {

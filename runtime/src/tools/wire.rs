@@ -99,6 +99,161 @@ pub fn optional_arguments_default_to_null(schema: &mut JsonObject) {
     }
 }
 
+/// Rewrites a schema (and every schema inside it) so that clients mapping tool schemas onto a
+/// single-`type` dialect (several model vendors' function calling) can take it: a `type` list
+/// becomes `anyOf` branches of one type each, as pydantic writes an `Optional` parameter
+/// (`{"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}], "default": null}`).
+/// What constrains a value of one type goes into that type's branch; annotations (`title`,
+/// `description`, `default`) stay beside the `anyOf`. Applied to every tool schema we build,
+/// core and extension tools alike.
+pub fn portable(schema: &mut JsonObject) {
+    let mut value = Value::Object(std::mem::take(schema));
+    portable_value(&mut value);
+    if let Value::Object(object) = value {
+        *schema = object;
+    }
+}
+
+fn portable_value(schema: &mut Value) {
+    let Value::Object(node) = schema else {
+        return;
+    };
+    for (key, child) in node.iter_mut() {
+        match key.as_str() {
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
+                if let Value::Object(map) = child {
+                    map.values_mut().for_each(portable_value);
+                }
+            }
+            "anyOf" | "oneOf" | "allOf" | "prefixItems" => {
+                if let Value::Array(list) = child {
+                    list.iter_mut().for_each(portable_value);
+                }
+            }
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "contains"
+            | "propertyNames"
+            | "if"
+            | "then"
+            | "else" => portable_value(child),
+            _ => {}
+        }
+    }
+    let Some(Value::Array(types)) = node.get("type") else {
+        return;
+    };
+    let types: Vec<String> = types
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect();
+    if types.len() < 2 || node.contains_key("anyOf") {
+        if let [only] = types.as_slice() {
+            node.insert("type".into(), Value::String(only.clone()));
+        }
+        return;
+    }
+    node.remove("type");
+    let others: Vec<&String> = types.iter().filter(|t| *t != "null").collect();
+    let mut branches: Vec<JsonObject> = types
+        .iter()
+        .map(|t| JsonObject::from_iter([("type".to_owned(), Value::String(t.clone()))]))
+        .collect();
+    let keys: Vec<String> = node.keys().cloned().collect();
+    for key in keys {
+        if ANNOTATIONS.contains(&key.as_str()) {
+            continue;
+        }
+        let value = node.remove(&key).expect("a key just listed");
+        for (branch, t) in branches.iter_mut().zip(&types) {
+            // With one type beside null (an `Optional`) every constraint is that type's.
+            let belongs = match others.as_slice() {
+                [only] => t == *only,
+                _ => applies_to(&key, &value, t),
+            };
+            if !belongs {
+                continue;
+            }
+            let value = match (key.as_str(), &value) {
+                ("enum", Value::Array(values)) => Value::Array(
+                    values
+                        .iter()
+                        .filter(|v| is_of_type(v, t))
+                        .cloned()
+                        .collect(),
+                ),
+                _ => value.clone(),
+            };
+            branch.insert(key.clone(), value);
+        }
+    }
+    node.insert(
+        "anyOf".into(),
+        Value::Array(branches.into_iter().map(Value::Object).collect()),
+    );
+}
+
+/// Keywords that describe a value rather than constrain it: they stay beside `anyOf`.
+const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+];
+
+/// Whether a constraining keyword applies to values of JSON type `t`.
+fn applies_to(key: &str, value: &Value, t: &str) -> bool {
+    let numeric = matches!(t, "integer" | "number");
+    match key {
+        "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" => numeric,
+        "minLength" | "maxLength" | "pattern" | "contentEncoding" | "contentMediaType" => {
+            t == "string"
+        }
+        "format" => match value.as_str() {
+            Some(f)
+                if f.starts_with("int")
+                    || f.starts_with("uint")
+                    || f == "float"
+                    || f == "double" =>
+            {
+                numeric
+            }
+            _ => t == "string",
+        },
+        "items" | "prefixItems" | "minItems" | "maxItems" | "uniqueItems" | "contains" => {
+            t == "array"
+        }
+        "properties"
+        | "required"
+        | "additionalProperties"
+        | "patternProperties"
+        | "propertyNames"
+        | "minProperties"
+        | "maxProperties" => t == "object",
+        "enum" => value
+            .as_array()
+            .is_some_and(|values| values.iter().any(|v| is_of_type(v, t))),
+        _ => t != "null",
+    }
+}
+
+fn is_of_type(value: &Value, t: &str) -> bool {
+    match value {
+        Value::Null => t == "null",
+        Value::Bool(_) => t == "boolean",
+        Value::Number(n) => t == "number" || (t == "integer" && (n.is_i64() || n.is_u64())),
+        Value::String(_) => t == "string",
+        Value::Array(_) => t == "array",
+        Value::Object(_) => t == "object",
+    }
+}
+
 /// Declares that arguments beyond the listed ones are accepted (and ignored with a note).
 pub fn accept_unknown_arguments(schema: &mut JsonObject) {
     schema.remove("additionalProperties");
@@ -295,6 +450,43 @@ fn with_note(error: ToolError, ignored: Option<&Ignored>) -> ToolError {
 mod tests {
     use super::*;
     use crate::tools::ToolOutput;
+
+    #[test]
+    fn nullable_types_become_anyof_branches() {
+        let mut schema = json!({"type": "object", "properties": {
+            "timeout": {"description": "Seconds.", "type": ["integer", "null"], "format": "uint32",
+                        "minimum": 0, "default": null},
+            "kind": {"type": ["string", "null"], "enum": ["code", "markdown", null]},
+            "either": {"type": ["integer", "string"], "minimum": 1, "maxLength": 3},
+            "list": {"type": "array", "items": {"type": ["number", "null"]}},
+        }});
+        let Value::Object(object) = &mut schema else {
+            unreachable!()
+        };
+        portable(object);
+        let properties = &schema["properties"];
+        assert_eq!(
+            properties["timeout"],
+            json!({"description": "Seconds.", "default": null, "anyOf": [
+                {"type": "integer", "format": "uint32", "minimum": 0}, {"type": "null"}]})
+        );
+        assert_eq!(
+            properties["kind"],
+            json!({"anyOf": [{"type": "string", "enum": ["code", "markdown"]}, {"type": "null"}]})
+        );
+        assert_eq!(
+            properties["either"],
+            json!({"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "maxLength": 3}]})
+        );
+        assert_eq!(
+            properties["list"]["items"],
+            json!({"anyOf": [{"type": "number"}, {"type": "null"}]})
+        );
+        // Arguments are still read the same way: the types of every branch.
+        let declared = declared_arguments(schema.as_object().unwrap());
+        let timeout = declared.iter().find(|d| d.name == "timeout").unwrap();
+        assert!(timeout.takes(&Value::Null) && timeout.takes(&json!(3)));
+    }
 
     #[test]
     fn only_optional_nullable_arguments_default_to_null() {

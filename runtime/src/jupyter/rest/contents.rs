@@ -58,6 +58,35 @@ impl JupyterRest {
         Ok(model.hash.unwrap_or_default())
     }
 
+    /// Whether a file or directory exists, asked of its parent's listing: a `GET` of a missing
+    /// path is a 404 that Jupyter logs as a warning, a listing is not. A missing parent is
+    /// `NotFound`, as the path itself would be. A path the listing may not show as written
+    /// (`.` or `..` segments, hidden names, which listings leave out) is asked directly, so a
+    /// file is never taken for missing (a create would overwrite it).
+    pub async fn exists(&self, path: &str) -> Result<bool, RestError> {
+        let path = path.trim_matches('/');
+        let plain = !path.is_empty()
+            && path
+                .split('/')
+                .all(|segment| !segment.is_empty() && !segment.starts_with('.'));
+        if !plain {
+            return match self.get_contents(path, false).await {
+                Ok(_) => Ok(true),
+                Err(RestError::NotFound { .. }) => Ok(false),
+                Err(e) => Err(e),
+            };
+        }
+        let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let listing = self.get_contents(parent, true).await?;
+        let entries = listing.content.as_ref().and_then(Value::as_array);
+        Ok(entries.is_some_and(|entries| {
+            entries.iter().any(|entry| {
+                entry.get("path").and_then(Value::as_str) == Some(path)
+                    || entry.get("name").and_then(Value::as_str) == Some(name)
+            })
+        }))
+    }
+
     /// `PUT /api/collaboration/session/{path}`: the ids that name the notebook's collaboration
     /// room. `NotFound` means the server has no real-time collaboration.
     pub async fn collaboration_session(

@@ -210,7 +210,7 @@ impl HttpContext {
                 {
                     return guard::insufficient_scope(oauth, scope);
                 }
-                let body = repair_initialize_body(&parts.headers, body);
+                let body = repair_body(&parts.headers, body);
                 let mut mcp = self.mcp.clone();
                 let mut response = match mcp.call(Request::from_parts(parts, Full::new(body))).await
                 {
@@ -269,15 +269,16 @@ fn lacking_scope(
     })
 }
 
-/// The body with a malformed `initialize` given defaults (see `compat`); anything else as it came.
-fn repair_initialize_body(headers: &HeaderMap, body: Bytes) -> Bytes {
+/// The body as `compat::repair` makes it readable (a malformed `initialize` given defaults, a
+/// task-augmented call noted); anything else as it came.
+fn repair_body(headers: &HeaderMap, body: Bytes) -> Bytes {
     let Ok(message) = serde_json::from_slice::<Value>(&body) else {
         return body;
     };
     let version = headers
         .get("mcp-protocol-version")
         .and_then(|v| v.to_str().ok());
-    match super::compat::repair_initialize(&message, version) {
+    match super::compat::repair(&message, version) {
         Some(repaired) => Bytes::from(repaired.to_string()),
         None => body,
     }

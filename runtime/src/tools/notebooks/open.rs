@@ -131,8 +131,8 @@ pub(super) async fn use_notebook(context: ToolContext, args: UseNotebookArgs) ->
     };
     let documents = domain.documents_rest();
     step_done(started, "kernelspec");
-    let exists = match documents.get_file_hash(&path).await {
-        Ok(_) => true,
+    let exists = match documents.exists(&path).await {
+        Ok(found) => found,
         Err(RestError::NotFound { .. }) => false,
         Err(e) => {
             return Err(ToolError::Failed(format!(
