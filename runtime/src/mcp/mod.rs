@@ -245,7 +245,7 @@ impl ServerHandler for McpServer {
             .filter(|t| view.as_ref().is_none_or(|v| v.allows(&t.spec().name)))
             .map(|t| {
                 let mut tool = t.spec().to_mcp();
-                if rich && apps::shows_outputs(&t.spec().name) {
+                if rich && t.spec().shows_outputs {
                     apps::link_tool(&mut tool);
                 }
                 tool
@@ -441,7 +441,12 @@ impl ServerHandler for McpServer {
         let tasks_declared = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
-        match (tasks::task_support(&request.name), tasks_declared) {
+        let support = self
+            .state
+            .tools
+            .get(&request.name)
+            .map_or(TaskSupport::Forbidden, |tool| tool.spec().tasks);
+        match (support, tasks_declared) {
             (TaskSupport::Required, false) => Err(McpError::missing_required_client_capability(
                 ClientCapabilities::builder().enable_tasks().build(),
             )),

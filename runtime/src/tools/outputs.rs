@@ -8,7 +8,7 @@ use rmcp::model::ContentBlock as Content;
 use serde_json::Value;
 
 use crate::config::OutputLimits;
-use crate::jupyter::notebook::{error_text, multiline_text};
+use crate::domain::execution::{error_text, multiline_text};
 
 /// Text as a terminal (and JupyterLab) would show it, with nothing that could drive one:
 /// escape sequences (CSI, OSC, DCS, SOS, PM, APC, in their 7-bit `ESC x` and 8-bit C1 forms) are
