@@ -343,7 +343,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         .map(|h| h.users.all())
         .unwrap_or_default();
     for domain in std::iter::once(domain).chain(users) {
-        release(&domain).await;
+        domain.release_all().await;
     }
     if let Some(embedded) = embedded {
         embedded.stop().await;
@@ -408,22 +408,6 @@ async fn guests_loaded(#[cfg(feature = "wasm")] guests: &wasm::Loading) -> RunEr
         return RunError::GuestSettings(e.to_string());
     }
     std::future::pending().await
-}
-
-/// Leaves collaboration rooms first, so edits still queued reach them; then releases the
-/// notebooks' kernels as unuse_notebook would (a shared one keeps running) and stops the kernels
-/// we started.
-async fn release(domain: &Domain) {
-    let jupyter = domain.jupyter();
-    for notebook in domain.notebooks.all() {
-        if let Err(e) = notebook.document.close().await {
-            tracing::warn!("closing '{}' failed: {e}", notebook.path);
-        }
-        if let domain::notebooks::Released::Shared(id) = notebook.release(&jupyter).await {
-            tracing::info!(kernel = %id, "leaving the kernel of '{}' running: it is shared", notebook.path);
-        }
-    }
-    jupyter.shutdown().await;
 }
 
 async fn serve(

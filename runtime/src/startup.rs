@@ -4,12 +4,9 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-use tokio_util::sync::CancellationToken;
-
 use crate::config::Config;
+use crate::domain::notebooks::{UseMode, UseRequest};
 use crate::mcp::ServerState;
-use crate::tools::ToolContext;
 
 /// The name the Python server gives the notebook of `--document-id`.
 pub const DEFAULT_NOTEBOOK: &str = "default";
@@ -19,34 +16,19 @@ pub const DEFAULT_NOTEBOOK: &str = "default";
 pub async fn prepare(state: &Arc<ServerState>, config: &Config) {
     let domain = &state.domain;
     if let Some(path) = config.default_notebook.clone() {
-        // Through dispatch, so hooks see it as the use_notebook call it is; connect mode never
-        // creates anything.
-        let arguments = json!({
-            "notebook_name": DEFAULT_NOTEBOOK, "notebook_path": path, "mode": "connect",
-        });
-        let context = ToolContext {
-            domain: domain.clone(),
-            cancel: CancellationToken::new(),
-            progress: None,
+        // Connect mode never creates anything.
+        let request = UseRequest {
+            name: DEFAULT_NOTEBOOK.to_owned(),
+            path: path.clone(),
+            mode: UseMode::Connect,
+            kernel_id: None,
+            kernel_name: None,
         };
-        let arguments = arguments.as_object().cloned();
-        let called = crate::dispatch::call_tool(
-            &state.tools,
-            None,
-            "use_notebook",
-            arguments,
-            context,
-            None,
-        );
-        match called.await {
-            Ok(result) if result.is_error != Some(true) => {
+        match domain.use_notebook(request).await {
+            Ok(_) => {
                 tracing::info!("opened '{path}' as notebook '{DEFAULT_NOTEBOOK}' (--document-id)");
             }
-            Ok(result) => tracing::warn!(
-                "could not open --document-id '{path}': {}",
-                crate::tools::wire::text_of(&result.content)
-            ),
-            Err(e) => tracing::warn!("could not open --document-id '{path}': {}", e.message),
+            Err(e) => tracing::warn!("could not open --document-id '{path}': {e}"),
         }
     } else if config.start_default_kernel {
         match domain.jupyter().default_kernel().await {

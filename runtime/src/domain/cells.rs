@@ -5,8 +5,9 @@
 
 use super::Error;
 use super::notebooks::NotebookInUse;
-use crate::jupyter::document::Edit;
-use crate::jupyter::notebook::{Cell, CellType, Notebook};
+/// The notebook model and its edits, as callers of the domain name them.
+pub use crate::jupyter::document::Edit;
+pub use crate::jupyter::notebook::{Cell, CellType, Notebook};
 
 /// Plans edits against the notebook as it is when the write happens (one check for other
 /// writers per call); returns the notebook before and after.

@@ -12,8 +12,14 @@ use super::kernels::kernel_gone_message;
 use super::notebooks::NotebookInUse;
 use super::{Domain, Error};
 use crate::jupyter::document::Edit;
-use crate::jupyter::kernel::{ExecutionOutcome, ExecutionRequest};
+/// An execution as callers of the domain ask for and read it.
+pub use crate::jupyter::kernel::{
+    Completion, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
+};
+use crate::jupyter::kernel::{ConnectError, KernelError};
 use crate::jupyter::notebook::{Cell, CellType};
+/// The text of nbformat outputs (multiline strings joined, tracebacks).
+pub use crate::jupyter::notebook::multiline_text;
 
 /// What an execution produced, and the note to show first when a lost kernel was replaced.
 pub struct Executed {
@@ -22,6 +28,73 @@ pub struct Executed {
 }
 
 impl Domain {
+    /// Runs code without touching a notebook (execute_code): in the kernel `kernel_id` names,
+    /// else in the current notebook's kernel (as the Python server does), else in the default
+    /// kernel, started on first use.
+    pub async fn execute_code(
+        &self,
+        kernel_id: Option<&str>,
+        request: ExecutionRequest,
+    ) -> Result<Executed, Error> {
+        let jupyter = self.jupyter();
+        match kernel_id {
+            Some(id) => {
+                let kernel = jupyter.kernel(id).await.map_err(|e| match e {
+                    KernelError::Connect(ConnectError::NotFound(_)) => Error::Failed(format!(
+                        "Kernel '{id}' not found on the Jupyter Server. Call list_kernels to see \
+                         the running kernels, or omit kernel_id to use the default kernel."
+                    )),
+                    other => Error::failed(other),
+                })?;
+                let outcome = kernel.execute(request).await.map_err(|e| match e.gone_reason() {
+                    Some(reason) => Error::Failed(format!(
+                        "Kernel '{id}' {reason}; every variable, import and definition it held is \
+                         lost. Call list_kernels to find a running kernel, or omit kernel_id to \
+                         use the default kernel."
+                    )),
+                    None => Error::failed(e),
+                })?;
+                Ok(Executed {
+                    outcome,
+                    replaced: None,
+                })
+            }
+            None if let Ok(notebook) = self.notebooks.resolve(None) => {
+                self.execute_in(&notebook, request).await
+            }
+            None => {
+                let kernel = jupyter
+                    .default_kernel()
+                    .await
+                    .map_err(|e| match e.gone_reason() {
+                        Some(reason) => Error::Failed(format!(
+                            "The default kernel {reason}; every variable, import and definition \
+                             it held is lost. Call execute_code again to start a fresh default \
+                             kernel."
+                        )),
+                        None => Error::Failed(format!("Could not start the default kernel: {e}")),
+                    })?;
+                match kernel.execute(request).await {
+                    Ok(outcome) => Ok(Executed {
+                        outcome,
+                        replaced: None,
+                    }),
+                    Err(e) => {
+                        let Some(reason) = e.gone_reason() else {
+                            return Err(Error::failed(e));
+                        };
+                        jupyter.default_kernel_loss_reported(kernel.id()).await;
+                        Err(Error::Failed(format!(
+                            "The default kernel {reason} while this code ran; every variable, \
+                             import and definition it held is lost. Call execute_code again to \
+                             start a fresh default kernel."
+                        )))
+                    }
+                }
+            }
+        }
+    }
+
     /// Runs code in the notebook's kernel; nothing is written to the notebook.
     pub async fn execute_in(
         &self,
@@ -111,10 +184,7 @@ impl Domain {
     }
 }
 
-pub(super) fn gone_or_failed(
-    error: crate::jupyter::kernel::KernelError,
-    in_use: &NotebookInUse,
-) -> Error {
+pub(super) fn gone_or_failed(error: KernelError, in_use: &NotebookInUse) -> Error {
     if error.gone_reason().is_some() {
         Error::Kernel(kernel_gone_message(&in_use.name))
     } else {

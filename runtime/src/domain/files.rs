@@ -4,9 +4,12 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use futures_util::future::join_all;
 
 use super::{Domain, Error};
-use crate::jupyter::rest::{ContentsModel, JupyterRest, RestError};
+/// A file or directory as the contents API describes it.
+pub use crate::jupyter::rest::ContentsModel;
+use crate::jupyter::rest::{JupyterRest, RestError};
 
 /// How a file's content travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +120,67 @@ fn slice_lines(text: &str, offset: usize, limit: Option<usize>) -> (String, usiz
     (lines[start..end].concat(), start, end, total)
 }
 
+/// One entry of a tree listing: an item, or a subdirectory that could not be read.
+#[derive(Debug)]
+pub enum Listed {
+    Entry(ContentsModel),
+    Unreadable { path: String, error: String },
+}
+
+/// `path`'s entries (or the file itself), and those of its subdirectories down to `max_depth`,
+/// listed concurrently.
+async fn collect(
+    rest: &JupyterRest,
+    path: String,
+    depth: u8,
+    max_depth: u8,
+) -> Result<Vec<Listed>, RestError> {
+    let listing = rest.get_contents(&path, true).await?;
+    if listing.kind != "directory" {
+        return Ok(vec![Listed::Entry(listing)]);
+    }
+    let children = listing.children();
+    let subdirs: Vec<String> = if depth < max_depth {
+        children
+            .iter()
+            .filter(|c| c.kind == "directory")
+            .map(|dir| dir.path.clone())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut listed: Vec<Listed> = children.into_iter().map(Listed::Entry).collect();
+    let nested = subdirs.into_iter().map(|dir_path| async move {
+        match Box::pin(collect(rest, dir_path.clone(), depth + 1, max_depth)).await {
+            Ok(listed) => listed,
+            Err(e) => vec![Listed::Unreadable {
+                path: dir_path,
+                error: e.to_string(),
+            }],
+        }
+    });
+    for nested in join_all(nested).await {
+        listed.extend(nested);
+    }
+    Ok(listed)
+}
+
 impl Domain {
+    /// The Jupyter Server's file tree from `path` (as the caller wrote it) down to `max_depth`
+    /// levels of subdirectories (list_files).
+    pub async fn list_tree(&self, path: &str, max_depth: u8) -> Result<Vec<Listed>, Error> {
+        let jupyter = self.jupyter();
+        let start = path.trim_matches('/').to_owned();
+        collect(jupyter.rest(), start, 0, max_depth)
+            .await
+            .map_err(|e| match e {
+                RestError::NotFound { .. } => Error::Failed(format!(
+                    "'{path}' was not found on the Jupyter Server. Call list_files with path \"\" to see the root directory."
+                )),
+                other => Error::failed(other),
+            })
+    }
+
     /// Reads a file: text whole or by lines (`offset`, `limit`), binary whole or by bytes.
     pub async fn read_file(
         &self,

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use super::notebooks::NotebookInUse;
 use super::{Domain, Error};
 use crate::capabilities::AUTO_RESTART;
-use crate::jupyter::kernel::{Kernel, Liveness};
+use crate::jupyter::kernel::Kernel;
+/// Whether a kernel is alive, or gone and why (for callers that show it).
+pub use crate::jupyter::kernel::Liveness;
 
 /// The error every caller gets for a notebook whose kernel state was lost.
 pub fn kernel_gone_message(notebook_name: &str) -> String {

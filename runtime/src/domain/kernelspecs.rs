@@ -24,7 +24,40 @@ impl ChosenSpec {
     }
 }
 
+/// The kernels and kernelspecs of a Jupyter Server, as its REST API describes them.
+pub use crate::jupyter::rest::{KernelModel, KernelSpecs};
+
+/// The kernels running on a Jupyter Server.
+pub struct RunningKernels {
+    pub kernels: Vec<KernelModel>,
+    /// The installed kernelspecs, when they could be read: they only add detail.
+    pub specs: Option<KernelSpecs>,
+    /// The spare kernels `kernel.prewarm` keeps there, never used yet.
+    pub spares: Vec<String>,
+}
+
 impl Domain {
+    /// The kernelspecs installed on the Jupyter Server (list_kernelspecs).
+    pub async fn installed_kernelspecs(&self) -> Result<KernelSpecs, Error> {
+        self.jupyter()
+            .rest()
+            .kernelspecs()
+            .await
+            .map_err(|e| Error::Failed(format!("Error listing kernelspecs: {e}")))
+    }
+
+    /// The kernels running on the Jupyter Server (list_kernels).
+    pub async fn running_kernels(&self) -> Result<RunningKernels, Error> {
+        let jupyter = self.jupyter();
+        let rest = jupyter.rest();
+        let (kernels, specs) = tokio::join!(rest.list_kernels(), rest.kernelspecs());
+        let kernels = kernels.map_err(|e| Error::Failed(format!("Error listing kernels: {e}")))?;
+        Ok(RunningKernels {
+            kernels,
+            specs: specs.ok(),
+            spares: jupyter.spare_ids(),
+        })
+    }
     /// The installed kernelspec `name`, or an error naming those that are installed.
     pub async fn kernelspec(&self, name: &str) -> Result<ChosenSpec, Error> {
         let specs = self

@@ -57,14 +57,6 @@ fn viewer_html() -> &'static str {
     })
 }
 
-/// The tools whose results carry notebook outputs and point at the viewer.
-pub fn shows_outputs(tool: &str) -> bool {
-    matches!(
-        tool,
-        "execute_cell" | "execute_code" | "insert_execute_code_cell" | "read_cell"
-    )
-}
-
 /// Whether a client declared the extension (and, if it lists the MIME types it renders, ours).
 pub fn supported_by(capabilities: Option<&ClientCapabilities>) -> bool {
     let Some(settings) = capabilities
@@ -110,7 +102,7 @@ pub fn read_viewer() -> ReadResourceResult {
     ReadResourceResult::new(vec![contents])
 }
 
-/// Points a tool definition at the viewer.
+/// Points a tool definition at the viewer (for the tools whose spec says they show outputs).
 pub fn link_tool(tool: &mut rmcp::model::Tool) {
     let meta = tool.meta.get_or_insert_with(Default::default);
     meta.0

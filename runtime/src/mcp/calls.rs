@@ -202,7 +202,12 @@ impl PreparedCall {
             .await;
         }
         let mut result = result?;
-        if apps::shows_outputs(&self.request.name) {
+        let shows_outputs = self
+            .state
+            .tools
+            .get(&self.request.name)
+            .is_some_and(|tool| tool.spec().shows_outputs);
+        if shows_outputs {
             apps::shape_result(&mut result, self.rich_outputs);
         }
         Ok(result)

@@ -16,7 +16,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::tools::{Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec, native};
+use crate::tools::{
+    TaskSupport, Tool, ToolContext, ToolError, ToolFuture, ToolOutput, ToolSpec, declare, native,
+};
 
 /// A 1x1 PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -163,35 +165,41 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
                 Ok(ToolOutput::text("Progress test completed"))
             },
         ),
-        native(
+        declare(
             "slow_compute",
             "Conformance fixture: sleeps `seconds` (cancellable), then answers.",
             true,
-            |c: ToolContext, a: SlowArgs| async move {
-                tokio::select! {
-                    _ = tokio::time::sleep(crate::tools::seconds(a.seconds)) => {}
-                    _ = c.cancel.cancelled() => {
-                        return Err(ToolError::Failed("cancelled".into()));
-                    }
+        )
+        .tasks(TaskSupport::Optional)
+        .run(|c: ToolContext, a: SlowArgs| async move {
+            tokio::select! {
+                _ = tokio::time::sleep(crate::tools::seconds(a.seconds)) => {}
+                _ = c.cancel.cancelled() => {
+                    return Err(ToolError::Failed("cancelled".into()));
                 }
-                Ok(ToolOutput::text(format!(
-                    "Computed '{}' after {}s",
-                    a.label, a.seconds
-                )))
-            },
-        ),
-        native(
+            }
+            Ok(ToolOutput::text(format!(
+                "Computed '{}' after {}s",
+                a.label, a.seconds
+            )))
+        }),
+        declare(
             "failing_job",
             "Conformance fixture: fails as a tool after a second.",
             true,
-            |_c: ToolContext, _a: NoArgs| async {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                Err::<ToolOutput, _>(ToolError::Failed(
-                    "the job failed, as it always does".into(),
-                ))
-            },
-        ),
-        text("protocol_error_job", "unreachable: fails before running"),
+        )
+        .tasks(TaskSupport::Required)
+        .run(|_c: ToolContext, _a: NoArgs| async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Err::<ToolOutput, _>(ToolError::Failed(
+                "the job failed, as it always does".into(),
+            ))
+        }),
+        declare("protocol_error_job", "Conformance fixture.", true)
+            .tasks(TaskSupport::Optional)
+            .run(|_c: ToolContext, _a: NoArgs| async {
+                Ok(ToolOutput::text("unreachable: fails before running"))
+            }),
         native(
             "greet",
             "Conformance fixture.",
@@ -205,8 +213,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
             description: "Tool with JSON Schema 2020-12 features".into(),
             input_schema: Arc::new(schema),
             read_only: true,
-            capability: None,
-            output_schema: None,
+            ..ToolSpec::default()
         })),
         text("test_missing_capability", "unreachable: intercepted"),
         text("test_trigger_tool_change", "unreachable: intercepted"),
@@ -308,16 +315,6 @@ pub fn intercept_call(
             Some(Err(McpError::missing_required_client_capability(sampling)))
         }
         _ => None,
-    }
-}
-
-/// Task support of the fixture tools the tasks scenarios name.
-pub fn task_support(tool: &str) -> crate::mcp::tasks::TaskSupport {
-    use crate::mcp::tasks::TaskSupport;
-    match tool {
-        "slow_compute" | "protocol_error_job" => TaskSupport::Optional,
-        "failing_job" => TaskSupport::Required,
-        _ => TaskSupport::Forbidden,
     }
 }
 

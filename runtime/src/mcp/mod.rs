@@ -248,7 +248,7 @@ impl ServerHandler for McpServer {
             .filter(|t| view.as_ref().is_none_or(|v| v.admits(t.spec())))
             .map(|t| {
                 let mut tool = t.spec().to_mcp();
-                if rich && apps::shows_outputs(&t.spec().name) {
+                if rich && t.spec().shows_outputs {
                     apps::link_tool(&mut tool);
                 }
                 tool
@@ -455,7 +455,12 @@ impl ServerHandler for McpServer {
                 .and_then(serde_json::Value::as_bool)
                 == Some(true),
         });
-        match (tasks::task_support(&request.name), follows) {
+        let support = self
+            .state
+            .tools
+            .get(&request.name)
+            .map_or(TaskSupport::Forbidden, |tool| tool.spec().tasks);
+        match (support, follows) {
             (TaskSupport::Required, false) => Err(McpError::missing_required_client_capability(
                 ClientCapabilities::builder().enable_tasks().build(),
             )),

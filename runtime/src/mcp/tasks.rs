@@ -6,24 +6,17 @@
 //! ([`client_follows`]) and which *tool* may run as one ([`task_support`]).
 //!
 //! rmcp's `TaskManager` keeps the tasks (state, TTL, eviction, the -32602 for an unknown id) and
-//! gates the `tasks/*` methods on the client's declaration; this module says which tools run as
-//! tasks and for how long a task is kept. Cancelling a task cancels its call the same way a
-//! cancelled request does, so an execution interrupts its kernel.
+//! gates the `tasks/*` methods on the client's declaration; each tool says whether it may run as
+//! a task (`ToolSpec::tasks`); this module says for how long a task is kept. Cancelling a task
+//! cancels its call the same way a cancelled request does, so an execution interrupts its kernel.
 
 use std::time::Duration;
 
 use crate::config::ExecutionLimits;
 
-/// Whether a tool's calls become tasks for a client that declared the extension.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskSupport {
-    /// Always answered in the request.
-    Forbidden,
-    /// A task when the client declared the extension, an ordinary result otherwise.
-    Optional,
-    /// Only as a task; a client that did not declare the extension is refused (-32021).
-    Required,
-}
+/// A tool's own word on whether its calls may become tasks (`ToolSpec::tasks`): the ones that
+/// run code, whose calls can take minutes, say `Optional`.
+pub use crate::tools::TaskSupport;
 
 /// What a tool call's request says about its client and tasks.
 #[derive(Debug, Clone, Copy)]
@@ -42,17 +35,6 @@ pub struct TaskRequest {
 /// without polling, e.g. the MCP Inspector's CLI, and would lose the result).
 pub fn client_follows(request: TaskRequest) -> bool {
     request.declared && (request.modern || request.augmented)
-}
-
-/// The task support of a core tool: the ones that run code, whose calls can take minutes.
-pub fn task_support(tool: &str) -> TaskSupport {
-    match tool {
-        "execute_cell" | "execute_code" | "insert_execute_code_cell" => TaskSupport::Optional,
-        #[cfg(feature = "conformance-fixtures")]
-        other => super::fixtures::task_support(other),
-        #[cfg(not(feature = "conformance-fixtures"))]
-        _ => TaskSupport::Forbidden,
-    }
 }
 
 /// How long a task is kept, from its creation: long enough for the longest execution the
@@ -88,11 +70,19 @@ mod tests {
 
     #[test]
     fn only_the_execution_tools_run_as_tasks() {
-        for tool in ["execute_cell", "execute_code", "insert_execute_code_cell"] {
-            assert_eq!(task_support(tool), TaskSupport::Optional, "{tool}");
-        }
-        for tool in ["read_cell", "list_files", "use_notebook"] {
-            assert_eq!(task_support(tool), TaskSupport::Forbidden, "{tool}");
+        let tools = crate::dispatch::ToolRegistry::builtin();
+        for tool in tools.all() {
+            let spec = tool.spec();
+            let runs_code = matches!(
+                spec.name.as_str(),
+                "execute_cell" | "execute_code" | "insert_execute_code_cell"
+            );
+            let expected = if runs_code {
+                TaskSupport::Optional
+            } else {
+                TaskSupport::Forbidden
+            };
+            assert_eq!(spec.tasks, expected, "{}", spec.name);
         }
         let limits = ExecutionLimits {
             default_timeout: Duration::from_secs(30),

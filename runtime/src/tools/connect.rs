@@ -5,7 +5,8 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, declare};
+use crate::tools::wire::Shape;
 
 pub const NAME: &str = "connect_to_jupyter";
 
@@ -26,14 +27,15 @@ pub struct ConnectArgs {
 }
 
 pub fn connect_to_jupyter() -> Arc<dyn Tool> {
-    native(
+    declare(
         NAME,
         "Connect to another Jupyter Server by URL and token, without restarting the MCP server. \
          The server is checked before it is used; kernels this server started on the previous \
          one are shut down.",
         false,
-        run,
     )
+    .shape(Shape::Text)
+    .run(run)
 }
 
 async fn run(context: ToolContext, args: ConnectArgs) -> ToolResult {

@@ -8,14 +8,14 @@ use serde::Deserialize;
 
 use super::format::format_secs;
 use super::outputs::{self, Compact, NO_OUTPUT, Rendered};
-use super::{ProgressReporter, Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
+use super::{ProgressReporter, TaskSupport, Tool, ToolContext, ToolOutput, ToolResult, declare};
 use crate::capabilities::COMPACT_OUTPUT;
 use crate::config::OutputLimits;
-use crate::domain::outputs::{EXECUTION_SCHEME, Output};
-use crate::jupyter::kernel::{
-    Completion, ConnectError, ExecutionOutcome, ExecutionRequest, KernelError, Progress,
-    ProgressSink,
+use crate::domain::execution::{
+    Completion, Executed, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
 };
+use crate::domain::outputs::{EXECUTION_SCHEME, Output};
+use crate::tools::wire::Shape;
 
 fn default_timeout() -> f64 {
     30.0
@@ -44,15 +44,14 @@ pub struct ExecuteCodeArgs {
 }
 
 pub fn execute_code() -> Arc<dyn Tool> {
-    native(
-        "execute_code",
+    declare(
+"execute_code",
         "Execute code directly in a kernel; nothing is saved to any notebook. Uses the kernel named \
          by kernel_id, or a default kernel started on first use. Good for magics (%pip, %timeit), \
          shell commands (!ls), inspecting variables and quick calculations. Do not use it for \
          imports or definitions that later notebook cells depend on: put those in the notebook.",
-        false,
-        run,
-    )
+false,
+).shape(Shape::ContentList).shows_outputs().tasks(TaskSupport::Optional).run(run)
 }
 
 /// A progress sink that reports as the Python server does ("Execution in progress: 12s / 120s").
@@ -93,58 +92,9 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> ToolResult {
         ));
     }
 
-    let jupyter = domain.jupyter();
-    let (outcome, replaced) = match &args.kernel_id {
-        Some(id) => {
-            let kernel = jupyter.kernel(id).await.map_err(|e| match e {
-                KernelError::Connect(ConnectError::NotFound(_)) => ToolError::Failed(format!(
-                    "Kernel '{id}' not found on the Jupyter Server. Call list_kernels to see the \
-                     running kernels, or omit kernel_id to use the default kernel."
-                )),
-                other => ToolError::failed(other),
-            })?;
-            let outcome = kernel.execute(request).await.map_err(|e| match e.gone_reason() {
-                Some(reason) => ToolError::Failed(format!(
-                    "Kernel '{id}' {reason}; every variable, import and definition it held is lost. \
-                     Call list_kernels to find a running kernel, or omit kernel_id to use the \
-                     default kernel."
-                )),
-                None => ToolError::failed(e),
-            })?;
-            (outcome, None)
-        }
-        // With a notebook in use, code runs in its kernel, as the Python server does.
-        None if let Ok(notebook) = domain.notebooks.resolve(None) => {
-            let executed = domain.execute_in(&notebook, request).await?;
-            (executed.outcome, executed.replaced)
-        }
-        None => {
-            let kernel = jupyter
-                .default_kernel()
-                .await
-                .map_err(|e| match e.gone_reason() {
-                    Some(reason) => ToolError::Failed(format!(
-                        "The default kernel {reason}; every variable, import and definition it \
-                         held is lost. Call execute_code again to start a fresh default kernel."
-                    )),
-                    None => ToolError::Failed(format!("Could not start the default kernel: {e}")),
-                })?;
-            match kernel.execute(request).await {
-                Ok(outcome) => (outcome, None),
-                Err(e) => {
-                    let Some(reason) = e.gone_reason() else {
-                        return Err(ToolError::failed(e));
-                    };
-                    jupyter.default_kernel_loss_reported(kernel.id()).await;
-                    return Err(ToolError::Failed(format!(
-                        "The default kernel {reason} while this code ran; every variable, import \
-                         and definition it held is lost. Call execute_code again to start a fresh \
-                         default kernel."
-                    )));
-                }
-            }
-        }
-    };
+    let Executed { outcome, replaced } = domain
+        .execute_code(args.kernel_id.as_deref(), request)
+        .await?;
     let limits = domain.settings.output;
     let outputs = Output::all_from_json(&outcome.outputs);
     // Shortened outputs point to their whole, which only the server can keep for execute_code.

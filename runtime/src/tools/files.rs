@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use futures_util::future::join_all;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::kernels::format_timestamp;
-use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
-use crate::jupyter::rest::{JupyterRest, RestError};
+use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, declare};
+use crate::domain::files::{ContentsModel, Listed};
+use crate::tools::wire::Shape;
 
 fn default_max_depth() -> u8 {
     1
@@ -40,13 +40,12 @@ pub struct ListFilesArgs {
 }
 
 pub fn list_files() -> Arc<dyn Tool> {
-    native(
-        "list_files",
+    declare(
+"list_files",
         "List files and directories of the Jupyter Server's file system, recursively up to \
          max_depth, as a paged table (Path, Type, Size, Last_Modified). Filter with a glob pattern.",
-        true,
-        run,
-    )
+true,
+).shape(Shape::Text).run(run)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -70,44 +69,19 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
-async fn collect(
-    rest: &JupyterRest,
-    path: String,
-    depth: u8,
-    max_depth: u8,
-) -> Result<Vec<FileRow>, RestError> {
-    let listing = rest.get_contents(&path, true).await?;
-    if listing.kind != "directory" {
-        return Ok(vec![row(&listing)]);
+fn listed_row(listed: Listed) -> FileRow {
+    match listed {
+        Listed::Entry(model) => row(&model),
+        Listed::Unreadable { path, error } => FileRow {
+            path,
+            kind: "error".into(),
+            size: String::new(),
+            last_modified: format!("Error: {error}"),
+        },
     }
-    let children = listing.children();
-    let mut rows: Vec<FileRow> = children.iter().map(row).collect();
-    if depth < max_depth {
-        let subdirs = children
-            .iter()
-            .filter(|c| c.kind == "directory")
-            .map(|dir| {
-                let dir_path = dir.path.clone();
-                async move {
-                    match Box::pin(collect(rest, dir_path.clone(), depth + 1, max_depth)).await {
-                        Ok(rows) => rows,
-                        Err(e) => vec![FileRow {
-                            path: dir_path,
-                            kind: "error".into(),
-                            size: String::new(),
-                            last_modified: format!("Error: {e}"),
-                        }],
-                    }
-                }
-            });
-        for nested in join_all(subdirs).await {
-            rows.extend(nested);
-        }
-    }
-    Ok(rows)
 }
 
-fn row(model: &crate::jupyter::rest::ContentsModel) -> FileRow {
+fn row(model: &ContentsModel) -> FileRow {
     FileRow {
         path: model.path.clone(),
         kind: model.kind.clone(),
@@ -184,15 +158,8 @@ async fn run(context: ToolContext, args: ListFilesArgs) -> ToolResult {
             args.max_depth
         )));
     }
-    let jupyter = context.domain.jupyter();
-    let path = args.path.trim_matches('/').to_owned();
-    let rows = collect(jupyter.rest(), path, 0, args.max_depth).await.map_err(|e| match e {
-        RestError::NotFound { .. } => ToolError::Failed(format!(
-            "'{}' was not found on the Jupyter Server. Call list_files with path \"\" to see the root directory.",
-            args.path
-        )),
-        other => ToolError::failed(other),
-    })?;
+    let listed = context.domain.list_tree(&args.path, args.max_depth).await?;
+    let rows = listed.into_iter().map(listed_row).collect();
     Ok(ToolOutput::text(render(rows, &args)))
 }
 

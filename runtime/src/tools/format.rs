@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::jupyter::notebook::{Cell, Notebook};
+use crate::domain::cells::{Cell, Notebook};
 
 pub fn count_text(cell: &Cell) -> String {
     match cell.execution_count {
@@ -128,7 +128,7 @@ pub fn format_secs(duration: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jupyter::notebook::CellType;
+    use crate::domain::cells::CellType;
 
     fn notebook(cells: &[(&str, CellType)]) -> Notebook {
         Notebook::with_cells(cells)

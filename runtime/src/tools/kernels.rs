@@ -6,21 +6,24 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
+use super::{Tool, ToolContext, ToolOutput, ToolResult, declare};
+use crate::domain::kernelspecs::RunningKernels;
+use crate::tools::wire::Shape;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListKernelsArgs {}
 
 pub fn list_kernels() -> Arc<dyn Tool> {
-    native(
+    declare(
         "list_kernels",
         "List all kernels running on the Jupyter Server, with their IDs, names, states, connection \
          counts and kernelspec details (display name, language, environment). Use an ID as \
          execute_code's kernel_id.",
         true,
-        run,
     )
+    .shape(Shape::Text)
+    .run(run)
 }
 
 /// ISO timestamps from Jupyter as `YYYY-MM-DD HH:MM:SS` (UTC), as the Python server prints them.
@@ -35,15 +38,14 @@ pub fn format_timestamp(iso: &str) -> String {
 }
 
 async fn run(context: ToolContext, _args: ListKernelsArgs) -> ToolResult {
-    let jupyter = context.domain.jupyter();
-    let rest = jupyter.rest();
-    let (kernels, specs) = tokio::join!(rest.list_kernels(), rest.kernelspecs());
-    let kernels = kernels.map_err(|e| ToolError::Failed(format!("Error listing kernels: {e}")))?;
+    let RunningKernels {
+        kernels,
+        specs,
+        spares,
+    } = context.domain.running_kernels().await?;
     if kernels.is_empty() {
         return Ok(ToolOutput::text("No kernels found on the Jupyter server."));
     }
-    // Kernelspecs only add detail; without them the columns say "unknown".
-    let specs = specs.ok();
     let mut lines = vec![
         "ID\tName\tDisplay_Name\tLanguage\tState\tConnections\tLast_Activity\tEnvironment"
             .to_owned(),
@@ -96,7 +98,6 @@ async fn run(context: ToolContext, _args: ListKernelsArgs) -> ToolResult {
         );
     }
     let mut text = lines.join("\n");
-    let spares = jupyter.spare_ids();
     if !spares.is_empty() {
         // After the table, so clients that read its rows are not thrown off.
         text.push_str(&format!(

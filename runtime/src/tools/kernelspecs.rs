@@ -6,7 +6,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, native};
+use super::{Tool, ToolContext, ToolOutput, ToolResult, native};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -24,13 +24,7 @@ pub fn list_kernelspecs() -> Arc<dyn Tool> {
 }
 
 async fn run(context: ToolContext, _args: ListKernelspecsArgs) -> ToolResult {
-    let specs = context
-        .domain
-        .jupyter()
-        .rest()
-        .kernelspecs()
-        .await
-        .map_err(|e| ToolError::Failed(format!("Error listing kernelspecs: {e}")))?;
+    let specs = context.domain.installed_kernelspecs().await?;
     if specs.kernelspecs.is_empty() {
         return Ok(ToolOutput::text(
             "No kernelspecs are installed on the Jupyter Server.",

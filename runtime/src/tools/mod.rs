@@ -34,8 +34,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::Domain;
 
-/// What a tool declares about itself.
-#[derive(Debug, Clone)]
+/// What a tool declares about itself: every fact the layers above ask of it, in one place, so
+/// nothing elsewhere keeps a table keyed by its name.
+#[derive(Debug, Clone, Default)]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
@@ -45,6 +46,25 @@ pub struct ToolSpec {
     pub capability: Option<String>,
     /// The schema its `structuredContent` follows, when it has one.
     pub output_schema: Option<Arc<JsonObject>>,
+    /// How its result is shaped on the wire (`wire::finish`).
+    pub shape: wire::Shape,
+    /// Its results carry notebook outputs, which the MCP Apps output viewer draws.
+    pub shows_outputs: bool,
+    /// Whether its calls may become tasks (for a client that declared the extension).
+    pub tasks: TaskSupport,
+}
+
+/// Whether a tool's calls may become tasks: a fact of the tool. Which requests of a session do
+/// become tasks is the MCP layer's rule (`mcp::tasks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskSupport {
+    /// Always answered in the request.
+    #[default]
+    Forbidden,
+    /// A task when the client declared the extension, an ordinary result otherwise.
+    Optional,
+    /// Only as a task; a client that did not declare the extension is refused (-32021).
+    Required,
 }
 
 impl ToolSpec {
@@ -141,8 +161,6 @@ pub trait Tool: Send + Sync {
 /// A tool written in Rust: arguments decoded into `A`, whose JSON Schema is the input schema.
 struct NativeTool<A, F> {
     spec: ToolSpec,
-    /// The result shape the Python server's clients expect of this tool.
-    shape: wire::Shape,
     /// Argument names of the schema; others are ignored with a note (core tools only).
     lenient: Option<Vec<wire::Declared>>,
     run: F,
@@ -166,7 +184,7 @@ where
 
     fn call(&self, context: ToolContext, arguments: JsonObject) -> ToolFuture<'_> {
         let (arguments, ignored) = self.split_unknown(arguments);
-        let shape = self.shape;
+        let shape = self.spec.shape;
         match decode_arguments::<A>(arguments) {
             Ok(args) => {
                 let running = (self.run)(context, args);
@@ -204,39 +222,80 @@ pub fn decode_arguments<A: DeserializeOwned>(arguments: JsonObject) -> Result<A,
     })
 }
 
+/// A tool written in Rust with no facts beyond its name, description and annotation (see
+/// [`declare`] for the others).
 pub fn native<A, F, Fut>(name: &str, description: &str, read_only: bool, run: F) -> Arc<dyn Tool>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ToolResult> + Send + 'static,
 {
-    let mut schema = (*rmcp::handler::server::common::schema_for_type::<A>()).clone();
-    // The struct's own doc comment would repeat the tool description; the title is noise.
-    schema.remove("title");
-    schema.remove("description");
-    wire::optional_arguments_default_to_null(&mut schema);
-    wire::portable(&mut schema);
-    let shape = wire::shape_of(name);
-    // The Python server's tools ignore arguments they do not know; ours say so in the result.
-    let lenient = (shape != wire::Shape::Own).then(|| {
-        wire::accept_unknown_arguments(&mut schema);
-        wire::declared_arguments(&schema)
-    });
-    let output_schema = (shape == wire::Shape::Text).then(|| wire::text_output_schema(name));
-    Arc::new(NativeTool {
-        spec: ToolSpec {
-            name: name.to_owned(),
-            description: description.to_owned(),
-            input_schema: Arc::new(schema),
-            read_only,
-            capability: None,
-            output_schema,
-        },
-        shape,
-        lenient,
-        run,
-        _args: std::marker::PhantomData,
+    declare(name, description, read_only).run(run)
+}
+
+/// Starts a tool's declaration: its name, its description, and whether it only reads.
+pub fn declare(name: &str, description: &str, read_only: bool) -> Declaration {
+    Declaration(ToolSpec {
+        name: name.to_owned(),
+        description: description.to_owned(),
+        read_only,
+        ..ToolSpec::default()
     })
+}
+
+/// A Rust tool's facts, gathered beside its declaration and finished by [`Declaration::run`],
+/// which derives its input schema from the argument type.
+pub struct Declaration(ToolSpec);
+
+impl Declaration {
+    /// Answers in one of the Python server's result shapes (`wire::Shape`).
+    pub fn shape(mut self, shape: wire::Shape) -> Self {
+        self.0.shape = shape;
+        self
+    }
+
+    /// Its results carry notebook outputs for the MCP Apps output viewer.
+    pub fn shows_outputs(mut self) -> Self {
+        self.0.shows_outputs = true;
+        self
+    }
+
+    /// Whether its calls may become tasks.
+    pub fn tasks(mut self, tasks: TaskSupport) -> Self {
+        self.0.tasks = tasks;
+        self
+    }
+
+    /// The tool: `run` called with the arguments decoded into `A`, whose JSON Schema is the
+    /// input schema.
+    pub fn run<A, F, Fut>(self, run: F) -> Arc<dyn Tool>
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ToolResult> + Send + 'static,
+    {
+        let mut spec = self.0;
+        let mut schema = (*rmcp::handler::server::common::schema_for_type::<A>()).clone();
+        // The struct's own doc comment would repeat the tool description; the title is noise.
+        schema.remove("title");
+        schema.remove("description");
+        wire::optional_arguments_default_to_null(&mut schema);
+        wire::portable(&mut schema);
+        // The Python server's tools ignore arguments they do not know; ours say so in the result.
+        let lenient = (spec.shape != wire::Shape::Own).then(|| {
+            wire::accept_unknown_arguments(&mut schema);
+            wire::declared_arguments(&schema)
+        });
+        spec.output_schema =
+            (spec.shape == wire::Shape::Text).then(|| wire::text_output_schema(&spec.name));
+        spec.input_schema = Arc::new(schema);
+        Arc::new(NativeTool {
+            spec,
+            lenient,
+            run,
+            _args: std::marker::PhantomData,
+        })
+    }
 }
 
 /// The built-in tools of this server.

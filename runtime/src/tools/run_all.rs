@@ -10,9 +10,10 @@ use serde_json::{Value, json};
 use super::format::format_secs;
 use super::outputs::{Rendered, render_output};
 use super::{Tool, ToolContext, ToolOutput, ToolResult, native, seconds};
+use crate::domain::cells::Cell;
+use crate::domain::execution::{ExecutionRequest, Progress, ProgressSink};
 use crate::domain::outputs::Output;
 use crate::domain::run_all::{CellRun, CellStatus};
-use crate::jupyter::kernel::{ExecutionRequest, Progress, ProgressSink};
 
 fn default_true() -> bool {
     true
@@ -130,7 +131,7 @@ async fn run(context: ToolContext, args: RunAllArgs) -> ToolResult {
         });
         sink
     });
-    let request = |cell: &crate::jupyter::notebook::Cell| {
+    let request = |cell: &Cell| {
         let mut request = ExecutionRequest::new(cell.source.clone(), timeout);
         request.cancel = cancel.clone();
         if let Some(sink) = &within {

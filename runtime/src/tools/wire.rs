@@ -24,40 +24,19 @@ pub fn meta_key(name: &str) -> String {
     format!("{META_NAMESPACE}/{name}")
 }
 
-/// How a tool's result is shaped on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a tool's result is shaped on the wire: each core tool of the Python server declares the
+/// shape it answers in there (its tools that return a list of content are registered with
+/// `structured_output=False`; the others return one string).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Shape {
     /// One text, also given as `structuredContent.result`.
     Text,
     /// Text and images for the model; no structured content.
     ContentList,
-    /// Not a tool of the Python server (the conformance fixtures): left as the tool made it.
+    /// Not a tool of the Python server (ours alone, extensions', the conformance fixtures): left
+    /// as the tool made it.
+    #[default]
     Own,
-}
-
-/// The shape each of the Python server's tools answers in. Its tools that return a list of
-/// content are registered with `structured_output=False`; the others return one string.
-pub fn shape_of(tool: &str) -> Shape {
-    match tool {
-        "execute_cell" | "execute_code" | "insert_execute_code_cell" | "read_cell" => {
-            Shape::ContentList
-        }
-        "clear_cell_output"
-        | "connect_to_jupyter"
-        | "delete_cell"
-        | "edit_cell_source"
-        | "insert_cell"
-        | "list_files"
-        | "list_kernels"
-        | "list_notebooks"
-        | "move_cell"
-        | "overwrite_cell_source"
-        | "read_notebook"
-        | "restart_notebook"
-        | "unuse_notebook"
-        | "use_notebook" => Shape::Text,
-        _ => Shape::Own,
-    }
 }
 
 /// The output schema of a text tool, as the Python SDK derives it for a `str` return.
@@ -591,7 +570,7 @@ mod tests {
         for tool in crate::tools::builtin().iter() {
             let name = tool.spec().name.as_str();
             assert_eq!(
-                shape_of(name) == Shape::Own,
+                tool.spec().shape == Shape::Own,
                 OURS_ALONE.contains(&name),
                 "{name}"
             );

@@ -104,6 +104,7 @@ impl ExtensionTool {
                 read_only: spec.read_only,
                 capability: spec.capability.clone(),
                 output_schema,
+                ..ToolSpec::default()
             },
         })
     }

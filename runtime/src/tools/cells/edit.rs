@@ -7,8 +7,7 @@ use serde_json::json;
 
 use super::{default_true, notebook_in_use, with_cell_id};
 use crate::domain::cells::{self, MoveTargets, Overwrite, resolve_cell, set_source, update};
-use crate::jupyter::document::Edit;
-use crate::jupyter::notebook::{Cell, CellType, Notebook};
+use crate::domain::cells::{Cell, CellType, Edit, Notebook};
 use crate::tools::format::{brief_table, change_report};
 use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult};
 

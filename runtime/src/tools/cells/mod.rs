@@ -13,81 +13,97 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::{Tool, ToolContext, ToolError, ToolOutput, native};
+use super::{TaskSupport, Tool, ToolContext, ToolError, ToolOutput, declare};
 use crate::domain::notebooks::NotebookInUse;
+use crate::tools::wire::Shape;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
-        native(
+        declare(
             "read_notebook",
             "Read a notebook in use: a brief table (index, type, execution count, first line) or \
              the detailed source of each cell, paged with start_index and limit. No outputs; use \
              read_cell for those.",
             true,
-            read::read_notebook,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(read::read_notebook),
+        declare(
             "read_cell",
             "Read one cell (by cell_index or cell_id): its header, source and, for code cells, \
              its outputs (images as image content).",
             true,
-            read::read_cell,
-        ),
-        native(
+        )
+        .shape(Shape::ContentList)
+        .shows_outputs()
+        .run(read::read_cell),
+        declare(
             "insert_cell",
             "Insert a code, markdown or raw cell at cell_index (-1 appends) and show the cells \
              around it.",
             false,
-            edit::insert_cell,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(edit::insert_cell),
+        declare(
             "insert_execute_code_cell",
             "Insert a code cell into the current notebook at cell_index (-1 appends) and run it; \
              the outputs are saved into the cell and returned.",
             false,
-            run::insert_execute_code_cell,
-        ),
-        native(
+        )
+        .shape(Shape::ContentList)
+        .shows_outputs()
+        .tasks(TaskSupport::Optional)
+        .run(run::insert_execute_code_cell),
+        declare(
             "overwrite_cell_source",
             "Replace a cell's whole source (by cell_index or cell_id); returns a diff.",
             false,
-            edit::overwrite_cell_source,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(edit::overwrite_cell_source),
+        declare(
             "edit_cell_source",
             "Replace an exact string in a cell's source (literal, not a pattern). An old_string \
              that occurs more than once is refused unless replace_all is true. Returns a diff.",
             false,
-            edit::edit_cell_source,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(edit::edit_cell_source),
+        declare(
             "execute_cell",
             "Run a code cell (by cell_index or cell_id) in the notebook's kernel. Outputs and the \
              execution count are written into the notebook as they arrive and returned. On timeout \
              the kernel is interrupted and the outputs so far are returned.",
             false,
-            run::execute_cell,
-        ),
-        native(
+        )
+        .shape(Shape::ContentList)
+        .shows_outputs()
+        .tasks(TaskSupport::Optional)
+        .run(run::execute_cell),
+        declare(
             "delete_cell",
             "Delete cells by cell_indices or by cell_ids_to_delete, all at once; reports each \
              deleted cell with its source.",
             false,
-            edit::delete_cell,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(edit::delete_cell),
+        declare(
             "clear_cell_output",
             "Remove the outputs (and execution count) of a code cell.",
             false,
-            edit::clear_cell_output,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(edit::clear_cell_output),
+        declare(
             "move_cell",
             "Move a cell (source_index or source_cell_id) so it ends up at target_index, or where \
              the cell target_cell_id is now; shows the cells around it.",
             false,
-            edit::move_cell,
-        ),
+        )
+        .shape(Shape::Text)
+        .run(edit::move_cell),
     ]
 }
 

@@ -6,9 +6,9 @@ use serde_json::json;
 
 use super::{default_true, notebook_in_use, with_cell_id};
 use crate::capabilities::COMPACT_OUTPUT;
+use crate::domain::cells::CellType;
 use crate::domain::cells::{read, resolve_cell};
 use crate::domain::outputs::Output;
-use crate::jupyter::notebook::CellType;
 use crate::tools::format::{brief_table, cell_header, cell_uri, detailed, full_output_hint};
 use crate::tools::outputs::{self, Compact, Rendered};
 use crate::tools::{ToolContext, ToolOutput, ToolResult};
@@ -124,8 +124,7 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     let mut output = ToolOutput::content(outputs::to_content(pieces));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
-    let saved = crate::jupyter::kernel::widgets::saved_models(&notebook.metadata);
-    let widgets = in_use.kernel().connection().widget_state(shown, saved);
+    let widgets = in_use.widget_state(shown, &notebook);
     output.structured = Some(outputs::bundles(&typed, widgets, limits, &hint));
     Ok(with_cell_id(output, &cell.id))
 }

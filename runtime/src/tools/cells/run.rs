@@ -8,11 +8,11 @@ use serde::Deserialize;
 
 use super::{default_true, notebook_in_use, with_cell_id};
 use crate::capabilities::COMPACT_OUTPUT;
+use crate::domain::cells::{Cell, CellType};
 use crate::domain::cells::{insert, read, resolve_cell, unknown_id};
+use crate::domain::execution::{Completion, ExecutionRequest};
 use crate::domain::notebooks::NotebookInUse;
 use crate::domain::outputs::Output;
-use crate::jupyter::kernel::{Completion, ExecutionRequest};
-use crate::jupyter::notebook::{Cell, CellType};
 use crate::tools::execute::{progress_sink, render_execution};
 use crate::tools::format::{cell_uri, format_secs, full_output_hint};
 use crate::tools::outputs::{self, Compact, Rendered};

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::jupyter::kernel::Liveness;
-use crate::tools::{Tool, ToolContext, ToolOutput, ToolResult, native};
+use crate::domain::kernels::Liveness;
+use crate::tools::wire::Shape;
+use crate::tools::{Tool, ToolContext, ToolOutput, ToolResult, declare};
 
 mod open;
 mod release;
@@ -24,35 +25,39 @@ pub use release::{NotebookNameArgs, RestartArgs};
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
     vec![
-        native(
+        declare(
             "use_notebook",
             "Open (mode 'connect') or create (mode 'create') a notebook, give it a name, and make \
              it the current notebook. It gets a kernel: kernel_id if given, else one started for \
              it and shared with JupyterLab through a Jupyter session. Shows the first cells.",
             false,
-            use_notebook,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(use_notebook),
+        declare(
             "list_notebooks",
             "List the notebooks in use with their paths, kernels, kernel status and which one is \
              current.",
             true,
-            list_notebooks,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(list_notebooks),
+        declare(
             "restart_notebook",
             "Restart a notebook's kernel: all variables, imports and definitions are cleared. \
              Also brings back a notebook whose kernel was lost.",
             false,
-            restart_notebook,
-        ),
-        native(
+        )
+        .shape(Shape::Text)
+        .run(restart_notebook),
+        declare(
             "unuse_notebook",
             "Stop using a notebook: release its name and stop the kernel this server started for \
              it, unless someone else uses that kernel.",
             false,
-            unuse_notebook,
-        ),
+        )
+        .shape(Shape::Text)
+        .run(unuse_notebook),
     ]
 }
 

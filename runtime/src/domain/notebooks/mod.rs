@@ -1,16 +1,26 @@
-//! The notebooks in use: each name bound to a document and a kernel, one of them current.
+//! The notebooks in use: each name bound to a document and a kernel, one of them current, and
+//! their lifecycle — opened or created with a kernel attached (`open.rs`), restarted, moved to
+//! another kernelspec and released (`release.rs`) — for every caller alike: tools, startup's
+//! `--document-id`, the exit.
 //!
 //! Several notebooks can be in use at once; tools that take `notebook_name` can address any of
 //! them, the others use the current one (one per server, as the Python server has it).
 
+mod open;
+mod release;
+
+pub use open::{Attached, Opened, UseMode, UseRequest, Used};
+pub use release::{Switched, Unused};
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::jupyter::Jupyter;
 use crate::jupyter::document::{Document, DocumentError, Edit, EditPlan};
-use crate::jupyter::kernel::Kernel;
+use crate::jupyter::kernel::{Kernel, widgets};
 use crate::jupyter::notebook::Notebook;
 
 /// How the notebook's kernel came to be attached.
@@ -84,6 +94,13 @@ impl NotebookInUse {
     /// Lets go of the notebook's kernel (see `release_kernel`).
     pub async fn release(&self, jupyter: &Jupyter) -> Released {
         release_kernel(jupyter, &self.kernel(), &self.origin).await
+    }
+
+    /// The widget state of the widgets `outputs` show: as the notebook's kernel holds them now,
+    /// else as `notebook` saved them.
+    pub fn widget_state(&self, outputs: &[Value], notebook: &Notebook) -> Option<Value> {
+        let saved = widgets::saved_models(&notebook.metadata);
+        self.kernel().connection().widget_state(outputs, saved)
     }
 
     pub fn kernel(&self) -> Arc<Kernel> {
