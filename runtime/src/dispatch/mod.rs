@@ -5,6 +5,8 @@
 //! A failure the agent can act on becomes a tool result with `isError: true`; only an unknown
 //! tool is a protocol error (JSON-RPC -32602), because then there is no tool to answer.
 
+#[cfg(feature = "wasm")]
+mod extension_tools;
 mod registry;
 mod selection;
 #[cfg(test)]

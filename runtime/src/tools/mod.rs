@@ -1,11 +1,13 @@
 //! Tools: what an agent can call. One file per family; each tool is a typed argument struct plus
-//! an async function, wrapped so native and extension tools (`wasm::ExtensionTool`) look the same
+//! an async function, wrapped so native and extension tools (`extensions::ExtensionTool`) look the same
 //! to dispatch.
 
 pub mod cells;
 pub mod compact;
 pub mod connect;
 pub mod execute;
+#[cfg(feature = "wasm")]
+pub mod extensions;
 pub mod file_io;
 pub mod files;
 pub mod format;

@@ -6,13 +6,12 @@
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
 
-use super::manifest::{
+use super::answers::{PromptAnswer, ResourceAnswer, ToolAnswer};
+use super::distribution::manifest::{
     CapabilityDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
     ToolDeclaration,
 };
 use super::sandbox::GuestState;
-use super::served::{PromptAnswer, ResourceAnswer};
-use super::tool::ToolAnswer;
 use super::{v0_1_0, v0_2_0};
 use crate::hooks::HookEvent;
 

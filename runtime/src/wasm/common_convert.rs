@@ -77,16 +77,16 @@ macro_rules! conversions {
 
         pub fn capability_declaration(
             capability: types::Capability,
-        ) -> crate::wasm::manifest::CapabilityDeclaration {
-            crate::wasm::manifest::CapabilityDeclaration {
+        ) -> crate::wasm::distribution::manifest::CapabilityDeclaration {
+            crate::wasm::distribution::manifest::CapabilityDeclaration {
                 name: capability.name,
                 description: capability.description,
                 enabled: capability.enabled,
             }
         }
 
-        pub fn tool_declaration($spec: types::ToolSpec) -> crate::wasm::manifest::ToolDeclaration {
-            crate::wasm::manifest::ToolDeclaration {
+        pub fn tool_declaration($spec: types::ToolSpec) -> crate::wasm::distribution::manifest::ToolDeclaration {
+            crate::wasm::distribution::manifest::ToolDeclaration {
                 name: $spec.name,
                 description: $spec.description,
                 input_schema: $spec.input_schema,
@@ -96,8 +96,8 @@ macro_rules! conversions {
             }
         }
 
-        fn content(content: types::Content) -> crate::wasm::tool::AnswerContent {
-            use crate::wasm::tool::AnswerContent as Content;
+        fn content(content: types::Content) -> crate::wasm::answers::AnswerContent {
+            use crate::wasm::answers::AnswerContent as Content;
             match content {
                 types::Content::Text(text) => Content::Text(text),
                 types::Content::Image(image) => Content::Image {
@@ -108,8 +108,8 @@ macro_rules! conversions {
             }
         }
 
-        pub fn tool_answer(result: types::ToolResult) -> crate::wasm::tool::ToolAnswer {
-            crate::wasm::tool::ToolAnswer {
+        pub fn tool_answer(result: types::ToolResult) -> crate::wasm::answers::ToolAnswer {
+            crate::wasm::answers::ToolAnswer {
                 content: result.content.into_iter().map(content).collect(),
                 structured: result.structured,
                 is_error: result.is_error,

@@ -122,14 +122,14 @@ macro_rules! guest_exports {
 
             guest_exports!(@lists
                 capabilities: call_capabilities => capability_declaration
-                    -> crate::wasm::manifest::CapabilityDeclaration;
-                tools: call_tools => tool_declaration -> crate::wasm::manifest::ToolDeclaration;
+                    -> crate::wasm::distribution::manifest::CapabilityDeclaration;
+                tools: call_tools => tool_declaration -> crate::wasm::distribution::manifest::ToolDeclaration;
                 $($list: $list_call => $list_item -> $item;)*
             );
 
             guest_exports!(@answers
                 call_tool(name, arguments): call_call_tool => tool_answer
-                    -> crate::wasm::tool::ToolAnswer;
+                    -> crate::wasm::answers::ToolAnswer;
                 $($answer($($arg),*): $answer_call => $convert -> $ty;)*
             );
         }

@@ -12,7 +12,8 @@ use wasmtime::{Store, Trap, UpdateDeadline};
 use super::api::{Api, Exports, Indices};
 pub use super::limits::CallKind;
 use super::limits::{Stopped, memory_limit_message};
-use super::sandbox::{GuestSettings, GuestState};
+use super::sandbox::GuestState;
+use super::settings::GuestSettings;
 
 /// A call into a guest that did not produce the guest's answer.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! A guest's limits: the memory cap of its store, and the CPU time and wall-clock deadline of
 //! the call in progress.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
@@ -164,6 +165,45 @@ impl CallClock {
         let result = f();
         self.in_host += started.elapsed();
         result
+    }
+}
+
+/// Lines a guest may log per second (all its instances together); the rest are counted.
+pub const LINES_PER_SECOND: u32 = 50;
+
+/// How many lines one guest has logged in the current second, shared by its instances.
+#[derive(Debug)]
+pub struct LogBudget {
+    window: Mutex<(Instant, u32, u64)>,
+}
+
+impl Default for LogBudget {
+    fn default() -> Self {
+        LogBudget {
+            window: Mutex::new((Instant::now(), 0, 0)),
+        }
+    }
+}
+
+impl LogBudget {
+    /// Whether one more line may be logged now; when a new second starts, the number of lines
+    /// dropped in the last one is returned too.
+    pub fn take(&self) -> (bool, u64) {
+        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+        let (started, used, dropped) = &mut *window;
+        let mut reported = 0;
+        if started.elapsed() >= Duration::from_secs(1) {
+            *started = Instant::now();
+            *used = 0;
+            reported = std::mem::take(dropped);
+        }
+        if *used < LINES_PER_SECOND {
+            *used += 1;
+            (true, reported)
+        } else {
+            *dropped += 1;
+            (false, reported)
+        }
     }
 }
 

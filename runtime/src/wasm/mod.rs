@@ -14,6 +14,7 @@
 //! - `policy`: a guest's grants, hosts, directories and variables, changeable while it runs;
 //! - `outgoing`: `wasi:http` requests checked against the policy, capped and recorded;
 //! - `storage`: granted directories' opens recorded for the spans;
+//! - `settings`: what the instances of one guest share, and the link to the server;
 //! - `sandbox`: a guest's store data and the grant check every notebook host function passes;
 //! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
 //! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
@@ -22,32 +23,27 @@
 //! - `guest`: a guest's instances and calls into them, failure counting, rebuild from
 //!   `InstancePre`;
 //! - `hook`: a hook-handler guest on the hooks bus;
-//! - `tool`: an extension's tool in the tool registry;
+//! - `answers`: what a guest answers, in host types;
+//! - `tool`: an extension's tool in host terms, and what it needs of the tool table;
 //! - `lifecycle`: extensions added, reloaded and removed while the server runs;
 //! - `watch`: the watched folder (`--extensions-dir`);
 //! - `oci`: components pulled from OCI registries, pinned by digest;
 //! - `signatures`: cosign-compatible signatures checked against the trusted keys.
 
+mod answers;
 mod api;
-mod batch;
-mod cache;
-mod component_file;
-mod grants;
+mod distribution;
 mod guest;
 mod hook;
-mod imports;
 mod lifecycle;
 mod limits;
-mod loading;
-mod manifest;
 mod notebook;
-mod oci;
 mod outgoing;
 mod output;
 pub mod policy;
 mod sandbox;
 mod served;
-mod signatures;
+mod settings;
 mod slot;
 mod storage;
 #[cfg(test)]
@@ -62,7 +58,6 @@ mod common_host;
 mod v0_1_0;
 mod v0_2_0;
 mod wait;
-mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,25 +66,28 @@ use std::time::Duration;
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
+pub use answers::{AnswerContent, ToolAnswer};
 pub use api::API_VERSION;
 use api::{GuestApi, LoadQuestion};
-pub use batch::{compile_all, load_all};
-pub use cache::CompileCache;
-use component_file::{check_bytes, file_stem, read_checked};
-pub use grants::{Grants, HostFunction};
+pub use distribution::cache::CompileCache;
+use distribution::component_file::{check_bytes, file_stem, read_checked};
+pub use distribution::manifest::Manifest;
+pub use distribution::oci::{OciError, Registries};
+pub use distribution::signatures::{Trust, TrustError};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
-pub use lifecycle::{Extensions, LifecycleError, PulledAtStart};
-use loading::extension_tools;
-pub use loading::{Loader, Loading};
-pub use manifest::Manifest;
-pub use oci::{OciError, Registries};
+pub use lifecycle::batch::{compile_all, load_all};
+pub use lifecycle::extensions::{Extensions, LifecycleError, PulledAtStart};
+pub use lifecycle::loading::register_tools;
+pub use lifecycle::loading::{Loader, Loading};
+pub use lifecycle::watch::watch_folder;
+pub use policy::grants::{Grants, HostFunction};
 pub use policy::{Policies, Policy, PolicyError};
-pub use sandbox::{GuestSettings, GuestState, HostLink};
-pub use signatures::{Trust, TrustError};
+pub use sandbox::GuestState;
+pub use settings::{GuestSettings, HostLink};
 pub use slot::{GuestSlot, SlotError};
-pub use tool::{ExtensionTool, register_tools};
-pub use watch::watch_folder;
+use tool::extension_tools;
+pub use tool::{GuestTool, ToolTable};
 
 use crate::capabilities::Declaration;
 use crate::config::ExtensionConfig;
@@ -114,7 +112,7 @@ pub struct Loaded {
     /// operator's `critical` when set, else the guest's `propagate-errors`).
     pub hook_critical: Option<bool>,
     /// The tools it adds (when it is an extension whose `tools` answered).
-    pub tools: Vec<Arc<ExtensionTool>>,
+    pub tools: Vec<Arc<GuestTool>>,
     /// What it declared, to be cached for the next start.
     pub manifest: Manifest,
 }
@@ -167,7 +165,7 @@ impl WasmHost {
         // Every request goes through `outgoing`, which refuses what the policy does not list.
         wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
         // Its `wasi:io/poll` waits without bound; ours ends at the call's deadline.
-        wait::link_poll(&mut linker)?;
+        sandbox::link_poll(&mut linker)?;
         storage::link_open_at(&mut linker)?;
         v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
         v0_2_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
@@ -265,7 +263,7 @@ impl WasmHost {
             entry.limits,
             self.link.clone(),
         ));
-        self.link.policies.register(&settings);
+        self.link.policies.register(settings.clone());
         let template = self.checked_template(bytes, settings).map_err(refuse)?;
         let first = template
             .instantiate()
@@ -321,13 +319,13 @@ impl WasmHost {
                 let capabilities = ask(&guest, GuestApi::capabilities);
                 let tools = ask(&guest, GuestApi::tools).map_err(refuse)?;
                 // Empty for a guest of a version without them.
-                let served = manifest::Served {
+                let served = distribution::manifest::Served {
                     resources: ask(&guest, GuestApi::resources).map_err(refuse)?,
                     resource_templates: ask(&guest, GuestApi::resource_templates)
                         .map_err(refuse)?,
                     prompts: ask(&guest, GuestApi::prompts).map_err(refuse)?,
                 };
-                Some(manifest::ExtensionManifest {
+                Some(distribution::manifest::ExtensionManifest {
                     name,
                     capabilities,
                     tools,

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::grants::HostFunction;
+use super::policy::grants::HostFunction;
 use super::sandbox::{GuestState, HostResult};
 use crate::domain::cells::{self, Overwrite, resolve_cell};
 use crate::domain::outputs::{Output, StreamName};

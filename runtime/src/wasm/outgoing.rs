@@ -22,7 +22,7 @@ use opentelemetry::KeyValue;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiHttpHooks};
 
 use super::policy::{Policy, Refusal, default_port};
-use super::sandbox::GuestSettings;
+use super::settings::GuestSettings;
 use crate::hooks::{CallScope, GuestUse};
 
 type WasiBody = wasmtime_wasi_http::WasiBody;

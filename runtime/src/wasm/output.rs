@@ -4,21 +4,19 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
-use super::sandbox::GuestSettings;
+use super::limits::LINES_PER_SECOND;
+use super::settings::GuestSettings;
 
 /// A longer line is cut here in the log (and in the tail).
 const MAX_LINE: usize = 1000;
 /// Lines of stderr kept for a trap's error, and their total size.
 const TAIL_LINES: usize = 20;
 const TAIL_BYTES: usize = 4096;
-/// Lines a guest may log per second (all its instances together); the rest are counted.
-const LINES_PER_SECOND: u32 = 50;
 /// What a single write may carry (WASI's usual permit).
 const PERMIT: usize = 64 * 1024;
 
@@ -33,42 +31,6 @@ impl Stream {
         match self {
             Stream::Stdout => "stdout",
             Stream::Stderr => "stderr",
-        }
-    }
-}
-
-/// How many lines one guest has logged in the current second, shared by its instances.
-#[derive(Debug)]
-pub struct LogBudget {
-    window: Mutex<(Instant, u32, u64)>,
-}
-
-impl Default for LogBudget {
-    fn default() -> Self {
-        LogBudget {
-            window: Mutex::new((Instant::now(), 0, 0)),
-        }
-    }
-}
-
-impl LogBudget {
-    /// Whether one more line may be logged now; when a new second starts, the number of lines
-    /// dropped in the last one is returned too.
-    pub(super) fn take(&self) -> (bool, u64) {
-        let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
-        let (started, used, dropped) = &mut *window;
-        let mut reported = 0;
-        if started.elapsed() >= Duration::from_secs(1) {
-            *started = Instant::now();
-            *used = 0;
-            reported = std::mem::take(dropped);
-        }
-        if *used < LINES_PER_SECOND {
-            *used += 1;
-            (true, reported)
-        } else {
-            *dropped += 1;
-            (false, reported)
         }
     }
 }

@@ -6,100 +6,31 @@
 //! tools do.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::KeyValue;
 
-use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
-
 use wasmtime::ResourceLimiter;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
+use wasmtime_wasi::p2::DynPollable;
+use wasmtime_wasi::p2::bindings::io::poll as async_poll;
+use wasmtime_wasi::p2::bindings::sync::io::poll;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::grants::HostFunction;
 use super::limits::{CallClock, MemoryCap, Stopped};
 use super::outgoing::OutgoingHttp;
-use super::output::{GuestOutput, LogBudget};
-use super::policy::{Policy, PolicyCell};
-use super::wait::time_boxed;
-use crate::config::GuestLimits;
+use super::output::GuestOutput;
+use super::policy::Policy;
+use super::policy::grants::HostFunction;
+use super::settings::GuestSettings;
+use super::wait::{time_boxed, waited};
 use crate::config::policy::Access;
 use crate::domain::Domain;
 use crate::domain::notebooks::NotebookInUse;
 use crate::hooks::{CallScope, GuestUse};
-
-/// What does not change between instances of one guest.
-#[derive(Debug)]
-pub struct GuestSettings {
-    /// The file's stem: the guest's name until it declares one.
-    pub file_name: String,
-    /// The name from its `identity`, once asked.
-    declared: OnceLock<String>,
-    /// The guest's `config` table as JSON.
-    pub config_json: String,
-    /// Its grants, hosts, directories and variables; the operator may change them while the
-    /// server runs.
-    pub policy: PolicyCell,
-    pub limits: GuestLimits,
-    /// Shared by every guest of the process.
-    pub link: Arc<HostLink>,
-    /// Cancelled when the guest is switched off or the server stops: every wait of its calls
-    /// ends at once.
-    pub stop: CancellationToken,
-    pub log_budget: LogBudget,
-}
-
-impl GuestSettings {
-    pub fn new(
-        file_name: String,
-        config_json: String,
-        policy: Policy,
-        limits: GuestLimits,
-        link: Arc<HostLink>,
-    ) -> Self {
-        GuestSettings {
-            file_name,
-            declared: OnceLock::new(),
-            config_json,
-            policy: PolicyCell::new(policy),
-            limits,
-            link,
-            stop: CancellationToken::new(),
-            log_budget: LogBudget::default(),
-        }
-    }
-
-    #[cfg(test)]
-    pub fn for_tests(name: &str) -> Self {
-        Self::for_tests_with(name, &[])
-    }
-
-    #[cfg(test)]
-    pub fn for_tests_with(name: &str, grants: &[&str]) -> Self {
-        let mut config = crate::config::ExtensionConfig::with_defaults(name.into());
-        config.grants = grants.iter().map(|g| g.to_string()).collect();
-        Self::new(
-            name.into(),
-            "{}".into(),
-            Policy::of(&config).expect("test grants"),
-            GuestLimits::default(),
-            Arc::default(),
-        )
-    }
-
-    /// One name everywhere: the declared one once known, the file's before.
-    pub fn name(&self) -> &str {
-        self.declared.get().unwrap_or(&self.file_name)
-    }
-
-    /// Records the name the guest declared (the first one counts).
-    pub fn declare(&self, name: &str) {
-        let _ = self.declared.set(name.to_owned());
-    }
-}
 
 pub struct GuestState {
     wasi: WasiCtx,
@@ -258,32 +189,48 @@ impl WasiView for GuestState {
     }
 }
 
-/// Where host functions reach the server. Guests load before the domain exists, so it is
-/// connected afterwards; until then notebook functions answer `not-available`.
-#[derive(Default)]
-pub struct HostLink {
-    server: OnceLock<(Weak<Domain>, Handle)>,
-    /// Every guest's policy, for the management routes.
-    pub policies: Arc<super::policy::Policies>,
+/// Replaces the `wasi:io/poll` that `add_to_linker_sync` linked (for every 0.2.x version a guest
+/// may import: the linker matches them by semver) with the time-boxed one below.
+pub fn link_poll(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let linked = poll::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s);
+    linker.allow_shadowing(false);
+    linked
 }
 
-impl HostLink {
-    /// Called once, on the async runtime, when the domain exists.
-    pub fn connect(&self, domain: &Arc<Domain>) {
-        let _ = self.server.set((Arc::downgrade(domain), Handle::current()));
-    }
-
-    fn get(&self) -> Option<(Arc<Domain>, Handle)> {
-        let (domain, handle) = self.server.get()?;
-        Some((domain.upgrade()?, handle.clone()))
+impl GuestState {
+    /// What a wait needs, borrowed apart: the table its future reads, the clock it runs on.
+    fn for_wait(&mut self) -> (&mut ResourceTable, &mut CallClock, &CancellationToken) {
+        (&mut self.table, &mut self.clock, &self.settings.stop)
     }
 }
 
-impl std::fmt::Debug for HostLink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostLink")
-            .field("connected", &self.server.get().is_some())
-            .finish()
+impl poll::Host for GuestState {
+    fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
+        self.note_revocation();
+        let (table, clock, stop) = self.for_wait();
+        waited(clock, stop, async_poll::Host::poll(table, pollables))
+    }
+}
+
+impl poll::HostPollable for GuestState {
+    fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
+        // Never waits: it polls once.
+        wasmtime_wasi::runtime::in_tokio(async_poll::HostPollable::ready(&mut self.table, pollable))
+    }
+
+    fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        self.note_revocation();
+        let (table, clock, stop) = self.for_wait();
+        waited(
+            clock,
+            stop,
+            async_poll::HostPollable::block(table, pollable),
+        )
+    }
+
+    fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
+        async_poll::HostPollable::drop(&mut self.table, pollable)
     }
 }
 

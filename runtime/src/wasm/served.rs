@@ -11,37 +11,13 @@ use rmcp::model::{GetPromptResult, JsonObject, ReadResourceResult};
 use serde_json::{Value, json};
 use wasmtime::Store;
 
+use super::answers::{AnswerContent, ResourceAnswer, ResourceBody, Role};
 use super::api::Api;
+use super::distribution::manifest::{ExtensionManifest, Listing};
 use super::guest::CallKind;
-use super::manifest::{ExtensionManifest, Listing};
 use super::sandbox::GuestState;
 use super::slot::GuestSlot;
-use super::tool::AnswerContent;
 use crate::catalog::{Catalog, CatalogFuture, Provider, Refused};
-
-/// One item a resource read returns, whatever WIT version the guest was built against.
-pub struct ResourceAnswer {
-    pub uri: String,
-    pub mime_type: Option<String>,
-    pub body: ResourceBody,
-}
-
-pub enum ResourceBody {
-    Text(String),
-    Blob(Vec<u8>),
-}
-
-#[derive(Clone, Copy)]
-pub enum Role {
-    User,
-    Assistant,
-}
-
-/// A rendered prompt.
-pub struct PromptAnswer {
-    pub description: Option<String>,
-    pub messages: Vec<(Role, AnswerContent)>,
-}
 
 /// An extension as the catalog reaches it.
 pub struct GuestProvider {

@@ -1,4 +1,5 @@
-use super::component_file::check_header;
+use super::distribution::component_file::check_header;
+use super::distribution::imports;
 use super::*;
 
 /// Tests that need the built guests are `#[ignore]`d with this reason, so a bare
@@ -185,30 +186,6 @@ fn unknown_grants_are_refused() {
             .contains("'format-disk', which is no host function"),
         "{err}"
     );
-}
-
-#[test]
-#[ignore = "needs the built guests (guests/build); tests/run runs it"]
-fn a_tool_name_taken_by_another_extension_is_refused_not_shadowed() {
-    let dir = policy_guest().parent().map(Path::to_path_buf).unwrap();
-    let host = host();
-    // The same guest twice, as two extensions would be that chose the same tool names.
-    let load = || {
-        host.load(&ExtensionConfig::with_defaults(dir.join("hello.wasm")))
-            .unwrap()
-    };
-    let (first, second) = (load(), load());
-    let capabilities = crate::capabilities::Capabilities::build(
-        &[first.extension().unwrap()],
-        &Default::default(),
-    )
-    .unwrap();
-    let tools = crate::dispatch::ToolRegistry::builtin();
-    let core = tools.names().len();
-    register_tools(&tools, &[first, second], &capabilities);
-    assert_eq!(tools.names().len(), core + 1, "one 'hello', not two");
-    let kept = tools.get("hello").unwrap();
-    assert_eq!(kept.extension_name(), Some("hello"));
 }
 
 #[test]

@@ -8,13 +8,8 @@ use std::future::Future;
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
-use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
-use wasmtime_wasi::p2::DynPollable;
-use wasmtime_wasi::p2::bindings::io::poll as async_poll;
-use wasmtime_wasi::p2::bindings::sync::io::poll;
 
 use super::limits::{CallClock, Stopped};
-use super::sandbox::GuestState;
 
 /// Runs `work` on the runtime of the calling thread (or wasmtime-wasi's own outside one) until
 /// it ends, the deadline passes or `stop` is cancelled, whichever comes first.
@@ -33,17 +28,8 @@ pub fn time_boxed<F: Future>(
     })
 }
 
-/// Replaces the `wasi:io/poll` that `add_to_linker_sync` linked (for every 0.2.x version a guest
-/// may import: the linker matches them by semver) with the time-boxed one below.
-pub fn link_poll(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
-    linker.allow_shadowing(true);
-    let linked = poll::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |s| s);
-    linker.allow_shadowing(false);
-    linked
-}
-
 /// A WASI wait: off the CPU clock, on the wall clock; a wait cut short traps the call.
-fn waited<R>(
+pub(super) fn waited<R>(
     clock: &mut CallClock,
     stop: &CancellationToken,
     work: impl Future<Output = wasmtime::Result<R>>,
@@ -64,40 +50,4 @@ fn waited<R>(
 
 fn stopped_error(why: Stopped) -> wasmtime::Error {
     wasmtime::format_err!("the host stopped the guest's wait ({why:?})")
-}
-
-impl GuestState {
-    /// What a wait needs, borrowed apart: the table its future reads, the clock it runs on.
-    fn for_wait(&mut self) -> (&mut ResourceTable, &mut CallClock, &CancellationToken) {
-        (&mut self.table, &mut self.clock, &self.settings.stop)
-    }
-}
-
-impl poll::Host for GuestState {
-    fn poll(&mut self, pollables: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
-        self.note_revocation();
-        let (table, clock, stop) = self.for_wait();
-        waited(clock, stop, async_poll::Host::poll(table, pollables))
-    }
-}
-
-impl poll::HostPollable for GuestState {
-    fn ready(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<bool> {
-        // Never waits: it polls once.
-        wasmtime_wasi::runtime::in_tokio(async_poll::HostPollable::ready(&mut self.table, pollable))
-    }
-
-    fn block(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
-        self.note_revocation();
-        let (table, clock, stop) = self.for_wait();
-        waited(
-            clock,
-            stop,
-            async_poll::HostPollable::block(table, pollable),
-        )
-    }
-
-    fn drop(&mut self, pollable: Resource<DynPollable>) -> wasmtime::Result<()> {
-        async_poll::HostPollable::drop(&mut self.table, pollable)
-    }
 }

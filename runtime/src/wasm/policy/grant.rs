@@ -1,8 +1,8 @@
 //! A grant as the `grant` and `revoke` subcommands and routes name it.
 
 use super::HostRule;
+use super::grants::Grant;
 use crate::config::policy::Access;
-use crate::wasm::grants::Grant;
 
 /// A grant as `grant`/`revoke` name it: `read-cells:nb1`, `host:api.example.org`,
 /// `storage:data:read`, `env:NAME`.

@@ -16,13 +16,13 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 mod grant;
+pub(in crate::wasm) mod grants;
 mod hosts;
 
 pub use grant::PolicyGrant;
 pub use hosts::{HostRule, default_port, is_internal};
 
-use super::grants::Grants;
-use super::sandbox::GuestSettings;
+use self::grants::Grants;
 use crate::config::ExtensionConfig;
 use crate::config::policy::{self as entry, Access, PolicyEntry, StorageEntry};
 
@@ -328,26 +328,34 @@ pub enum PolicyError {
     NotSaved(String),
 }
 
+/// A guest as the policy registry sees it: its name and its policy cell.
+pub trait Governed: Send + Sync {
+    fn name(&self) -> &str;
+    fn policy(&self) -> &PolicyCell;
+    /// Switched off, or the server stops: no longer governed.
+    fn stopped(&self) -> bool;
+}
+
 /// Every guest's policy, by the guest's name. Guests register when they load; the registry
 /// holds them weakly, so a guest that is dropped leaves it.
 #[derive(Debug, Default)]
 pub struct Policies {
-    guests: RwLock<Vec<Weak<GuestSettings>>>,
+    guests: RwLock<Vec<Weak<dyn Governed>>>,
     /// One change at a time, so two writers never interleave file writes.
     writing: std::sync::Mutex<()>,
 }
 
 impl Policies {
-    pub fn register(&self, guest: &Arc<GuestSettings>) {
+    pub fn register(&self, guest: Arc<dyn Governed>) {
         let mut guests = self
             .guests
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         guests.retain(|g| g.strong_count() > 0);
-        guests.push(Arc::downgrade(guest));
+        guests.push(Arc::downgrade(&guest));
     }
 
-    fn find(&self, name: &str) -> Result<Arc<GuestSettings>, PolicyError> {
+    fn find(&self, name: &str) -> Result<Arc<dyn Governed>, PolicyError> {
         let guests = self
             .guests
             .read()
@@ -356,14 +364,14 @@ impl Policies {
             .iter()
             .rev()
             .filter_map(Weak::upgrade)
-            .find(|g| g.name() == name && !g.stop.is_cancelled())
+            .find(|g| g.name() == name && !g.stopped())
             .ok_or_else(|| PolicyError::Unknown(name.to_owned()))
     }
 
     /// The extension's current policy.
     pub fn show(&self, name: &str) -> Result<Value, PolicyError> {
         let guest = self.find(name)?;
-        let mut shown = guest.policy.get().describe();
+        let mut shown = guest.policy().get().describe();
         shown["extension"] = json!(name);
         Ok(shown)
     }
@@ -390,7 +398,7 @@ impl Policies {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let guest = self.find(name)?;
-        let current = guest.policy.get();
+        let current = guest.policy().get();
         let next = if add {
             current.granting(&grant).map_err(PolicyError::Refused)?
         } else {
@@ -426,7 +434,7 @@ impl Policies {
             }
         );
         let mut shown = next.describe();
-        guest.policy.set(next);
+        guest.policy().set(next);
         shown["extension"] = json!(name);
         shown["changed"] = json!(true);
         shown[verb] = json!(grant.to_string());

@@ -7,13 +7,13 @@ use serde_json::Value;
 use super::types;
 use crate::hooks::HookEvent;
 use crate::jupyter::notebook::Cell;
-use crate::wasm::manifest::{
+use crate::wasm::answers::AnswerContent;
+use crate::wasm::answers::{PromptAnswer, ResourceAnswer, ResourceBody, Role};
+use crate::wasm::distribution::manifest::{
     Listing, PromptArgumentDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
 };
 use crate::wasm::notebook::CellAt;
 use crate::wasm::sandbox::HostCallError;
-use crate::wasm::served::{PromptAnswer, ResourceAnswer, ResourceBody, Role};
-use crate::wasm::tool::AnswerContent;
 
 conversions! {
     host_error: {

@@ -3,8 +3,10 @@
 //! 0.2.0 added, an extension's resources, resource templates and prompts.
 
 use super::{EXTENSION_EXPORT, HOOKS_EXPORT, convert, extension_export, hooks_export};
-use crate::wasm::manifest::{PromptDeclaration, ResourceDeclaration, TemplateDeclaration};
-use crate::wasm::served::{PromptAnswer, ResourceAnswer};
+use crate::wasm::answers::{PromptAnswer, ResourceAnswer};
+use crate::wasm::distribution::manifest::{
+    PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
+};
 
 guest_exports! {
     wit: "wit/v0.2.0",

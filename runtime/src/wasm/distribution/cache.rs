@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::Manifest;
+use super::manifest::Manifest;
 use crate::private_file;
 
 /// Feeds `Hash` into SHA-256: `precompile_compatibility_hash` is only `impl Hash`, and std's

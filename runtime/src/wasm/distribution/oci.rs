@@ -105,7 +105,7 @@ impl Registries {
     /// per-user default when unset).
     pub fn new(sources: &ExtensionSources, cache_dir: Option<PathBuf>) -> Self {
         let dir = cache_dir
-            .or_else(super::CompileCache::default_dir)
+            .or_else(super::cache::CompileCache::default_dir)
             .map(|dir| dir.join("oci"));
         Registries {
             lock_file: sources

@@ -5,32 +5,32 @@ use std::path::Path;
 
 use wasmtime::Engine;
 
-use super::{API_VERSION, imports};
+use crate::wasm::{API_VERSION, distribution::imports};
 
 /// A guest file's bytes once they are known to be a component importing nothing we lack; the
 /// imports are read before anything is compiled, so that refusal takes microseconds, not a
 /// minute.
-pub(super) fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
+pub(in crate::wasm) fn read_checked(path: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
     check_bytes(&bytes)?;
     Ok(bytes)
 }
 
 /// [`read_checked`]'s checks of bytes from elsewhere (a registry).
-pub(super) fn check_bytes(bytes: &[u8]) -> Result<(), String> {
+pub(in crate::wasm) fn check_bytes(bytes: &[u8]) -> Result<(), String> {
     check_header(bytes)?;
     imports::check(bytes, API_VERSION)
 }
 
 /// The name a guest goes by until it says its own: its file's.
-pub(super) fn file_stem(path: &Path) -> String {
+pub(in crate::wasm) fn file_stem(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "guest".into())
 }
 
 /// Says plainly what a file is when it is not a component.
-pub(super) fn check_header(bytes: &[u8]) -> Result<(), String> {
+pub(in crate::wasm) fn check_header(bytes: &[u8]) -> Result<(), String> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
         if Engine::detect_precompiled(bytes).is_some() {
             return Err("it is a precompiled artifact; give the .wasm component instead".into());

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use super::loading::log_loaded;
-use super::{CompileCache, HostLink, LoadError, Loaded, WasmHost, read_checked};
 use crate::config::WasmConfig;
+use crate::wasm::{CompileCache, HostLink, LoadError, Loaded, WasmHost, read_checked};
 
 /// Loads every configured guest, all at once, and keeps them in the configured order. One that
 /// fails is logged with its file and reason; the others still load. Compiling can take seconds: call this off the async runtime.

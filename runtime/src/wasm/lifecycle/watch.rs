@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::lifecycle::Extensions;
+use super::extensions::Extensions;
 use crate::config::ExtensionConfig;
 
 /// How often the folder is looked at.

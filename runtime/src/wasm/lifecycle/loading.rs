@@ -10,23 +10,21 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use super::lifecycle::Extensions;
-use super::manifest::Manifest;
-use super::served::register_served;
-use super::signatures::Trust;
-use super::slot::GuestSlot;
-use super::tool::register;
-use super::{
-    CallKind, ExtensionTool, Guest, HostLink, LoadError, Loaded, WasmHookHandler, WasmHost, api,
-    file_stem, imports, read_checked,
-};
-use crate::capabilities::{CapabilityError, Declaration};
+use super::extensions::Extensions;
+use crate::capabilities::{Capabilities, CapabilityError, Declaration};
 use crate::catalog::Catalog;
 use crate::config::{ExtensionConfig, WasmConfig};
-use crate::dispatch::{ToolRegistry, UnknownToolNames};
 use crate::domain::Domain;
 use crate::hooks::{HandlerId, Hooks};
-use crate::tools::Tool;
+use crate::wasm::distribution::manifest::Manifest;
+use crate::wasm::distribution::signatures::Trust;
+use crate::wasm::served::register_served;
+use crate::wasm::slot::GuestSlot;
+use crate::wasm::tool::{ToolTable, extension_tools};
+use crate::wasm::{
+    CallKind, Guest, GuestTool, HostLink, LoadError, Loaded, WasmHookHandler, WasmHost, api,
+    distribution::imports, file_stem, read_checked,
+};
 
 /// Logged once every guest has loaded or been refused (operators and tests wait for it).
 pub const GUESTS_READY: &str = "every wasm guest has loaded";
@@ -55,7 +53,7 @@ pub enum LoadedSettingsError {
     #[error(transparent)]
     Capability(#[from] CapabilityError),
     #[error(transparent)]
-    Toolset(#[from] UnknownToolNames),
+    Toolset(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl Loader {
@@ -176,7 +174,7 @@ impl Loader {
     /// operator's order.
     pub fn register_known(
         &self,
-        tools: &ToolRegistry,
+        tools: &dyn ToolTable,
         catalog: &Catalog,
         domain_capabilities: &crate::capabilities::Capabilities,
     ) {
@@ -216,7 +214,7 @@ impl Loader {
     /// loaded joins `extensions`, to be reloaded or removed later.
     pub fn start(
         self,
-        tools: Arc<ToolRegistry>,
+        tools: Arc<dyn ToolTable>,
         catalog: Arc<Catalog>,
         domain: Arc<Domain>,
         extensions: Arc<Extensions>,
@@ -245,7 +243,7 @@ impl Loader {
         let remaining = Arc::new(std::sync::atomic::AtomicUsize::new(self.pending.len()));
         let done_tx = Arc::new(done_tx);
         let started = std::time::Instant::now();
-        let all_done = move |tools: &ToolRegistry, domain: &Domain, shared: &Shared| {
+        let all_done = move |tools: &dyn ToolTable, domain: &Domain, shared: &Shared| {
             tracing::info!(
                 "{GUESTS_READY}: {} ready, in {:.1?}",
                 lock(&shared.running).len(),
@@ -254,7 +252,7 @@ impl Loader {
             check_settings(tools, domain)
         };
         if self.pending.is_empty() {
-            done_tx.send_replace(Some(all_done(&tools, &domain, &shared)));
+            done_tx.send_replace(Some(all_done(tools.as_ref(), &domain, &shared)));
         }
         for (order, pending) in self.pending.into_iter().enumerate() {
             let (host, tools, catalog, domain, shared, extensions) = (
@@ -271,11 +269,11 @@ impl Loader {
                 .name(format!("load {}", file_stem(&pending.entry.path)))
                 .spawn(move || {
                     // Compiling and starting a guest yields to serving calls.
-                    super::lower_this_threads_priority();
+                    crate::wasm::lower_this_threads_priority();
                     let path = pending.entry.path.clone();
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                         let registries = Registries {
-                            tools: &tools,
+                            tools: tools.as_ref(),
                             catalog: &catalog,
                         };
                         let turn = Turn {
@@ -292,7 +290,7 @@ impl Loader {
                         );
                     }
                     if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                        done_tx.send_replace(Some(all_done(&tools, &domain, &shared)));
+                        done_tx.send_replace(Some(all_done(tools.as_ref(), &domain, &shared)));
                     }
                 });
             if let Err(e) = spawned {
@@ -305,12 +303,16 @@ impl Loader {
 }
 
 /// Once every guest has declared: the operator's names must all exist.
-fn check_settings(tools: &ToolRegistry, domain: &Domain) -> Result<(), Arc<LoadedSettingsError>> {
+fn check_settings(tools: &dyn ToolTable, domain: &Domain) -> Result<(), Arc<LoadedSettingsError>> {
     domain
         .capabilities
         .check_settings()
         .map_err(LoadedSettingsError::from)
-        .and_then(|()| tools.check_selection().map_err(LoadedSettingsError::from))
+        .and_then(|()| {
+            tools
+                .check_selection()
+                .map_err(LoadedSettingsError::Toolset)
+        })
         .map_err(Arc::new)
 }
 
@@ -353,7 +355,7 @@ struct Turn<'a> {
 
 /// Where what guests declare is listed.
 struct Registries<'a> {
-    tools: &'a ToolRegistry,
+    tools: &'a dyn ToolTable,
     catalog: &'a Catalog,
 }
 
@@ -429,9 +431,7 @@ fn finish(
         for tool in &loaded.tools {
             // Listed already from its manifest: keep that one. Any other holder of the name is
             // reported by `register`.
-            let listed = tools
-                .get(&tool.spec().name)
-                .is_some_and(|held| held.extension_name() == Some(tool.extension.as_str()));
+            let listed = tools.holder(&tool.name).flatten().as_deref() == Some(&tool.extension);
             if !listed {
                 register(tools, tool.clone(), &domain.capabilities);
             }
@@ -493,26 +493,8 @@ impl Loading {
     }
 }
 
-/// The tools a manifest declares, bound to the guest's slot; the first unusable one refuses
-/// the guest.
-pub(super) fn extension_tools(
-    manifest: &Manifest,
-    slot: &Arc<GuestSlot>,
-    entry: &ExtensionConfig,
-) -> Result<Vec<Arc<ExtensionTool>>, String> {
-    let Some(extension) = &manifest.extension else {
-        return Ok(Vec::new());
-    };
-    let wait = CallKind::Tool.wall_limit(&entry.limits);
-    extension
-        .tools
-        .iter()
-        .map(|spec| ExtensionTool::new(slot.clone(), wait, &extension.name, spec).map(Arc::new))
-        .collect()
-}
-
 /// The line that says a guest is ready, and what it is.
-pub(super) fn log_loaded(entry: &ExtensionConfig, loaded: &Loaded) {
+pub(in crate::wasm) fn log_loaded(entry: &ExtensionConfig, loaded: &Loaded) {
     tracing::info!(
         guest = loaded.guest.name(),
         "loaded wasm guest {}{}{}",
@@ -532,4 +514,34 @@ pub(super) fn log_loaded(entry: &ExtensionConfig, loaded: &Loaded) {
             None => String::new(),
         }
     );
+}
+
+/// Adds the extensions' tools to the table, in load order. A name already taken (by a core
+/// tool or an earlier extension) is refused and logged; the tool that has it keeps it.
+pub fn register_tools(table: &dyn ToolTable, loaded: &[Loaded], capabilities: &Capabilities) {
+    for tool in loaded.iter().flat_map(|l| l.tools.iter()) {
+        register(table, tool.clone(), capabilities);
+    }
+}
+
+/// Adds one extension tool to the table, or logs why not.
+pub fn register(table: &dyn ToolTable, tool: Arc<GuestTool>, capabilities: &Capabilities) {
+    let name = tool.name.clone();
+    let extension = tool.extension.clone();
+    if let Some(needed) = &tool.capability
+        && capabilities.get(needed).is_none()
+    {
+        tracing::warn!(
+            extension,
+            "tool '{name}' needs capability '{needed}', which nothing declares; it stays hidden \
+             until an extension declares it"
+        );
+    }
+    if let Err(taken) = table.add(tool) {
+        tracing::error!(
+            extension,
+            "refused tool '{name}' of extension '{extension}': {taken}; rename the extension's \
+             tool"
+        );
+    }
 }

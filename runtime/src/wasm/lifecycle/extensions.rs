@@ -18,17 +18,16 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::oci::{OciError, Registries};
-use super::served::register_served;
-use super::signatures::{Trust, TrustError};
-use super::slot::GuestSlot;
-use super::{CallKind, Guest, HostLink, Loaded, WasmHookHandler, WasmHost, check_bytes};
 use crate::catalog::Catalog;
 use crate::config::{ExtensionConfig, WasmConfig, is_oci};
-use crate::dispatch::ToolRegistry;
 use crate::domain::Domain;
 use crate::hooks::{HandlerId, HookHandler};
-use crate::tools::Tool;
+use crate::wasm::distribution::oci::{OciError, Registries};
+use crate::wasm::distribution::signatures::{Trust, TrustError};
+use crate::wasm::served::register_served;
+use crate::wasm::slot::GuestSlot;
+use crate::wasm::tool::ToolTable;
+use crate::wasm::{CallKind, Guest, HostLink, Loaded, WasmHookHandler, WasmHost, check_bytes};
 
 /// Why a management request failed; the server goes on as it was.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +93,7 @@ pub struct Extensions {
     config: WasmConfig,
     link: Arc<HostLink>,
     host: Mutex<Option<Arc<WasmHost>>>,
-    tools: Arc<ToolRegistry>,
+    tools: Arc<dyn ToolTable>,
     /// Where its resources, resource templates and prompts are listed.
     catalog: Arc<Catalog>,
     domain: Arc<Domain>,
@@ -122,7 +121,7 @@ impl Extensions {
         config: WasmConfig,
         link: Arc<HostLink>,
         host: Option<Arc<WasmHost>>,
-        tools: Arc<ToolRegistry>,
+        tools: Arc<dyn ToolTable>,
         catalog: Arc<Catalog>,
         domain: Arc<Domain>,
     ) -> Arc<Self> {
@@ -146,7 +145,7 @@ impl Extensions {
     }
 
     /// Takes in a guest the start loaded, so it can be reloaded and removed like any other.
-    pub(super) fn adopt(
+    pub(in crate::wasm) fn adopt(
         &self,
         mut entry: ExtensionConfig,
         guest: Arc<Guest>,
@@ -258,7 +257,7 @@ impl Extensions {
         let entry = entry.clone();
         let source = entry.path.display().to_string();
         let loaded = tokio::task::spawn_blocking(move || {
-            super::lower_this_threads_priority();
+            crate::wasm::lower_this_threads_priority();
             let loaded = host.load_checked(&entry, &bytes);
             if let Ok(loaded) = &loaded {
                 host.cache
@@ -317,11 +316,8 @@ impl Extensions {
         let source = entry.path.display().to_string();
         // Nothing is half-added: a tool name another holds refuses the whole component.
         if let Some((tool, holder)) = candidate.loaded.tools.iter().find_map(|tool| {
-            let held = self.tools.get(&tool.spec().name)?;
-            Some((
-                tool.spec().name.clone(),
-                held.extension_name().map(str::to_owned),
-            ))
+            let holder = self.tools.holder(&tool.name)?;
+            Some((tool.name.clone(), holder))
         }) {
             candidate.loaded.guest.stop();
             return Err(LifecycleError::Refused {
@@ -431,23 +427,18 @@ impl Extensions {
             capabilities.redeclare(name, &declarations);
         }
         for tool in &loaded.tools {
-            if let Some(needed) = &tool.spec().capability
+            if let Some(needed) = &tool.capability
                 && capabilities.get(needed).is_none()
             {
                 tracing::warn!(
                     extension = name,
                     "tool '{}' needs capability '{needed}', which nothing declares; it stays \
                      hidden until an extension declares it",
-                    tool.spec().name
+                    tool.name
                 );
             }
         }
-        let tools: Vec<Arc<dyn Tool>> = loaded
-            .tools
-            .iter()
-            .map(|t| t.clone() as Arc<dyn Tool>)
-            .collect();
-        for (tool, taken) in self.tools.replace_extension(name, tools) {
+        for (tool, taken) in self.tools.replace_extension(name, loaded.tools.clone()) {
             tracing::error!(
                 extension = name,
                 "refused tool '{tool}' of extension '{name}': {taken}; rename the extension's tool"

@@ -1,0 +1,127 @@
+//! What does not change between instances of one guest (its names, config, policy cell,
+//! limits, stop signal, log budget), and the link through which its host functions reach the
+//! server once it exists. Every capability's slice of a guest's store reads it; it names none of
+//! them.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+
+use super::limits::LogBudget;
+use super::policy::{Policies, Policy, PolicyCell};
+use crate::config::GuestLimits;
+use crate::domain::Domain;
+
+/// What does not change between instances of one guest.
+#[derive(Debug)]
+pub struct GuestSettings {
+    /// The file's stem: the guest's name until it declares one.
+    pub file_name: String,
+    /// The name from its `identity`, once asked.
+    declared: OnceLock<String>,
+    /// The guest's `config` table as JSON.
+    pub config_json: String,
+    /// Its grants, hosts, directories and variables; the operator may change them while the
+    /// server runs.
+    pub policy: PolicyCell,
+    pub limits: GuestLimits,
+    /// Shared by every guest of the process.
+    pub link: Arc<HostLink>,
+    /// Cancelled when the guest is switched off or the server stops: every wait of its calls
+    /// ends at once.
+    pub stop: CancellationToken,
+    pub log_budget: LogBudget,
+}
+
+impl GuestSettings {
+    pub fn new(
+        file_name: String,
+        config_json: String,
+        policy: Policy,
+        limits: GuestLimits,
+        link: Arc<HostLink>,
+    ) -> Self {
+        GuestSettings {
+            file_name,
+            declared: OnceLock::new(),
+            config_json,
+            policy: PolicyCell::new(policy),
+            limits,
+            link,
+            stop: CancellationToken::new(),
+            log_budget: LogBudget::default(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn for_tests(name: &str) -> Self {
+        Self::for_tests_with(name, &[])
+    }
+
+    #[cfg(test)]
+    pub fn for_tests_with(name: &str, grants: &[&str]) -> Self {
+        let mut config = crate::config::ExtensionConfig::with_defaults(name.into());
+        config.grants = grants.iter().map(|g| g.to_string()).collect();
+        Self::new(
+            name.into(),
+            "{}".into(),
+            Policy::of(&config).expect("test grants"),
+            GuestLimits::default(),
+            Arc::default(),
+        )
+    }
+
+    /// One name everywhere: the declared one once known, the file's before.
+    pub fn name(&self) -> &str {
+        self.declared.get().unwrap_or(&self.file_name)
+    }
+
+    /// Records the name the guest declared (the first one counts).
+    pub fn declare(&self, name: &str) {
+        let _ = self.declared.set(name.to_owned());
+    }
+}
+
+impl super::policy::Governed for GuestSettings {
+    fn name(&self) -> &str {
+        GuestSettings::name(self)
+    }
+
+    fn policy(&self) -> &PolicyCell {
+        &self.policy
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+}
+
+/// Where host functions reach the server. Guests load before the domain exists, so it is
+/// connected afterwards; until then notebook functions answer `not-available`.
+#[derive(Default)]
+pub struct HostLink {
+    server: OnceLock<(Weak<Domain>, Handle)>,
+    /// Every guest's policy, for the management routes.
+    pub policies: Arc<Policies>,
+}
+
+impl HostLink {
+    /// Called once, on the async runtime, when the domain exists.
+    pub fn connect(&self, domain: &Arc<Domain>) {
+        let _ = self.server.set((Arc::downgrade(domain), Handle::current()));
+    }
+
+    pub(super) fn get(&self) -> Option<(Arc<Domain>, Handle)> {
+        let (domain, handle) = self.server.get()?;
+        Some((domain.upgrade()?, handle.clone()))
+    }
+}
+
+impl std::fmt::Debug for HostLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostLink")
+            .field("connected", &self.server.get().is_some())
+            .finish()
+    }
+}
