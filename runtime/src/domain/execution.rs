@@ -17,9 +17,9 @@ pub use crate::jupyter::kernel::{
     Completion, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
 };
 use crate::jupyter::kernel::{ConnectError, KernelError};
-use crate::jupyter::notebook::{Cell, CellType};
 /// The text of nbformat outputs (multiline strings joined, tracebacks).
 pub use crate::jupyter::notebook::multiline_text;
+use crate::jupyter::notebook::{Cell, CellType};
 
 /// What an execution produced, and the note to show first when a lost kernel was replaced.
 pub struct Executed {

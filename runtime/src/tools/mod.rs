@@ -17,9 +17,9 @@ pub mod kernelspecs;
 pub mod notebooks;
 pub mod outputs;
 pub mod run_all;
-pub mod scope;
 #[cfg(test)]
 mod schema_snapshot;
+pub mod scope;
 pub mod variables;
 pub mod wire;
 
