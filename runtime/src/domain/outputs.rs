@@ -206,7 +206,14 @@ const KEPT_EXECUTIONS: usize = 512;
 /// oldest going first; an execution larger than the whole bound is not kept.
 #[derive(Default)]
 pub struct KeptOutputs {
-    kept: Mutex<VecDeque<(String, Arc<Vec<Output>>, usize)>>,
+    kept: Mutex<VecDeque<Kept>>,
+}
+
+/// One execution's outputs as kept, with the bytes they count for against the bound.
+struct Kept {
+    id: String,
+    outputs: Arc<Vec<Output>>,
+    bytes: usize,
 }
 
 impl KeptOutputs {
@@ -218,22 +225,26 @@ impl KeptOutputs {
         }
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let mut kept = self.kept.lock().expect("kept outputs lock");
-        let mut total: usize = kept.iter().map(|(_, _, size)| size).sum::<usize>() + size;
+        let mut total: usize = kept.iter().map(|kept| kept.bytes).sum::<usize>() + size;
         while total > KEPT_BYTES || kept.len() >= KEPT_EXECUTIONS {
-            let Some((_, _, dropped)) = kept.pop_front() else {
+            let Some(dropped) = kept.pop_front() else {
                 break;
             };
-            total -= dropped;
+            total -= dropped.bytes;
         }
-        kept.push_back((id.clone(), Arc::new(outputs), size));
+        kept.push_back(Kept {
+            id: id.clone(),
+            outputs: Arc::new(outputs),
+            bytes: size,
+        });
         Some(id)
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Vec<Output>>> {
         let kept = self.kept.lock().expect("kept outputs lock");
         kept.iter()
-            .find(|(kept_id, _, _)| kept_id == id)
-            .map(|(_, outputs, _)| outputs.clone())
+            .find(|kept| kept.id == id)
+            .map(|kept| kept.outputs.clone())
     }
 }
 
