@@ -102,7 +102,7 @@ def start_kernel_gateway(tmp: Path, *traitlets: str, port: int | None = None) ->
     token = uuid.uuid4().hex
     argv = [str(venv / "bin" / "jupyter-kernelgateway"), "--KernelGatewayApp.ip=127.0.0.1",
             f"--KernelGatewayApp.port={port}", "--KernelGatewayApp.port_retries=0",
-            "--KernelGatewayApp.list_kernels=True", *traitlets]
+            "--JupyterWebsocketPersonality.list_kernels=True", *traitlets]
     return _start("kernel-gateway", venv, tmp, argv, token, "KG_AUTH_TOKEN", port, None)
 
 
