@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import JupyterServer, free_port, json_request, start_jupyter, wait_ready
+from harness import JupyterServer, free_port, json_request, start_jupyter, stop_process, wait_ready
 
 HERE = Path(__file__).resolve().parent
 
@@ -51,13 +51,7 @@ class Gateway:
         return {k["id"] for k in kernels}
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
 
 
 def _start(kind: str, venv: Path, tmp: Path, argv: list[str], token: str, token_variable: str,

@@ -131,13 +131,20 @@ def peak_rss_mb(pid: int) -> float:
     raise AssertionError(f"no VmHWM for {pid}")
 
 
-def stop_jupyter(server: JupyterServer) -> None:
-    server.process.terminate()
+def stop_process(process: subprocess.Popen, seconds: float = 20) -> None:
+    """SIGTERM, then SIGKILL if it is still there after `seconds`; reaped either way."""
+    if process.poll() is not None:
+        return
+    process.terminate()
     try:
-        server.process.wait(timeout=20)
+        process.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+        process.kill()
+        process.wait()
+
+
+def stop_jupyter(server: JupyterServer) -> None:
+    stop_process(server.process)
 
 
 def restart_jupyter(server: JupyterServer) -> JupyterServer:
