@@ -55,9 +55,9 @@ class Gateway:
 
 
 def _start(kind: str, venv: Path, tmp: Path, argv: list[str], token: str, token_variable: str,
-           port: int, data_dir: Path | None) -> Gateway:
+           port: int, data_dir: Path | None, env: dict[str, str] | None = None) -> Gateway:
     tmp.mkdir(parents=True, exist_ok=True)
-    environment = dict(os.environ)
+    environment = dict(os.environ, **(env or {}))
     # The kernelspecs' argv says `python`: the gateway's own, with its ipykernel.
     environment["PATH"] = f"{venv / 'bin'}:{environment.get('PATH', '')}"
     environment["JUPYTER_RUNTIME_DIR"] = str(tmp / "rt")
@@ -75,7 +75,7 @@ def _start(kind: str, venv: Path, tmp: Path, argv: list[str], token: str, token_
 
 def start_enterprise_gateway(tmp: Path, *traitlets: str, port: int | None = None,
                              refuse_root: bool = False, token: str | None = None,
-                             data_dir: Path | None = None) -> Gateway:
+                             data_dir: Path | None = None, env: dict[str, str] | None = None) -> Gateway:
     """Enterprise Gateway 3.3.0 on loopback. It refuses `root` by default (`unauthorized_users`):
     these tests run as root, so that is lifted unless `refuse_root`; `list_kernels` is on."""
     venv, _ = gateway_venvs()
@@ -85,7 +85,7 @@ def start_enterprise_gateway(tmp: Path, *traitlets: str, port: int | None = None
             "--port_retries=0", "--EnterpriseGatewayApp.list_kernels=True", *traitlets]
     if not refuse_root:
         argv.append("--EnterpriseGatewayApp.unauthorized_users=set()")
-    gateway = _start("enterprise-gateway", venv, tmp, argv, token, "EG_AUTH_TOKEN", port, data_dir)
+    gateway = _start("enterprise-gateway", venv, tmp, argv, token, "EG_AUTH_TOKEN", port, data_dir, env)
     return gateway
 
 

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from conftest import client_for, joined
-from gateways import start_enterprise_gateway, start_jupyter_on_gateway, start_kernel_gateway
+from conftest import client_for, joined, server_binary, server_env
+from gateways import gateway_venvs, start_enterprise_gateway, start_jupyter_on_gateway, start_kernel_gateway
 from harness import free_port, stop_jupyter
 
 pytestmark = pytest.mark.anyio
@@ -33,6 +35,19 @@ def gateway_tmp():
 
 
 SLOW_SECONDS = 5
+START_SECONDS = 5
+SLOW_START_PROXY = '''
+import asyncio
+from enterprise_gateway.services.processproxies.processproxy import LocalProcessProxy
+
+
+class SlowStartProxy(LocalProcessProxy):
+    """A local kernel launched only after a delay, as a pod is once scheduled."""
+
+    async def launch_process(self, kernel_cmd, **kwargs):
+        await asyncio.sleep(float(self.proxy_config.get("delay", 5)))
+        return await super().launch_process(kernel_cmd, **kwargs)
+'''
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +55,26 @@ def enterprise_gateway(gateway_tmp):
     # 'slow': a kernel that answers only after SLOW_SECONDS, as one in a pod being scheduled.
     slow = gateway_tmp / "eg" / "data" / "kernels" / "slow"
     slow.mkdir(parents=True)
+    # The gateway's own python by its path: a start relayed by a Jupyter Server brings an
+    # environment of its own, without the gateway's PATH.
+    python = gateway_venvs()[0] / "bin" / "python"
     (slow / "kernel.json").write_text(json.dumps({
-        "argv": ["sh", "-c", f"sleep {SLOW_SECONDS}; exec python -m ipykernel_launcher -f {{connection_file}}"],
+        "argv": ["sh", "-c", f"sleep {SLOW_SECONDS}; exec {python} -m ipykernel_launcher -f {{connection_file}}"],
         "display_name": "Slow", "language": "python"}))
-    gateway = start_enterprise_gateway(gateway_tmp / "eg", data_dir=gateway_tmp / "eg" / "data")
+    # 'slowstart': a start request the gateway answers only after START_SECONDS, as Enterprise
+    # Gateway does for a kernel whose pod is being scheduled (its process proxy waits there).
+    proxies = gateway_tmp / "eg" / "proxies"
+    proxies.mkdir(parents=True)
+    (proxies / "slowstart.py").write_text(SLOW_START_PROXY)
+    slowstart = gateway_tmp / "eg" / "data" / "kernels" / "slowstart"
+    slowstart.mkdir(parents=True)
+    (slowstart / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Slow to start", "language": "python",
+        "metadata": {"process_proxy": {"class_name": "slowstart.SlowStartProxy",
+                                       "config": {"delay": START_SECONDS}}}}))
+    gateway = start_enterprise_gateway(gateway_tmp / "eg", data_dir=gateway_tmp / "eg" / "data",
+                                       env={"PYTHONPATH": str(proxies)})
     yield gateway
     gateway.stop()
 
@@ -117,10 +148,20 @@ async def test_first_execution_straight_at_enterprise_gateway(enterprise_gateway
         assert kernel_id in enterprise_gateway.kernel_ids()
 
 
-async def test_first_execution_with_kernel_gateway_as_the_code_sandbox(kernel_gateway, jupyter_server):
-    async with straight_at(kernel_gateway, jupyter_server) as client:
-        await first_execution_answers(client)
-        assert kernel_gateway.kernel_ids()
+async def test_first_execution_with_kernel_gateway_as_the_code_sandbox(kernel_gateway, jupyter_server, tmp_path):
+    args = ["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
+            "--code-sandbox-url", kernel_gateway.url]
+    params = StdioServerParameters(command=server_binary(), args=args,
+                                   env=server_env({"CODE_SANDBOX_TOKEN": kernel_gateway.token}))
+    errlog = tmp_path / "server.log"
+    with open(errlog, "w") as err:
+        async with Client(stdio_client(params, errlog=err), mode="legacy", read_timeout_seconds=120) as client:
+            await first_execution_answers(client)
+            assert kernel_gateway.kernel_ids()
+            await first_cell_answers(client)
+    # A gateway has no /api/status: its readiness is asked another way, with no warning at start.
+    logged = errlog.read_text()
+    assert "serving MCP on stdio" in logged and " WARN " not in logged, logged
 
 
 # ---- item 2: a refusal carries its reason, and who gave it ----
@@ -334,3 +375,49 @@ async def test_interrupt_and_cancellation_through_a_jupyter_server_on_the_gatewa
         result = await client.call_tool("execute_code", {"code": "print(marker)", "timeout": 30})
         assert "kept" in joined(result), joined(result)
         assert time.monotonic() - started < 20, "the cancelled execution was not interrupted"
+
+
+async def test_a_kernel_start_the_gateway_answers_late_is_reported_and_bounded(enterprise_gateway,
+                                                                             jupyter_server):
+    """The start request itself pending for seconds (a pod being scheduled): the caller hears
+    what is awaited while it waits, and past --kernel-start-timeout the call fails saying so."""
+    async with straight_at(enterprise_gateway, jupyter_server, "--kernel-start-timeout", "120") as client:
+        heard = []
+
+        async def on_progress(progress, total, message):
+            heard.append(message or "")
+
+        result = await client.call_tool("use_notebook", {
+            "notebook_name": "late", "notebook_path": f"late-{uuid.uuid4().hex[:6]}.ipynb", "mode": "create",
+            "kernel_name": "slowstart"}, progress_callback=on_progress)
+        assert not result.is_error, joined(result)
+        assert any("Waiting for the kernel to start" in m and "--kernel-start-timeout" in m for m in heard), heard
+        # The notebook's kernel is the late one, and it runs code.
+        ran = await client.call_tool("execute_code", {"code": "print('late but here')", "timeout": FIRST_TIMEOUT})
+        assert "late but here" in joined(ran), joined(ran)
+
+    before = enterprise_gateway.kernel_ids()
+    async with straight_at(enterprise_gateway, jupyter_server, "--kernel-start-timeout", "2") as client:
+        started = time.monotonic()
+        result = await client.call_tool("use_notebook", {
+            "notebook_name": "late", "notebook_path": f"late-{uuid.uuid4().hex[:6]}.ipynb", "mode": "create",
+            "kernel_name": "slowstart"})
+        text = joined(result)
+        assert result.is_error and "within 2 s (--kernel-start-timeout)" in text, text
+        assert time.monotonic() - started < START_SECONDS + 3, "the start was not cut at its timeout"
+    # The gateway finishes the start it was asked for; nothing of ours holds that kernel.
+    time.sleep(START_SECONDS)
+    for kernel_id in enterprise_gateway.kernel_ids() - before:
+        enterprise_gateway.request("DELETE", f"/api/kernels/{kernel_id}")
+
+
+async def test_a_slow_kernel_through_a_jupyter_server_on_the_gateway(jupyter_on_gateway, enterprise_gateway):
+    """The same slow kernel, started through the Jupyter Server that hands it to the gateway."""
+    async with through_jupyter(jupyter_on_gateway, "--kernel-start-timeout", "120") as client:
+        slow = start_kernel_on(jupyter_on_gateway, "slow")
+        try:
+            result = await client.call_tool("execute_code", {"code": "print('answered')", "kernel_id": slow,
+                                                             "timeout": 5})
+            assert not result.is_error and "answered" in joined(result), joined(result)
+        finally:
+            jupyter_on_gateway.request("DELETE", f"/api/kernels/{slow}")

@@ -23,6 +23,7 @@ pub async fn prepare(state: &Arc<ServerState>, config: &Config) {
             mode: UseMode::Connect,
             kernel_id: None,
             kernel_name: None,
+            start_progress: None,
         };
         match domain.use_notebook(request).await {
             Ok(_) => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::kernels::kernel_gone_message;
+use super::kernels::{kernel_gone_message, reporting_start};
 use super::notebooks::NotebookInUse;
 use super::{Domain, Error};
 use crate::jupyter::document::Edit;
@@ -63,8 +63,9 @@ impl Domain {
                 self.execute_in(&notebook, request).await
             }
             None => {
-                let kernel = jupyter
-                    .default_kernel()
+                let start_timeout = self.settings.kernel_start.timeout;
+                let starting = jupyter.default_kernel();
+                let kernel = reporting_start(request.progress.as_ref(), start_timeout, starting)
                     .await
                     .map_err(|e| match e.gone_reason() {
                         Some(reason) => Error::Failed(format!(
@@ -101,7 +102,7 @@ impl Domain {
         in_use: &NotebookInUse,
         request: ExecutionRequest,
     ) -> Result<Executed, Error> {
-        let ready = self.ready_kernel(in_use).await?;
+        let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
         let outcome = ready
             .kernel
             .execute(request)
@@ -128,7 +129,7 @@ impl Domain {
                 cell.cell_type.as_str()
             )));
         }
-        let ready = self.ready_kernel(in_use).await?;
+        let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
         let (live_tx, live_rx) = watch::channel::<Option<(Vec<Value>, Option<i64>)>>(None);
         request.on_output = Some(Arc::new(move |outputs: &[Value], count| {
             live_tx.send_replace(Some((outputs.to_vec(), count)));

@@ -2,14 +2,16 @@
 //! A lost kernel is refused with the same message for every caller, or replaced when
 //! `kernel.auto-restart` is on, and then the caller is handed a note saying so.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::notebooks::NotebookInUse;
 use super::{Domain, Error};
 use crate::capabilities::AUTO_RESTART;
-use crate::jupyter::kernel::Kernel;
 /// Whether a kernel is alive, or gone and why (for callers that show it).
 pub use crate::jupyter::kernel::Liveness;
+use crate::jupyter::kernel::{Kernel, Progress, ProgressSink};
 
 /// The error every caller gets for a notebook whose kernel state was lost.
 pub fn kernel_gone_message(notebook_name: &str) -> String {
@@ -26,10 +28,44 @@ pub struct ReadyKernel {
     pub replaced: Option<String>,
 }
 
+/// Awaits `starting` (a kernel being started or replaced), telling `progress` at each of its
+/// intervals that the kernel is awaited: a gateway on a cluster answers a start request only once
+/// the kernel's pod is scheduled and its image pulled, which takes tens of seconds. The wait is
+/// bounded by `--kernel-start-timeout` where the start request is made.
+pub(super) async fn reporting_start<T>(
+    progress: Option<&(Duration, ProgressSink)>,
+    start_timeout: Duration,
+    starting: impl Future<Output = T>,
+) -> T {
+    let Some((every, sink)) = progress else {
+        return starting.await;
+    };
+    let started = tokio::time::Instant::now();
+    let every = (*every).max(Duration::from_millis(100));
+    let mut ticker = tokio::time::interval_at(started + every, every);
+    tokio::pin!(starting);
+    loop {
+        tokio::select! {
+            done = &mut starting => return done,
+            _ = ticker.tick() => sink(Progress {
+                elapsed: started.elapsed(),
+                timeout: start_timeout,
+                output_count: 0,
+                starting: true,
+            }),
+        }
+    }
+}
+
 impl Domain {
     /// The notebook's kernel, ready to run code. A lost kernel is refused, or replaced when
     /// `kernel.auto-restart` is on — and then the note says so.
-    pub async fn ready_kernel(&self, in_use: &NotebookInUse) -> Result<ReadyKernel, Error> {
+    /// A replacement's start is reported to `progress`.
+    pub async fn ready_kernel(
+        &self,
+        in_use: &NotebookInUse,
+        progress: Option<&(Duration, ProgressSink)>,
+    ) -> Result<ReadyKernel, Error> {
         let kernel = in_use.kernel();
         let Liveness::Gone(reason) = kernel.liveness() else {
             return Ok(ReadyKernel {
@@ -40,16 +76,20 @@ impl Domain {
         if !self.capabilities.enabled(AUTO_RESTART) {
             return Err(Error::Kernel(kernel_gone_message(&in_use.name)));
         }
-        let fresh = self
-            .jupyter()
-            .replace_lost_kernel(&kernel)
-            .await
-            .map_err(|e| {
-                Error::Failed(format!(
-                    "The kernel of '{}' is gone and no replacement could be started: {e}",
-                    in_use.name
-                ))
-            })?;
+        let jupyter = self.jupyter();
+        let start_timeout = self.settings.kernel_start.timeout;
+        let fresh = reporting_start(
+            progress,
+            start_timeout,
+            jupyter.replace_lost_kernel(&kernel),
+        )
+        .await
+        .map_err(|e| {
+            Error::Failed(format!(
+                "The kernel of '{}' is gone and no replacement could be started: {e}",
+                in_use.name
+            ))
+        })?;
         in_use.replace_kernel(fresh.clone());
         let note = format!(
             "[KERNEL REPLACED: the kernel of '{}' {reason}; a new, empty kernel ('{}') replaced it \

@@ -127,7 +127,7 @@ impl Domain {
         in_use: &NotebookInUse,
         names: Option<&[String]>,
     ) -> Result<(Inspection, Option<String>), Error> {
-        let ready = self.ready_kernel(in_use).await?;
+        let ready = self.ready_kernel(in_use, None).await?;
         let kernel = &ready.kernel;
         let busy = |running: Option<(String, Duration)>| {
             let what = running.map_or_else(String::new, |(code, elapsed)| {

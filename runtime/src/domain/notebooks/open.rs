@@ -3,18 +3,19 @@
 //! then the notebook registered as current.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{KernelOrigin, NotebookInUse, release_kernel};
 use crate::capabilities::ADOPT_SESSION;
 use crate::config::DocumentBackend;
+use crate::domain::kernels::reporting_start;
 use crate::domain::kernelspecs::ChosenSpec;
 use crate::domain::{Domain, Error};
 use crate::jupyter::Jupyter;
 use crate::jupyter::document::file::FileDocument;
 use crate::jupyter::document::live::LiveDocument;
 use crate::jupyter::document::{Document, Edit};
-use crate::jupyter::kernel::{ConnectError, Kernel, KernelError};
+use crate::jupyter::kernel::{ConnectError, Kernel, KernelError, ProgressSink};
 use crate::jupyter::notebook::Notebook;
 use crate::jupyter::rest::{JupyterRest, RestError, SessionModel};
 
@@ -26,7 +27,7 @@ pub enum UseMode {
 }
 
 /// A notebook to use, as a caller names it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct UseRequest {
     pub name: String,
     /// Relative to the Jupyter Server's root (a leading `/` is dropped).
@@ -36,6 +37,8 @@ pub struct UseRequest {
     pub kernel_id: Option<String>,
     /// The kernelspec to start the kernel from, instead of the server's default.
     pub kernel_name: Option<String>,
+    /// Told at each interval while a kernel is being started (on a cluster: tens of seconds).
+    pub start_progress: Option<(Duration, ProgressSink)>,
 }
 
 /// How a notebook's kernel came to it, as its answer tells it.
@@ -110,6 +113,7 @@ impl Domain {
             mode,
             kernel_id,
             kernel_name,
+            start_progress,
         } = request;
         let path = path.trim_start_matches('/').to_owned();
         if name.is_empty() || path.is_empty() {
@@ -199,13 +203,17 @@ impl Domain {
             created.as_ref(),
             started,
         );
-        let acquire = self.acquire_kernel(
-            &jupyter,
-            kernel_id.as_deref(),
-            spec.as_ref(),
-            &name,
-            &path,
-            started,
+        let acquire = reporting_start(
+            start_progress.as_ref(),
+            self.settings.kernel_start.timeout,
+            self.acquire_kernel(
+                &jupyter,
+                kernel_id.as_deref(),
+                spec.as_ref(),
+                &name,
+                &path,
+                started,
+            ),
         );
         let ((document, read), (kernel, origin, attached)) = match mode {
             // A notebook we just created is known to be one: its room and its kernel are set up

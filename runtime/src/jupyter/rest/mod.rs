@@ -75,6 +75,12 @@ pub enum RestError {
     )]
     Unreachable { url: String, reason: String },
     #[error(
+        "{url} did not answer a request to start a kernel within {seconds} s \
+         (--kernel-start-timeout); on a cluster the kernel's pod may still be being scheduled or \
+         its image pulled: try again later, or raise --kernel-start-timeout"
+    )]
+    StartTimedOut { url: String, seconds: u64 },
+    #[error(
         "{who} rejected the token (HTTP {status}{}). Check --jupyter-token / JUPYTER_TOKEN \
          (--code-sandbox-token / CODE_SANDBOX_TOKEN for a separate code sandbox)",
         colon_then(.reason)
@@ -390,7 +396,8 @@ impl JupyterRest {
         self.send_timed(method, url, body, subject, None).await
     }
 
-    /// `send` with its own time limit in place of the client's (a kernel start on a cluster).
+    /// `send` with its own time limit in place of the client's: only a kernel start on a cluster
+    /// has one, and its expiry is reported as that.
     pub(super) async fn send_timed(
         &self,
         method: Method,
@@ -495,7 +502,16 @@ impl JupyterRest {
             url: self.shown_url(),
             reason: error_chain(&e.without_url()),
         };
-        let response = request.send().await.map_err(unreachable)?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) if e.is_timeout() && timeout.is_some() => {
+                return Err(RestError::StartTimedOut {
+                    url: self.shown_url(),
+                    seconds: timeout.unwrap_or_default().as_secs(),
+                });
+            }
+            Err(e) => return Err(unreachable(e)),
+        };
         let status = response.status();
         let text = response.text().await.map_err(unreachable)?;
         Ok((status, text))
@@ -525,9 +541,15 @@ impl JupyterRest {
         })
     }
 
-    /// `GET /api/status`: the readiness check.
+    /// The readiness check: `GET /api/status`, or, from a gateway (Enterprise Gateway and Kernel
+    /// Gateway have no such route), its kernelspecs; both need the token.
     pub async fn status(&self) -> Result<Value, RestError> {
-        self.get(&["api", "status"], Subject::Server).await
+        match self.get(&["api", "status"], Subject::Server).await {
+            Err(RestError::NotFound { .. }) => {
+                self.get(&["api", "kernelspecs"], Subject::Server).await
+            }
+            answer => answer,
+        }
     }
 
     /// `POST /api/shutdown`: asks the server to stop, letting its extensions close first.

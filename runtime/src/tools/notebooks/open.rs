@@ -8,6 +8,9 @@ use crate::domain::notebooks::{self, Attached, NotebookInUse, Opened, UseRequest
 use crate::tools::format::brief_table;
 use crate::tools::{ToolContext, ToolOutput, ToolResult};
 
+/// How often use_notebook reports a kernel start still pending.
+const START_PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[derive(Debug, Deserialize, JsonSchema, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum UseMode {
@@ -47,6 +50,13 @@ pub(super) async fn use_notebook(context: ToolContext, args: UseNotebookArgs) ->
         mode,
         kernel_id: args.kernel_id.clone(),
         kernel_name: args.kernel_name.clone(),
+        // A client that asked for progress hears of a kernel start that takes a while.
+        start_progress: context.progress.clone().map(|reporter| {
+            (
+                START_PROGRESS_EVERY,
+                crate::tools::execute::progress_sink(reporter),
+            )
+        }),
     };
     let text = match context.domain.use_notebook(request).await? {
         Used::AlreadyCreated { name, path } => {
