@@ -46,6 +46,17 @@ async def measure(command: str, args: list[str], env: dict[str, str], calls: int
         return start, statistics.median(samples)
 
 
+# A topology that never answers is a figure, not a hang of the whole run.
+TOPOLOGY_SECONDS = 240
+
+
+async def bounded(measuring):
+    try:
+        return await asyncio.wait_for(measuring, TOPOLOGY_SECONDS)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"no figures within {TOPOLOGY_SECONDS} s") from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--calls", type=int, default=50)
@@ -55,6 +66,7 @@ def main() -> None:
     opts = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-bench-gw-"))
+    failures = []
     started = []
     rows = []
     try:
@@ -79,14 +91,16 @@ def main() -> None:
         ]
         for name, args, extra in topologies:
             env = dict(base, **extra)
-            ours = asyncio.run(measure(opts.ours, ["start", *args], env, opts.calls))
+            ours = asyncio.run(bounded(measure(opts.ours, ["start", *args], env, opts.calls)))
+            print(f"{name}: ours measured", file=sys.stderr, flush=True)
             upstream = None
             if opts.upstream and Path(opts.upstream).exists():
                 try:
-                    upstream = asyncio.run(measure(opts.upstream, ["start", "--transport", "stdio", *args],
-                                                   env, opts.upstream_calls))
+                    upstream = asyncio.run(bounded(measure(
+                        opts.upstream, ["start", "--transport", "stdio", *args], env, opts.upstream_calls)))
                 except Exception as e:  # the Python server failing here is a figure too
-                    print(f"(Python server on '{name}': {e!r})")
+                    failures.append(f"(Python server on '{name}': {e!r})")
+                print(f"{name}: Python server measured", file=sys.stderr, flush=True)
             rows.append((name, ours, upstream))
     finally:
         for stop in reversed(started):
@@ -100,6 +114,8 @@ def main() -> None:
         py_start, py_rtt = upstream if upstream else (float("nan"), float("nan"))
         ratio = py_rtt / rtt if upstream and rtt == rtt and rtt > 0 else float("nan")
         print(f"{name:38} {start:12.2f} {rtt * 1e3:9.2f} {py_start:11.2f} {py_rtt * 1e3:9.2f} {ratio:8.1f}")
+    for failure in failures:
+        print(failure)
     if not opts.upstream:
         print("(Python server not given: set UPSTREAM_JUPYTER_MCP_SERVER or use tests/bench/run)")
 

@@ -4,17 +4,15 @@
 //! Long streams keep their first and (above all) last lines; runs of lines that differ only in
 //! their numbers, and runs of identical traceback frames, become the first, a count and the
 //! last; a table's text keeps its head and tail rows and its shape; an image is scaled within
-//! `--max-image-px` and `--max-image-megapixels` and re-encoded as whichever of PNG and JPEG is
-//! smaller, at most `--max-images` per result. The exception of an error is always kept.
-
-use std::io::Cursor;
-
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+//! `--max-image-px` and `--max-image-megapixels` and re-encoded as the smallest faithful form
+//! (`images`), at most `--max-images` per result. The exception of an error is always kept.
 
 use super::outputs::{Rendered, render_output, strip_ansi};
 use crate::config::OutputLimits;
 use crate::domain::outputs::Output;
+
+mod images;
+use images::image;
 
 /// Lines of a long stream kept before and after the cut.
 const HEAD_LINES: usize = 15;
@@ -31,8 +29,6 @@ const TABLE_ROWS: usize = 5;
 const MAX_PERIOD: usize = 4;
 /// How many times a block must occur in a row to be collapsed.
 const MIN_REPEATS: usize = 3;
-/// JPEG quality of a re-encoded image.
-const JPEG_QUALITY: u8 = 85;
 
 /// The outputs shortened; `whole` names where output `i` can be read whole (a resource URI).
 pub fn render(
@@ -296,88 +292,6 @@ fn table(text: &str) -> String {
     kept.join("\n")
 }
 
-/// An image within the bounds, re-encoded as the smaller of PNG and JPEG, with a line saying
-/// so; as it came when it already fits or cannot be read.
-fn image(
-    data: &str,
-    mime_type: &str,
-    limits: OutputLimits,
-    whole: &str,
-) -> (Rendered, Option<String>) {
-    let keep = || Rendered::Image {
-        data: data.to_owned(),
-        mime_type: mime_type.to_owned(),
-    };
-    let Ok(bytes) = BASE64.decode(data) else {
-        return (keep(), None);
-    };
-    let Ok(decoded) = image::load_from_memory(&bytes) else {
-        return (keep(), None);
-    };
-    let (width, height) = (decoded.width(), decoded.height());
-    let Some((to_w, to_h)) = scaled_size(width, height, limits) else {
-        return (keep(), None);
-    };
-    let scaled = decoded.resize_exact(to_w, to_h, image::imageops::FilterType::Triangle);
-    let mut png = Vec::new();
-    let encoder = image::codecs::png::PngEncoder::new_with_quality(
-        &mut png,
-        image::codecs::png::CompressionType::Best,
-        image::codecs::png::FilterType::Adaptive,
-    );
-    let png_ok = scaled.write_with_encoder(encoder).is_ok();
-    let opaque = scaled
-        .as_rgba8()
-        .is_none_or(|rgba| rgba.pixels().all(|p| p.0[3] == 255));
-    let mut jpeg = Vec::new();
-    let jpeg_ok = opaque
-        && image::codecs::jpeg::JpegEncoder::new_with_quality(Cursor::new(&mut jpeg), JPEG_QUALITY)
-            .encode_image(&scaled.to_rgb8())
-            .is_ok();
-    let (encoded, mime) = match (png_ok, jpeg_ok) {
-        (true, true) if jpeg.len() < png.len() => (jpeg, "image/jpeg"),
-        (true, _) => (png, "image/png"),
-        (false, true) => (jpeg, "image/jpeg"),
-        (false, false) => return (keep(), None),
-    };
-    let note = format!(
-        "[Image scaled from {width}×{height} to {to_w}×{to_h} px ({} → {}, {} → {} bytes); \
-         the original: {whole}]",
-        short_mime(mime_type),
-        short_mime(mime),
-        bytes.len(),
-        encoded.len()
-    );
-    (
-        Rendered::Image {
-            data: BASE64.encode(&encoded),
-            mime_type: mime.to_owned(),
-        },
-        Some(note),
-    )
-}
-
-fn short_mime(mime: &str) -> &str {
-    match mime {
-        "image/png" => "PNG",
-        "image/jpeg" => "JPEG",
-        other => other,
-    }
-}
-
-/// The size an image is scaled to, or `None` when it fits both bounds already.
-fn scaled_size(width: u32, height: u32, limits: OutputLimits) -> Option<(u32, u32)> {
-    let (w, h) = (f64::from(width.max(1)), f64::from(height.max(1)));
-    let by_side = f64::from(limits.max_image_px) / w.max(h);
-    let by_area = (limits.max_image_megapixels * 1e6 / (w * h)).sqrt();
-    let scale = by_side.min(by_area);
-    if scale >= 1.0 {
-        return None;
-    }
-    let size = |side: f64| ((side * scale).floor() as u32).max(1);
-    Some((size(w), size(h)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,18 +382,5 @@ mod tests {
             "{out}"
         );
         assert_eq!(table("a\nb c d\n"), "a\nb c d\n");
-    }
-
-    #[test]
-    fn images_scale_to_both_bounds() {
-        let limits = OutputLimits::text(0, true);
-        let (w, h) = scaled_size(2584, 1627, limits).unwrap();
-        assert!(
-            w <= 1568 && h <= 1568 && f64::from(w * h) <= 1.15e6,
-            "{w}x{h}"
-        );
-        assert!(scaled_size(800, 600, limits).is_none());
-        let (w, h) = scaled_size(4000, 100, limits).unwrap();
-        assert_eq!((w, h), (1568, 39));
     }
 }
