@@ -9,7 +9,7 @@ import uuid
 import mcp.types as types
 import pytest
 
-from conftest import (client_for, extension_entry, guest, http_client, joined, notebook_with_kernel,
+from conftest import (client_for, extension_entry, guest, http_client, joined, log_of, notebook_with_kernel,
                       serve_guests, write_config)
 
 pytestmark = pytest.mark.anyio
@@ -161,6 +161,8 @@ async def test_streamable_http_asks_for_tools_and_for_a_guests_execute_code(jupy
             assert refused.is_error and "declined" in joined(refused), joined(refused)
             person.next = "accept"
             assert await defined(c, "guest_ran") and not await defined(c, "guest_declined")
+        # Each question rode its own request's stream, the guest's included.
+        assert "falling back to standalone stream" not in log_of(server)
 
         async with http_client(server, "auto", elicitation_callback=person) as c:
             asked = len(person.questions)
