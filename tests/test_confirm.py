@@ -4,6 +4,7 @@ kernel itself) and the result says so."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import mcp.types as types
@@ -34,6 +35,11 @@ def client(jupyter_server, *args, person=None, transport="stdio", mode="legacy")
     return client_for(jupyter_server, mode, "--document-backend", "file", *args, transport=transport, **extra)
 
 
+async def declared(client) -> dict:
+    block = json.loads((await client.read_resource("capabilities://")).contents[0].text)
+    return next(c for c in block["declared"] if c["name"] == "execution.confirm")
+
+
 async def defined(client, name: str) -> bool:
     """Whether the kernel holds `name`; asked by a call the person lets through."""
     result = await client.call_tool("execute_code", {"code": f"print({name!r} in globals())"})
@@ -44,6 +50,8 @@ async def defined(client, name: str) -> bool:
 async def test_accept_runs_and_decline_or_cancel_run_nothing(jupyter_server):
     person = Person()
     async with client(jupyter_server, *ON, person=person) as c:
+        shown = await declared(c)
+        assert shown["enabled"] is True and shown["source"] == "cli", shown
         ran = await c.call_tool("execute_code", {"code": "accepted_here = 6 * 7\nprint(accepted_here)"})
         assert not ran.is_error and joined(ran).strip() == "42", joined(ran)
         question = person.questions[-1]
@@ -135,6 +143,9 @@ async def test_capability_off_asks_nothing(jupyter_server):
     person = Person()
     person.next = "decline"
     async with client(jupyter_server, person=person) as c:
+        shown = await declared(c)
+        assert shown["enabled"] is False and shown["source"] == "default", shown
+        assert "elicitation" in shown["description"] and "not a sandbox" in shown["description"], shown
         ran = await c.call_tool("execute_code", {"code": "print('unasked')"})
         assert not ran.is_error and joined(ran).strip() == "unasked", joined(ran)
         assert person.questions == []
