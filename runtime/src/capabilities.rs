@@ -18,6 +18,7 @@ pub const AUTO_RESTART: &str = "kernel.auto-restart";
 pub const ADOPT_SESSION: &str = "kernel.adopt-session";
 pub const PREWARM: &str = "kernel.prewarm";
 pub const COMPACT_OUTPUT: &str = "output.compact";
+pub const EXECUTION_CONFIRM: &str = "execution.confirm";
 
 /// Name prefixes an extension may not use: they belong to the core.
 const RESERVED_PREFIXES: [&str; 3] = ["kernel", "server", "notebook"];
@@ -157,6 +158,16 @@ impl Default for Table {
                  their shape, images are scaled to --max-image-px and --max-image-megapixels and \
                  re-encoded, at most --max-images per result. Off: outputs whole, cut only at \
                  --max-output-chars.",
+            ),
+            (
+                EXECUTION_CONFIRM,
+                false,
+                "Ask the person through MCP elicitation before code runs (execute_code, \
+                 execute_cell, insert_execute_code_cell, run_all_cells, an extension's \
+                 execute-code), showing the code and where it runs; declined or cancelled, \
+                 nothing runs and the result says so. Which code is asked follows the config's \
+                 [execution_confirm] (ask = \"always\" or \"matching\" with patterns). A client \
+                 without elicitation is refused. A person's judgement, not a sandbox.",
             ),
         ] {
             declared.insert(

@@ -7,6 +7,7 @@
 pub mod capabilities;
 pub mod catalog;
 pub mod config;
+pub mod confirm;
 pub mod dispatch;
 pub mod domain;
 pub mod hooks;

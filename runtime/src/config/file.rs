@@ -1,4 +1,4 @@
-//! The config file (`--config`, TOML): `[capabilities]`, `cache_dir`, `prewarm_max`,
+//! The config file (`--config`, TOML): `[capabilities]`, `[execution_confirm]`, `cache_dir`, `prewarm_max`,
 //! `prewarm_max_idle_seconds`, `kernel_env`, `insecure_registries`, `trusted_keys`, `require_signatures` and
 //! `[[extension]]` entries. Read with serde, refusing keys this
 //! build does not know, so a typo never passes silently; relative paths are taken from the file's
@@ -22,6 +22,8 @@ pub(super) struct FileConfig {
     pub sources: super::ExtensionSources,
     /// `kernel_env`, as written.
     pub kernel_env: Vec<String>,
+    /// `[execution_confirm]`: which code needs a person's yes while `execution.confirm` is on.
+    pub confirm: crate::confirm::Rules,
 }
 
 #[derive(Debug, Deserialize)]
@@ -29,6 +31,7 @@ pub(super) struct FileConfig {
 struct FileTables {
     #[serde(default)]
     capabilities: toml::Table,
+    execution_confirm: Option<ConfirmEntry>,
     cache_dir: Option<PathBuf>,
     #[serde(default, rename = "extension")]
     extensions: Vec<ExtensionEntry>,
@@ -77,6 +80,24 @@ pub struct ExtensionEntry {
     /// Names whose values spans never show.
     #[serde(default)]
     redact: Vec<String>,
+}
+
+/// `[execution_confirm]`: `ask` ("always", the default, or "matching") and the `patterns`
+/// (regular expressions) that "matching" asks for; left out, the defaults.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfirmEntry {
+    #[serde(default)]
+    ask: AskEntry,
+    patterns: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum AskEntry {
+    #[default]
+    Always,
+    Matching,
 }
 
 /// The `limits` table of an entry; what it leaves out keeps its default.
@@ -146,6 +167,17 @@ impl FileConfig {
                 entry.resolve(base, Some(origin))
             })
             .collect();
+        let confirm = match tables.execution_confirm {
+            None => crate::confirm::Rules::default(),
+            Some(entry) => {
+                let ask = match entry.ask {
+                    AskEntry::Always => crate::confirm::Ask::Always,
+                    AskEntry::Matching => crate::confirm::Ask::Matching,
+                };
+                crate::confirm::Rules::new(ask, entry.patterns)
+                    .map_err(|e| fail(format!("execution_confirm: {e}")))?
+            }
+        };
         let mut prewarm = crate::jupyter::spares::SparePolicy::default();
         if let Some(n) = tables.prewarm_max {
             if n > 16 {
@@ -164,6 +196,7 @@ impl FileConfig {
             extensions,
             prewarm,
             kernel_env: tables.kernel_env,
+            confirm,
             sources: super::ExtensionSources {
                 insecure_registries: tables.insecure_registries,
                 trusted_keys: tables

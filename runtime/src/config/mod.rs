@@ -71,6 +71,8 @@ pub struct Config {
     pub toolset: ToolSelection,
     /// How kernels are started (`--kernel-start-timeout`, `--kernel-env`, `kernel_env`).
     pub kernel_start: crate::jupyter::rest::KernelStart,
+    /// Which code needs a person's yes while `execution.confirm` is on (`[execution_confirm]`).
+    pub confirm: crate::confirm::Rules,
 }
 
 /// `--kernel-env` and `kernel_env` entries (the file's first, so the command line wins):
@@ -411,6 +413,7 @@ impl Config {
                 exclude: clean_names(args.exclude_tools),
             },
             prewarm: file.prewarm,
+            confirm: file.confirm,
             kernel_start: crate::jupyter::rest::KernelStart {
                 timeout: Duration::from_secs(args.kernel_start_timeout),
                 env: kernel_env(file.kernel_env.into_iter().chain(args.kernel_env), &env)?,

@@ -302,3 +302,42 @@ fn kernel_start_settings_from_flags_the_file_and_the_environment() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn execution_confirm_rules_from_the_file() {
+    let dir = std::env::temp_dir().join(format!("jmcp-confirm-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("server.toml");
+    let read = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        Config::from_args_and_env(start_args(&["--config", file.to_str().unwrap()]), |_| None)
+    };
+    let always = read("").unwrap();
+    assert_eq!(always.confirm.ask, crate::confirm::Ask::Always);
+    let defaults = read("[execution_confirm]\nask = \"matching\"\n").unwrap();
+    assert!(defaults.confirm.reason("%pip install x").is_some());
+    assert!(defaults.confirm.reason("1 + 1").is_none());
+    let own =
+        read("[execution_confirm]\nask = \"matching\"\npatterns = ['\\bshutil\\b']\n").unwrap();
+    assert!(own.confirm.reason("import shutil").is_some());
+    assert!(own.confirm.reason("!ls").is_none());
+    for (text, says) in [
+        ("[execution_confirm]\nask = \"sometimes\"\n", "matching"),
+        (
+            "[execution_confirm]\nask = \"matching\"\npatterns = ['(']\n",
+            "not a valid regular",
+        ),
+        (
+            "[execution_confirm]\nask = \"matching\"\npatterns = []\n",
+            "never ask",
+        ),
+        (
+            "[execution_confirm]\nasks = \"always\"\n",
+            "unknown field `asks`",
+        ),
+    ] {
+        let err = read(text).unwrap_err().to_string();
+        assert!(err.contains(says), "{text}: {err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -1,16 +1,21 @@
 //! Executions in a notebook's kernel: the kernel made ready first (auto-restart policy), the
-//! execute hooks fired by the kernel layer, and a kernel lost mid-run reported the same way to
-//! every caller. A cell run also writes its outputs into the notebook as they arrive.
+//! person's yes while `execution.confirm` is on ([`Domain::confirmed`], the one gate every caller
+//! passes, guests included), the execute hooks fired by the kernel layer, and a kernel lost
+//! mid-run reported the same way to every caller. A cell run also writes its outputs into the
+//! notebook as they arrive.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use super::kernels::{kernel_gone_message, reporting_start};
 use super::notebooks::NotebookInUse;
 use super::{Domain, Error};
+use crate::capabilities::EXECUTION_CONFIRM;
+use crate::confirm;
 use crate::jupyter::document::Edit;
 /// An execution as callers of the domain ask for and read it.
 pub use crate::jupyter::kernel::{
@@ -46,6 +51,8 @@ impl Domain {
                     )),
                     other => Error::failed(other),
                 })?;
+                self.confirmed(&request.code, &format!("kernel {id}"), &request.cancel)
+                    .await?;
                 let outcome = kernel.execute(request).await.map_err(|e| match e.gone_reason() {
                     Some(reason) => Error::Failed(format!(
                         "Kernel '{id}' {reason}; every variable, import and definition it held is \
@@ -75,6 +82,9 @@ impl Domain {
                         )),
                         None => Error::Failed(format!("Could not start the default kernel: {e}")),
                     })?;
+                let place = format!("the default kernel ({})", kernel.id());
+                self.confirmed(&request.code, &place, &request.cancel)
+                    .await?;
                 match kernel.execute(request).await {
                     Ok(outcome) => Ok(Executed {
                         outcome,
@@ -103,6 +113,14 @@ impl Domain {
         request: ExecutionRequest,
     ) -> Result<Executed, Error> {
         let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
+        let place = format!(
+            "notebook '{}' ({}), kernel {}",
+            in_use.name,
+            in_use.path,
+            ready.kernel.id()
+        );
+        self.confirmed(&request.code, &place, &request.cancel)
+            .await?;
         let outcome = ready
             .kernel
             .execute(request)
@@ -121,7 +139,21 @@ impl Domain {
         in_use: &Arc<NotebookInUse>,
         index: usize,
         cell: &Cell,
+        request: ExecutionRequest,
+    ) -> Result<Executed, Error> {
+        self.run_cell_asking(in_use, index, cell, request, true)
+            .await
+    }
+
+    /// `run_cell`; `ask: false` when the person already said yes to this run (run_all_cells
+    /// asks once for every cell).
+    pub(super) async fn run_cell_asking(
+        &self,
+        in_use: &Arc<NotebookInUse>,
+        index: usize,
+        cell: &Cell,
         mut request: ExecutionRequest,
+        ask: bool,
     ) -> Result<Executed, Error> {
         if cell.cell_type != CellType::Code {
             return Err(Error::Failed(format!(
@@ -130,6 +162,16 @@ impl Domain {
             )));
         }
         let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
+        if ask {
+            let place = format!(
+                "cell {index} of notebook '{}' ({}), kernel {}",
+                in_use.name,
+                in_use.path,
+                ready.kernel.id()
+            );
+            self.confirmed(&request.code, &place, &request.cancel)
+                .await?;
+        }
         let (live_tx, live_rx) = watch::channel::<Option<(Vec<Value>, Option<i64>)>>(None);
         request.on_output = Some(Arc::new(move |outputs: &[Value], count| {
             live_tx.send_replace(Some((outputs.to_vec(), count)));
@@ -182,6 +224,51 @@ impl Domain {
             outcome,
             replaced: ready.replaced,
         })
+    }
+}
+
+impl Domain {
+    /// The gate before code reaches a kernel: while `execution.confirm` is on and the operator's
+    /// rules ask for `code`, the person behind the call must say yes to running it in `place`.
+    /// Anything else (declined, cancelled, no answer, nobody to ask) runs nothing and says why.
+    pub(super) async fn confirmed(
+        &self,
+        code: &str,
+        place: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), Error> {
+        if !self.capabilities.enabled(EXECUTION_CONFIRM) {
+            return Ok(());
+        }
+        let Some(reason) = self.settings.confirm.reason(code) else {
+            return Ok(());
+        };
+        let message = format!(
+            "Run this code in {place}?\n(Asked because the server's {EXECUTION_CONFIRM} \
+             capability is on: {reason}.)\n\n{}",
+            confirm::shown(code)
+        );
+        let answer = tokio::select! {
+            answer = confirm::ask(&message) => answer,
+            () = cancel.cancelled() => {
+                return Err(Error::Failed(format!(
+                    "Nothing ran in {place}: the call was cancelled while waiting for the \
+                     person's answer."
+                )));
+            }
+        };
+        match confirm::refusal(
+            &answer,
+            &format!("Nothing ran in {place}"),
+            &format!("the server's '{EXECUTION_CONFIRM}' capability"),
+            &format!(
+                "have the operator switch the capability off (--capability \
+                 {EXECUTION_CONFIRM}=off)"
+            ),
+        ) {
+            None => Ok(()),
+            Some(refusal) => Err(Error::Failed(refusal)),
+        }
     }
 }
 

@@ -46,6 +46,8 @@ pub struct Settings {
     pub prewarm: SparePolicy,
     /// How kernels are started on every server this domain uses (`--kernel-env`, …).
     pub kernel_start: crate::jupyter::rest::KernelStart,
+    /// Which code needs a person's yes while `execution.confirm` is on.
+    pub confirm: crate::confirm::Rules,
 }
 
 impl Settings {
@@ -58,6 +60,7 @@ impl Settings {
             max_file_bytes: config.max_file_bytes,
             prewarm: config.prewarm,
             kernel_start: config.kernel_start.clone(),
+            confirm: config.confirm.clone(),
         }
     }
 }

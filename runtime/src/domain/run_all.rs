@@ -81,6 +81,27 @@ impl Domain {
             .filter(|(_, c)| c.cell_type == CellType::Code)
             .collect();
         let total = code.len();
+        // One question for the whole run, showing every cell that will run.
+        let to_run: Vec<&(usize, &Cell)> = code
+            .iter()
+            .filter(|(_, c)| !c.source.trim().is_empty())
+            .collect();
+        if let Some((_, first)) = to_run.first() {
+            let shown: String = to_run
+                .iter()
+                .map(|(i, c)| format!("# ── cell {i} ──\n{}\n", c.source.trim_end()))
+                .collect();
+            let indices: Vec<String> = to_run.iter().map(|(i, _)| i.to_string()).collect();
+            let place = format!(
+                "notebook '{}' ({}), code cells {} in order, kernel {}",
+                in_use.name,
+                in_use.path,
+                indices.join(", "),
+                in_use.kernel().id()
+            );
+            self.confirmed(&shown, &place, &request(first).cancel)
+                .await?;
+        }
         let mut run = RunAll::default();
         let mut stopped = false;
         for (done, (index, cell)) in code.into_iter().enumerate() {
@@ -99,7 +120,7 @@ impl Domain {
             } else {
                 let req = request(cell);
                 let cancel = req.cancel.clone();
-                match self.run_cell(in_use, index, cell, req).await {
+                match self.run_cell_asking(in_use, index, cell, req, false).await {
                     Ok(executed) => {
                         run.replaced.extend(executed.replaced);
                         turn.status = status_of(&executed.outcome);

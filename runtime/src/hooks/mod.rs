@@ -6,6 +6,10 @@
 //! (execute and lifecycle events). Handlers run in registration order. A *critical* handler
 //! (`propagate_errors`) can fail the call it observes; an optional one's error is logged and
 //! suppressed. Each handler gets its own context map per before/after pair.
+//!
+//! A critical handler may also answer a `before_*` event with [`Decision::Confirm`]: the call
+//! goes on only once the person behind it says yes (asked through the confirm service, as
+//! `execution.confirm` asks); any other answer refuses the call as the handler would have.
 
 pub mod otel;
 mod uses;
@@ -170,6 +174,16 @@ impl HookEvent {
 
 pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 
+/// What a handler decides about the call a `before_*` event announces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Proceed,
+    /// Go on only if the person says yes; the reason is shown to them.
+    Confirm(String),
+}
+
+pub type DecisionFuture<'a> = Pin<Box<dyn Future<Output = Result<Decision, String>> + Send + 'a>>;
+
 pub trait HookHandler: Send + Sync {
     /// Shown in logs and in the error of a call this handler refused.
     fn name(&self) -> &str;
@@ -181,6 +195,21 @@ pub trait HookHandler: Send + Sync {
         event: &'a HookEvent,
         context: &'a mut Map<String, Value>,
     ) -> HookFuture<'a>;
+    /// Handles a `before_*` event and decides about the call it announces. The default is
+    /// `on_event`, then [`Decision::Proceed`]; a handler that guards calls overrides it to ask
+    /// for the person's yes. Only a critical handler's `Confirm` is followed (an optional one
+    /// observes, and never holds a call); it is logged and ignored otherwise.
+    fn decide<'a>(
+        &'a self,
+        event: &'a HookEvent,
+        context: &'a mut Map<String, Value>,
+    ) -> DecisionFuture<'a> {
+        Box::pin(async move {
+            self.on_event(event, context)
+                .await
+                .map(|()| Decision::Proceed)
+        })
+    }
     /// Called once when the server stops (e.g. to flush).
     fn shutdown(&self) {}
 }
@@ -300,13 +329,68 @@ impl Hooks {
         }
     }
 
+    /// Delivers a `before_*` event: a critical handler's refusal fails the call, and its
+    /// `Confirm` holds it until the person answers.
+    async fn decide(
+        handler: &dyn HookHandler,
+        event: &HookEvent,
+        context: &mut Map<String, Value>,
+    ) -> Result<(), HookError> {
+        let refused = |message| HookError {
+            handler: handler.name().to_owned(),
+            message,
+        };
+        match handler.decide(event, context).await {
+            Ok(Decision::Proceed) => Ok(()),
+            Ok(Decision::Confirm(reason)) if handler.propagate_errors() => {
+                let answer = crate::confirm::ask(&question(handler.name(), &reason, event)).await;
+                let nothing = match event {
+                    HookEvent::BeforeToolCall { tool_name, .. } => {
+                        format!("The tool '{tool_name}' was not called")
+                    }
+                    HookEvent::BeforeExecute { kernel_id, .. } => {
+                        format!("Nothing ran in kernel {kernel_id}")
+                    }
+                    _ => "Nothing was done".to_owned(),
+                };
+                let asked_by = format!("hook handler '{}'", handler.name());
+                match crate::confirm::refusal(
+                    &answer,
+                    &nothing,
+                    &asked_by,
+                    "ask the operator to change that handler",
+                ) {
+                    None => Ok(()),
+                    Some(message) => Err(refused(message)),
+                }
+            }
+            Ok(Decision::Confirm(reason)) => {
+                tracing::debug!(
+                    handler = handler.name(),
+                    "an optional hook handler asked for confirmation ({reason}); only critical \
+                     handlers can hold a call, so it goes on"
+                );
+                Ok(())
+            }
+            Err(message) if handler.propagate_errors() => Err(refused(message)),
+            Err(message) => {
+                tracing::debug!(
+                    handler = handler.name(),
+                    event = event.kind().as_str(),
+                    "hook handler failed: {message}"
+                );
+                Ok(())
+            }
+        }
+    }
+
     /// Fires a `before_*` event. On a critical refusal the pair is still returned (with the
     /// contexts of the handlers that ran), so the `after_*` event can carry the refusal.
     pub async fn before(&self, event: &HookEvent) -> (Pair, Result<(), HookError>) {
         let mut pair = Pair::default();
         for (id, handler) in self.snapshot() {
             let mut context = Map::new();
-            let outcome = Self::deliver(handler.as_ref(), event, &mut context).await;
+            let outcome = Self::decide(handler.as_ref(), event, &mut context).await;
             pair.contexts.push((id, context));
             if let Err(e) = outcome {
                 return (pair, Err(e));
@@ -368,6 +452,28 @@ impl Hooks {
         for (_, handler) in self.snapshot() {
             handler.shutdown();
         }
+    }
+}
+
+/// The question a handler's `Confirm` puts to the person: what is about to happen, and why.
+fn question(handler: &str, reason: &str, event: &HookEvent) -> String {
+    let why = format!("(Asked by hook handler '{handler}': {reason}.)");
+    match event {
+        HookEvent::BeforeExecute { kernel_id, code } => format!(
+            "Run this code in kernel {kernel_id}?\n{why}\n\n{}",
+            crate::confirm::shown(code)
+        ),
+        HookEvent::BeforeToolCall {
+            tool_name,
+            arguments,
+        } => {
+            let arguments = serde_json::to_string_pretty(arguments).unwrap_or_default();
+            format!(
+                "Allow this call to the tool '{tool_name}'?\n{why}\n\nArguments:\n{}",
+                crate::confirm::shown(&arguments)
+            )
+        }
+        _ => format!("Allow this?\n{why}"),
     }
 }
 
@@ -479,6 +585,103 @@ mod tests {
             .unwrap();
         assert_eq!(b.seen.lock().unwrap().len(), 2);
         assert_eq!(a.seen.lock().unwrap().len(), 3);
+    }
+
+    /// A handler guarding executions: asks for the person's yes before any code runs.
+    struct Guard {
+        critical: bool,
+    }
+
+    impl HookHandler for Guard {
+        fn name(&self) -> &str {
+            "guard"
+        }
+        fn propagate_errors(&self) -> bool {
+            self.critical
+        }
+        fn on_event<'a>(
+            &'a self,
+            _: &'a HookEvent,
+            _: &'a mut Map<String, Value>,
+        ) -> HookFuture<'a> {
+            Box::pin(async { Ok(()) })
+        }
+        fn decide<'a>(
+            &'a self,
+            event: &'a HookEvent,
+            _: &'a mut Map<String, Value>,
+        ) -> DecisionFuture<'a> {
+            Box::pin(async move {
+                Ok(match event {
+                    HookEvent::BeforeExecute { .. } => {
+                        Decision::Confirm("code from a stranger".into())
+                    }
+                    _ => Decision::Proceed,
+                })
+            })
+        }
+    }
+
+    struct Person {
+        answer: crate::confirm::Answer,
+        asked: Mutex<Vec<String>>,
+    }
+
+    impl crate::confirm::Confirmer for Person {
+        fn ask<'a>(&'a self, message: &'a str) -> crate::confirm::AnswerFuture<'a> {
+            self.asked.lock().unwrap().push(message.to_owned());
+            let answer = self.answer.clone();
+            Box::pin(async move { answer })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_critical_handler_can_hold_a_call_for_the_persons_yes() {
+        use crate::confirm::{Answer, asking};
+        let hooks = Hooks::default();
+        hooks.register(Arc::new(Guard { critical: true }));
+        let run = HookEvent::before_execute("k1", "import os");
+        for (answer, allowed) in [
+            (Answer::Accepted, true),
+            (Answer::Declined, false),
+            (Answer::Cancelled, false),
+        ] {
+            let person = Arc::new(Person {
+                answer,
+                asked: Mutex::default(),
+            });
+            let (_, outcome) = asking(person.clone(), hooks.before(&run)).await;
+            assert_eq!(outcome.is_ok(), allowed, "{outcome:?}");
+            let asked = person.asked.lock().unwrap();
+            assert_eq!(asked.len(), 1);
+            assert!(
+                asked[0].contains("import os") && asked[0].contains("code from a stranger"),
+                "{}",
+                asked[0]
+            );
+            if let Err(refusal) = outcome {
+                assert!(
+                    refusal.to_string().contains("Nothing ran in kernel k1"),
+                    "{refusal}"
+                );
+            }
+        }
+        // Nobody to ask: refused, never run unasked.
+        let (_, outcome) = hooks.before(&run).await;
+        assert!(outcome.unwrap_err().message.contains("elicitation"));
+        // Other events are not held.
+        let (_, outcome) = hooks
+            .before(&HookEvent::before_tool_call("t", &json!({})))
+            .await;
+        assert!(outcome.is_ok());
+
+        let optional = Hooks::default();
+        optional.register(Arc::new(Guard { critical: false }));
+        let (_, outcome) = optional.before(&run).await;
+        assert!(
+            outcome.is_ok(),
+            "an optional handler observes, it does not hold calls"
+        );
     }
 
     #[tokio::test]

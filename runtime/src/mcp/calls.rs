@@ -26,6 +26,8 @@ pub(super) struct PreparedCall {
     task: Option<rmcp::task_manager::TaskContext>,
     /// Hub mode: whose call this is (their server is made ready before the tool runs).
     caller: Option<Caller>,
+    /// Who asks the person when the call needs their yes (`execution.confirm`, hooks).
+    confirmer: Arc<dyn crate::confirm::Confirmer>,
 }
 
 impl McpServer {
@@ -72,6 +74,7 @@ impl McpServer {
             progress_to_peer,
             task: None,
             caller: caller(context),
+            confirmer: Arc::new(super::elicit::PeerConfirmer::for_request(context)),
         }
     }
 
@@ -128,6 +131,7 @@ impl PreparedCall {
         let arguments = self.request.arguments.take();
         let (state, view, name) = (&self.state, self.view.as_ref(), &self.request.name);
         let traceparent = self.traceparent;
+        let confirmer = self.confirmer;
         let call = async move {
             let mut tool_context = tool_context;
             // Hub mode: the caller's own server, started first when it is not running (an
@@ -155,6 +159,7 @@ impl PreparedCall {
                 tool_context,
                 traceparent,
             );
+            let dispatched = crate::confirm::asking(confirmer, dispatched);
             match hub {
                 Some((hub, caller)) => Box::pin(watched(hub, caller, dispatched, cancel)).await,
                 None => dispatched.await,

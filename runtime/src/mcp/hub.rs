@@ -90,6 +90,7 @@ mod tests {
                 max_file_bytes: 1,
                 prewarm: Default::default(),
                 kernel_start: Default::default(),
+                confirm: Default::default(),
             },
             Arc::default(),
             Arc::default(),

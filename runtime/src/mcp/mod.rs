@@ -6,6 +6,7 @@ mod changes;
 mod cite;
 pub mod compat;
 pub mod control;
+mod elicit;
 #[cfg(feature = "conformance-fixtures")]
 pub mod fixtures;
 pub mod http;
