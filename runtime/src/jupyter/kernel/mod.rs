@@ -3,6 +3,7 @@
 pub mod codec;
 pub mod connection;
 pub mod execute;
+mod socket;
 pub mod widgets;
 
 use std::sync::Arc;
