@@ -1,3 +1,4 @@
+use super::layout::python_float;
 use super::*;
 
 #[test]
