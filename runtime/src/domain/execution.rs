@@ -113,12 +113,7 @@ impl Domain {
         request: ExecutionRequest,
     ) -> Result<Executed, Error> {
         let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
-        let place = format!(
-            "notebook '{}' ({}), kernel {}",
-            in_use.name,
-            in_use.path,
-            ready.kernel.id()
-        );
+        let place = place_in(in_use, ready.kernel.id(), None);
         self.confirmed(&request.code, &place, &request.cancel)
             .await?;
         let outcome = ready
@@ -163,12 +158,7 @@ impl Domain {
         }
         let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
         if ask {
-            let place = format!(
-                "cell {index} of notebook '{}' ({}), kernel {}",
-                in_use.name,
-                in_use.path,
-                ready.kernel.id()
-            );
+            let place = place_in(in_use, ready.kernel.id(), Some(index));
             self.confirmed(&request.code, &place, &request.cancel)
                 .await?;
         }
@@ -270,6 +260,17 @@ impl Domain {
             Some(refusal) => Err(Error::Failed(refusal)),
         }
     }
+}
+
+/// Where code runs in a notebook, as the person asked to confirm it reads it.
+fn place_in(in_use: &NotebookInUse, kernel_id: &str, cell: Option<usize>) -> String {
+    let cell = cell
+        .map(|index| format!("cell {index} of "))
+        .unwrap_or_default();
+    format!(
+        "{cell}notebook '{}' ({}), kernel {kernel_id}",
+        in_use.name, in_use.path
+    )
 }
 
 pub(super) fn gone_or_failed(error: KernelError, in_use: &NotebookInUse) -> Error {
