@@ -2,6 +2,8 @@
 //! - no circle of files inside `wasm/` (a file names another through `super::`, `self::`,
 //!   `crate::wasm::` or a child module's name; a name a `mod.rs` re-exports counts as the file
 //!   it comes from, so a folder's `mod.rs` that only declares and re-exports is no link);
+//! - inside `wasm/host/`, a capability's unit names no other unit and not their sum (`state.rs`),
+//!   only the `HostUnit` traits (`unit.rs`), so a unit can be copied into a new one;
 //! - `wasm/` names neither `crate::dispatch` nor `crate::tools`: guests enter at the domain, and
 //!   the layer owning the tool table makes their tools its own;
 //! - `tools/` names nothing of `crate::jupyter`: tools present domain operations.
@@ -356,6 +358,42 @@ fn the_files_of_wasm_name_each_other_in_one_direction_only() {
         found.is_empty(),
         "circles of files inside src/wasm/ (move the piece both sides need into a file of its \
          own, or make the lower file not name the higher one): {found:#?}"
+    );
+}
+
+#[test]
+fn the_host_units_name_neither_each_other_nor_their_sum() {
+    let tree = Tree::read(&src().join("wasm"), "wasm");
+    let links = tree.links();
+    let host = |file: &str| vec!["host".to_owned(), file.to_owned()];
+    assert!(
+        links
+            .get(&host("state"))
+            .is_some_and(|l| l.contains(&host("storage"))),
+        "the check sees host/state.rs naming host/storage.rs: {links:#?}"
+    );
+    let shared = [host("unit")];
+    let units: Vec<&Vec<String>> = tree
+        .modules
+        .keys()
+        .filter(|m| m.len() == 2 && m[0] == "host" && m[1] != "state" && m[1] != "unit")
+        .collect();
+    assert!(units.len() >= 4, "the units of src/wasm/host/: {units:?}");
+    let crossing: Vec<String> = units
+        .iter()
+        .flat_map(|unit| {
+            links
+                .get(*unit)
+                .into_iter()
+                .flatten()
+                .filter(|to| to.first().map(String::as_str) == Some("host") && !shared.contains(to))
+                .map(move |to| format!("{} → {}", shown(unit), shown(to)))
+        })
+        .collect();
+    assert!(
+        crossing.is_empty(),
+        "a unit of src/wasm/host/ names another unit or state.rs (put what both need in unit.rs, \
+         or reach the store through a `Holds` bound): {crossing:?}"
     );
 }
 

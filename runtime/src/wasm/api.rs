@@ -11,7 +11,7 @@ use super::distribution::manifest::{
     CapabilityDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
     ToolDeclaration,
 };
-use super::sandbox::GuestState;
+use super::host::GuestState;
 use super::{v0_1_0, v0_2_0};
 use crate::hooks::HookEvent;
 

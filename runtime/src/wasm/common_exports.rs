@@ -29,7 +29,7 @@ macro_rules! guest_exports {
         impl Indices {
             /// `None` when the component exports neither interface of this version.
             pub fn of(
-                pre: &wasmtime::component::InstancePre<crate::wasm::sandbox::GuestState>,
+                pre: &wasmtime::component::InstancePre<crate::wasm::host::GuestState>,
                 exports: &[String],
             ) -> Result<Option<Box<dyn crate::wasm::api::VersionIndices>>, String> {
                 let has = |name: &str| exports.iter().any(|e| e == name);
@@ -63,7 +63,7 @@ macro_rules! guest_exports {
 
             fn load(
                 &self,
-                store: &mut wasmtime::Store<crate::wasm::sandbox::GuestState>,
+                store: &mut wasmtime::Store<crate::wasm::host::GuestState>,
                 instance: &wasmtime::component::Instance,
             ) -> wasmtime::Result<crate::wasm::api::Exports> {
                 let hooks = self.hooks.as_ref().map(|i| i.load(&mut *store, instance));
@@ -97,14 +97,14 @@ macro_rules! guest_exports {
         impl crate::wasm::api::GuestApi for Exports {
             fn propagate_errors(
                 &self,
-                store: &mut wasmtime::Store<crate::wasm::sandbox::GuestState>,
+                store: &mut wasmtime::Store<crate::wasm::host::GuestState>,
             ) -> wasmtime::Result<bool> {
                 self.hooks()?.call_propagate_errors(store)
             }
 
             fn on_event(
                 &self,
-                store: &mut wasmtime::Store<crate::wasm::sandbox::GuestState>,
+                store: &mut wasmtime::Store<crate::wasm::host::GuestState>,
                 event: &crate::hooks::HookEvent,
                 context: &str,
             ) -> wasmtime::Result<Result<Option<String>, String>> {
@@ -115,7 +115,7 @@ macro_rules! guest_exports {
 
             fn identity(
                 &self,
-                store: &mut wasmtime::Store<crate::wasm::sandbox::GuestState>,
+                store: &mut wasmtime::Store<crate::wasm::host::GuestState>,
             ) -> wasmtime::Result<String> {
                 Ok(self.extension()?.call_identity(store)?.name)
             }
@@ -138,7 +138,7 @@ macro_rules! guest_exports {
     (@lists $($list:ident: $call:ident => $convert:ident -> $item:ty;)*) => {$(
         fn $list(
             &self,
-            store: &mut wasmtime::Store<crate::wasm::sandbox::GuestState>,
+            store: &mut wasmtime::Store<crate::wasm::host::GuestState>,
         ) -> wasmtime::Result<Vec<$item>> {
             let list = self.extension()?.$call(store)?;
             Ok(list.into_iter().map(convert::$convert).collect())
@@ -148,7 +148,7 @@ macro_rules! guest_exports {
     (@answers $($answer:ident($($arg:ident),*): $call:ident => $convert:ident -> $ty:ty;)*) => {$(
         fn $answer(
             &self,
-            store: &mut wasmtime::Store<crate::wasm::sandbox::GuestState>,
+            store: &mut wasmtime::Store<crate::wasm::host::GuestState>,
             $($arg: &str),*
         ) -> wasmtime::Result<Result<$ty, String>> {
             let answer = self.extension()?.$call(store, $($arg),*)?;

@@ -4,7 +4,7 @@
 /// once over that version's binding modules, which must be in scope as `log` and `config`.
 macro_rules! logging_and_config_host {
     () => {
-        impl log::Host for crate::wasm::sandbox::GuestState {
+        impl log::Host for crate::wasm::host::GuestState {
             fn log(&mut self, level: log::Level, message: String) {
                 let level = match level {
                     log::Level::Trace => tracing::Level::TRACE,
@@ -13,11 +13,11 @@ macro_rules! logging_and_config_host {
                     log::Level::Warn => tracing::Level::WARN,
                     log::Level::Error => tracing::Level::ERROR,
                 };
-                crate::wasm::sandbox::GuestState::log(self, level, &message);
+                crate::wasm::host::GuestState::log(self, level, &message);
             }
         }
 
-        impl config::Host for crate::wasm::sandbox::GuestState {
+        impl config::Host for crate::wasm::host::GuestState {
             fn get_config(&mut self) -> String {
                 self.settings.config_json.clone()
             }
@@ -30,20 +30,16 @@ macro_rules! logging_and_config_host {
 /// and `host_error` in scope.
 macro_rules! notebook_host {
     ($($functions:tt)*) => {
-        impl notebook::Host for crate::wasm::sandbox::GuestState {
+        impl notebook::Host for crate::wasm::host::GuestState {
             fn execute_code(
                 &mut self,
                 notebook: String,
                 code: String,
                 timeout_seconds: Option<u32>,
             ) -> HostResult<String> {
-                crate::wasm::sandbox::GuestState::execute_code(
-                    self,
-                    &notebook,
-                    code,
-                    timeout_seconds,
-                )
-                .map_err(host_error)
+                self.notebook()
+                    .execute_code(&notebook, code, timeout_seconds)
+                    .map_err(host_error)
             }
 
             $($functions)*

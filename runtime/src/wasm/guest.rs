@@ -10,9 +10,9 @@ use wasmtime::component::InstancePre;
 use wasmtime::{Store, Trap, UpdateDeadline};
 
 use super::api::{Api, Exports, Indices};
+use super::host::GuestState;
 pub use super::limits::CallKind;
 use super::limits::{Stopped, memory_limit_message};
-use super::sandbox::GuestState;
 use super::settings::GuestSettings;
 
 /// A call into a guest that did not produce the guest's answer.

@@ -4,7 +4,8 @@
 //! - `v0_1_0/`, `v0_2_0/`: one WIT version each: its bindings, its host functions and every
 //!   conversion between its types and ours; `api` picks a guest's version, so nothing else names
 //!   a binding type;
-//! - `notebook`: the grantable notebook host functions in host terms, shared by the versions;
+//! - `host/`: the host capabilities a guest may be granted (notebook, outgoing HTTP, storage,
+//!   env), one unit each, and `GuestState`, the store data that is their sum;
 //! - `served`: an extension's resources and prompts in the server's catalog;
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
 //! - `component_file`: a guest file read and checked (a component, importing nothing we lack);
@@ -12,10 +13,7 @@
 //! - `limits`: the memory cap and the per-call CPU clock;
 //! - `grants`: the operator's grants, parsed once into a typed set;
 //! - `policy`: a guest's grants, hosts, directories and variables, changeable while it runs;
-//! - `outgoing`: `wasi:http` requests checked against the policy, capped and recorded;
-//! - `storage`: granted directories' opens recorded for the spans;
 //! - `settings`: what the instances of one guest share, and the link to the server;
-//! - `sandbox`: a guest's store data and the grant check every notebook host function passes;
 //! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
 //! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
 //! - `loading`: guests compiled and started off the handshake path, names claimed in order;
@@ -35,17 +33,14 @@ mod api;
 mod distribution;
 mod guest;
 mod hook;
+mod host;
 mod lifecycle;
 mod limits;
-mod notebook;
-mod outgoing;
 mod output;
 pub mod policy;
-mod sandbox;
 mod served;
 mod settings;
 mod slot;
-mod storage;
 #[cfg(test)]
 mod tests;
 mod tool;
@@ -64,7 +59,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::Engine;
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 
 pub use answers::{AnswerContent, ToolAnswer};
 pub use api::API_VERSION;
@@ -76,6 +71,7 @@ pub use distribution::oci::{OciError, Registries};
 pub use distribution::signatures::{Trust, TrustError};
 pub use guest::{CallKind, Guest, GuestError, GuestInstance, Template};
 pub use hook::WasmHookHandler;
+pub use host::GuestState;
 pub use lifecycle::batch::{compile_all, load_all};
 pub use lifecycle::extensions::{Extensions, LifecycleError, PulledAtStart};
 pub use lifecycle::loading::register_tools;
@@ -83,7 +79,6 @@ pub use lifecycle::loading::{Loader, Loading};
 pub use lifecycle::watch::watch_folder;
 pub use policy::grants::{Grants, HostFunction};
 pub use policy::{Policies, Policy, PolicyError};
-pub use sandbox::GuestState;
 pub use settings::{GuestSettings, HostLink};
 pub use slot::{GuestSlot, SlotError};
 use tool::extension_tools;
@@ -159,16 +154,7 @@ impl WasmHost {
         compile_in_the_background();
         let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
-        // Every host function is linked for every guest: a guest may import any of them, and
-        // grants are checked when one is called.
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-        // Every request goes through `outgoing`, which refuses what the policy does not list.
-        wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)?;
-        // Its `wasi:io/poll` waits without bound; ours ends at the call's deadline.
-        sandbox::link_poll(&mut linker)?;
-        storage::link_open_at(&mut linker)?;
-        v0_1_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
-        v0_2_0::ExtensionWithHooks::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)?;
+        host::link(&mut linker)?;
         start_ticker(&engine)?;
         Ok(WasmHost {
             engine,

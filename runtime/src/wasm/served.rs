@@ -15,7 +15,7 @@ use super::answers::{AnswerContent, ResourceAnswer, ResourceBody, Role};
 use super::api::Api;
 use super::distribution::manifest::{ExtensionManifest, Listing};
 use super::guest::CallKind;
-use super::sandbox::GuestState;
+use super::host::GuestState;
 use super::slot::GuestSlot;
 use crate::catalog::{Catalog, CatalogFuture, Provider, Refused};
 

@@ -2,7 +2,7 @@
 //! stops a running guest cannot reach one parked in a host call; so every place the host waits
 //! on a guest's behalf is time-boxed: WASI's `wasi:io/poll` (where `sleep`, clock subscriptions
 //! and stream readiness all end up), shadowing wasmtime-wasi's own, and the grantable host
-//! functions (see `GuestState::on_notebook`).
+//! functions (see `NotebookHost::on_notebook` in `host/notebook.rs`).
 
 use std::future::Future;
 use std::time::Instant;

@@ -48,7 +48,7 @@ impl HostRule {
         })
     }
 
-    pub(super) fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
+    pub fn matches(&self, scheme: &str, host: &str, port: u16) -> bool {
         let scheme_ok = self.scheme.as_deref().is_none_or(|s| s == scheme);
         let host_ok = if self.wildcard {
             host.strip_suffix(&self.host)
@@ -64,7 +64,7 @@ impl HostRule {
     }
 
     /// The address this entry names literally (`127.0.0.1:8123`, `[::1]`), if it names one.
-    pub(super) fn literal(&self) -> Option<IpAddr> {
+    pub fn literal(&self) -> Option<IpAddr> {
         (!self.wildcard)
             .then(|| self.host.trim_matches(['[', ']']).parse().ok())
             .flatten()

@@ -8,7 +8,6 @@
 //! built under an older policy (their directories and environment are fixed at instantiation)
 //! are replaced before their next call; a call using a directory revoked meanwhile is stopped.
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock, Weak};
 
@@ -54,16 +53,15 @@ impl Default for Policy {
     }
 }
 
-/// Why a request to a host is refused, in words naming the setting to change.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal(pub String);
-
 impl Policy {
     pub fn of(config: &ExtensionConfig) -> Result<Self, String> {
         Self::check(config.grants.clone(), config.policy.clone())
     }
 
-    fn check(grant_list: Vec<String>, entry: PolicyEntry) -> Result<Self, String> {
+    pub(in crate::wasm) fn check(
+        grant_list: Vec<String>,
+        entry: PolicyEntry,
+    ) -> Result<Self, String> {
         let grants = Grants::parse(&grant_list)?;
         let hosts = entry
             .allowed_hosts
@@ -101,62 +99,6 @@ impl Policy {
             hosts,
             mounts,
         })
-    }
-
-    /// Whether a request may go to `scheme://host:port` by the list alone (addresses are
-    /// checked once resolved, by [`Policy::check_address`]).
-    pub fn check_host(
-        &self,
-        guest: &str,
-        scheme: &str,
-        host: &str,
-        port: u16,
-    ) -> Result<&HostRule, Refusal> {
-        if scheme != "http" && scheme != "https" {
-            return Err(Refusal(format!(
-                "'{guest}' may send only http and https requests, not {scheme}://{host}"
-            )));
-        }
-        let host = host.to_ascii_lowercase();
-        self.hosts
-            .iter()
-            .find(|rule| rule.matches(scheme, &host, port))
-            .ok_or_else(|| {
-                let shown = if port == default_port(scheme) {
-                    host.clone()
-                } else {
-                    format!("{host}:{port}")
-                };
-                Refusal(format!(
-                    "HTTP request to {scheme}://{shown} refused: '{shown}' is not in \
-                     allowed_hosts of extension '{guest}'; the operator can add it to \
-                     allowed_hosts in its [[extension]] entry, or run `jupyter-mcp-server grant \
-                     {guest} host:{shown}`"
-                ))
-            })
-    }
-
-    /// A resolved address: loopback, private, link-local and other non-public addresses only
-    /// when the matching entry names that very address.
-    pub fn check_address(
-        rule: &HostRule,
-        guest: &str,
-        host: &str,
-        ip: IpAddr,
-        port: u16,
-    ) -> Result<(), Refusal> {
-        if !is_internal(ip) || rule.literal() == Some(ip) {
-            return Ok(());
-        }
-        let listed = match ip {
-            IpAddr::V4(v4) => format!("{v4}:{port}"),
-            IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-        };
-        Err(Refusal(format!(
-            "HTTP request to {host} refused: it resolves to {ip}, a loopback or private address, \
-             which extension '{guest}' may reach only when its allowed_hosts lists that address \
-             itself (add \"{listed}\")"
-        )))
     }
 
     /// The policy with `grant` added (`Ok(None)`: it was already granted).
@@ -250,6 +192,11 @@ impl Policy {
         out
     }
 
+    /// The environment variables granted, by name.
+    pub fn env(&self) -> &[String] {
+        &self.entry.env
+    }
+
     /// Whether `name` (an argument, header or query name) is listed in `redact`.
     pub fn redacts(&self, name: &str) -> bool {
         self.entry
@@ -271,6 +218,13 @@ fn remove<T>(list: &mut Vec<T>, hit: impl Fn(&T) -> bool) -> bool {
     let before = list.len();
     list.retain(|item| !hit(item));
     list.len() != before
+}
+
+/// A policy as an instance is built under it.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub current: Arc<Policy>,
+    pub generation: u64,
 }
 
 /// A guest's current policy. Readers take a snapshot (an `Arc`); a change replaces it and
@@ -298,6 +252,16 @@ impl PolicyCell {
 
     pub fn generation(&self) -> u64 {
         *self.generation.borrow()
+    }
+
+    /// The policy and its generation, read so that the policy is never older than the
+    /// generation (a change between the two reads is seen as one more change).
+    pub fn snapshot(&self) -> Snapshot {
+        let generation = self.generation();
+        Snapshot {
+            current: self.get(),
+            generation,
+        }
     }
 
     /// A receiver that wakes at each change.
@@ -446,80 +410,6 @@ impl Policies {
 mod tests {
     use super::*;
 
-    fn policy(hosts: &[&str]) -> Policy {
-        let entry = PolicyEntry {
-            allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
-            ..PolicyEntry::empty()
-        };
-        Policy::check(Vec::new(), entry).unwrap()
-    }
-
-    #[test]
-    fn hosts_match_by_scheme_name_and_port() {
-        let p = policy(&[
-            "api.example.org",
-            "*.example.com",
-            "https://secure.test",
-            "127.0.0.1:8123",
-        ]);
-        assert!(p.check_host("g", "https", "api.example.org", 443).is_ok());
-        assert!(p.check_host("g", "http", "API.example.org", 80).is_ok());
-        let refused = p
-            .check_host("g", "https", "api.example.org", 8443)
-            .unwrap_err();
-        assert!(
-            refused
-                .0
-                .contains("'api.example.org:8443' is not in allowed_hosts"),
-            "{refused:?}"
-        );
-        assert!(
-            refused.0.contains("grant g host:api.example.org:8443"),
-            "{refused:?}"
-        );
-        assert!(p.check_host("g", "https", "a.b.example.com", 443).is_ok());
-        assert!(p.check_host("g", "https", "example.com", 443).is_err());
-        assert!(p.check_host("g", "https", "badexample.com", 443).is_err());
-        assert!(p.check_host("g", "http", "secure.test", 80).is_err());
-        assert!(p.check_host("g", "http", "127.0.0.1", 8123).is_ok());
-        assert!(p.check_host("g", "http", "127.0.0.1", 8124).is_err());
-        assert!(p.check_host("g", "ftp", "api.example.org", 21).is_err());
-        assert!(
-            policy(&[])
-                .check_host("g", "https", "api.example.org", 443)
-                .is_err()
-        );
-        assert!(HostRule::parse("a.*.org").is_err());
-        assert!(HostRule::parse("host/path").is_err());
-        assert!(HostRule::parse("ftp://host").is_err());
-        assert!(HostRule::parse("[::1]:80").is_ok());
-    }
-
-    #[test]
-    fn internal_addresses_need_the_address_itself() {
-        let named = HostRule::parse("api.example.org").unwrap();
-        let literal = HostRule::parse("127.0.0.1:8123").unwrap();
-        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
-        assert!(Policy::check_address(&named, "g", "api.example.org", loopback, 443).is_err());
-        assert!(Policy::check_address(&literal, "g", "127.0.0.1", loopback, 8123).is_ok());
-        for internal in [
-            "10.1.2.3",
-            "192.168.0.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:10.0.0.1",
-            "0.0.0.0",
-        ] {
-            assert!(is_internal(internal.parse().unwrap()), "{internal}");
-        }
-        for public in ["93.184.216.34", "2606:2800:220:1::1"] {
-            assert!(!is_internal(public.parse().unwrap()), "{public}");
-        }
-    }
-
     #[test]
     fn grants_parse_and_apply() {
         assert_eq!(
@@ -551,7 +441,7 @@ mod tests {
         let crosses = |g: &str| PolicyGrant::parse(g).unwrap().crosses_users();
         assert!(crosses("read-cells") && crosses("storage:data:read-write"));
         assert!(!crosses("storage:data:read") && !crosses("host:a.org") && !crosses("env:K"));
-        let p = policy(&[]);
+        let p = Policy::default();
         let granted = p
             .granting(&PolicyGrant::parse("env:KEY").unwrap())
             .unwrap()

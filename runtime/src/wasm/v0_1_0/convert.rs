@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::types;
 use crate::hooks::HookEvent;
 use crate::jupyter::notebook::Cell;
-use crate::wasm::sandbox::HostCallError;
+use crate::wasm::host::HostCallError;
 
 conversions! {
     // 0.1.0 has no words for these kinds; its guests get the message.

@@ -1,10 +1,10 @@
 //! The host functions of WIT v0.1.0: logging, the guest's config, and the grantable notebook
-//! functions of `wasm::notebook` (cells by index), with this version's types.
+//! functions of the notebook unit (`wasm::host::notebook`) (cells by index), with this version's types.
 
 use super::convert::{cell_type, host_error, to_wit};
 use super::{config, log, notebook, types};
-use crate::wasm::notebook::CellAt;
-use crate::wasm::sandbox::GuestState;
+use crate::wasm::host::CellAt;
+use crate::wasm::host::GuestState;
 
 type HostResult<R> = Result<R, types::HostError>;
 
@@ -14,7 +14,7 @@ logging_and_config_host!();
 
 notebook_host! {
     fn read_cells(&mut self, notebook: String) -> HostResult<Vec<types::Cell>> {
-        let cells = GuestState::read_cells(self, &notebook).map_err(host_error)?;
+        let cells = self.notebook().read_cells(&notebook).map_err(host_error)?;
         Ok(cells.iter().map(to_wit).collect())
     }
 
@@ -26,20 +26,20 @@ notebook_host! {
         source: String,
     ) -> HostResult<String> {
         let before = Some(CellAt::Index(index));
-        GuestState::insert_cell(self, &notebook, before, cell_type(kind), source)
+        self.notebook().insert_cell(&notebook, before, cell_type(kind), source)
             .map_err(host_error)
     }
 
     fn overwrite_cell(&mut self, notebook: String, at: u32, source: String) -> HostResult<()> {
-        GuestState::overwrite_cell(self, &notebook, CellAt::Index(at), source, None)
+        self.notebook().overwrite_cell(&notebook, CellAt::Index(at), source, None)
             .map_err(host_error)
     }
 
     fn move_cell(&mut self, notebook: String, from: u32, to: u32) -> HostResult<()> {
-        GuestState::move_cell_to(self, &notebook, from, to).map_err(host_error)
+        self.notebook().move_cell_to(&notebook, from, to).map_err(host_error)
     }
 
     fn delete_cell(&mut self, notebook: String, at: u32) -> HostResult<()> {
-        GuestState::delete_cell(self, &notebook, CellAt::Index(at)).map_err(host_error)
+        self.notebook().delete_cell(&notebook, CellAt::Index(at)).map_err(host_error)
     }
 }

@@ -12,8 +12,8 @@ use crate::wasm::answers::{PromptAnswer, ResourceAnswer, ResourceBody, Role};
 use crate::wasm::distribution::manifest::{
     Listing, PromptArgumentDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
 };
-use crate::wasm::notebook::CellAt;
-use crate::wasm::sandbox::HostCallError;
+use crate::wasm::host::CellAt;
+use crate::wasm::host::HostCallError;
 
 conversions! {
     host_error: {

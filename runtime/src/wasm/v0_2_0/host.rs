@@ -1,10 +1,10 @@
 //! The host functions of WIT v0.2.0: logging, the guest's config, the host's versions, and the
-//! grantable notebook functions of `wasm::notebook` (cells by `cell-ref`), with this version's
+//! grantable notebook functions of the notebook unit (`wasm::host::notebook`) (cells by `cell-ref`), with this version's
 //! types.
 
 use super::convert::{cell_at, cell_type, host_error, to_wit};
 use super::{API_VERSION, config, host_info, log, notebook, types};
-use crate::wasm::sandbox::GuestState;
+use crate::wasm::host::GuestState;
 
 type HostResult<R> = Result<R, types::HostError>;
 
@@ -24,7 +24,7 @@ impl host_info::Host for GuestState {
 
 notebook_host! {
     fn read_cells(&mut self, notebook: String) -> HostResult<Vec<types::Cell>> {
-        let cells = GuestState::read_cells(self, &notebook).map_err(host_error)?;
+        let cells = self.notebook().read_cells(&notebook).map_err(host_error)?;
         Ok(cells
             .iter()
             .enumerate()
@@ -34,7 +34,7 @@ notebook_host! {
 
     fn read_cell(&mut self, notebook: String, cell: types::CellRef) -> HostResult<types::Cell> {
         let (index, cell) =
-            GuestState::read_cell(self, &notebook, cell_at(cell)).map_err(host_error)?;
+            self.notebook().read_cell(&notebook, cell_at(cell)).map_err(host_error)?;
         Ok(to_wit(index, &cell))
     }
 
@@ -46,7 +46,7 @@ notebook_host! {
         source: String,
     ) -> HostResult<String> {
         let before = before.map(cell_at);
-        GuestState::insert_cell(self, &notebook, before, cell_type(kind), source)
+        self.notebook().insert_cell(&notebook, before, cell_type(kind), source)
             .map_err(host_error)
     }
 
@@ -57,7 +57,7 @@ notebook_host! {
         source: String,
         expected_source: Option<String>,
     ) -> HostResult<()> {
-        GuestState::overwrite_cell(self, &notebook, cell_at(cell), source, expected_source)
+        self.notebook().overwrite_cell(&notebook, cell_at(cell), source, expected_source)
             .map_err(host_error)
     }
 
@@ -67,11 +67,11 @@ notebook_host! {
         cell: types::CellRef,
         before: Option<types::CellRef>,
     ) -> HostResult<()> {
-        GuestState::move_cell(self, &notebook, cell_at(cell), before.map(cell_at))
+        self.notebook().move_cell(&notebook, cell_at(cell), before.map(cell_at))
             .map_err(host_error)
     }
 
     fn delete_cell(&mut self, notebook: String, cell: types::CellRef) -> HostResult<()> {
-        GuestState::delete_cell(self, &notebook, cell_at(cell)).map_err(host_error)
+        self.notebook().delete_cell(&notebook, cell_at(cell)).map_err(host_error)
     }
 }

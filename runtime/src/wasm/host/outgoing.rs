@@ -1,12 +1,16 @@
-//! Outgoing HTTP for guests (`wasi:http/outgoing-handler`), under the guest's policy. Each
-//! request is checked against the current `allowed_hosts` (scheme, host, port); its host is
-//! resolved here and every address checked (loopback and private ones only when listed
-//! literally), and the connection goes to a checked address, so a name cannot be re-resolved
-//! elsewhere between check and connect. Redirects are not followed by the host: a guest's
-//! library that follows one sends a new request, checked like the first. Request and response
-//! bodies and the time of an exchange are capped by the guest's `limits`. A request in flight
-//! when its host is revoked is cut. Every request, allowed or refused, is recorded for the tool
-//! call's spans.
+//! Outgoing HTTP for guests (`wasi:http/outgoing-handler`), under the guest's policy.
+//!
+//! - **Slice** ([`OutgoingState`]): the `wasi:http` context and its hooks, [`OutgoingHttp`],
+//!   which hold the guest's settings and the call's deadline.
+//! - **Policy check** ([`check_host`], [`check_address`]): each request is checked against the
+//!   current `allowed_hosts` (scheme, host, port); its host is resolved here and every address
+//!   checked (loopback and private ones only when listed literally), and the connection goes to
+//!   a checked address, so a name cannot be re-resolved elsewhere between check and connect.
+//!   Redirects are not followed by the host: a guest's library that follows one sends a new
+//!   request, checked like the first. Request and response bodies and the time of an exchange
+//!   are capped by the guest's `limits`. A request in flight when its host is revoked is cut.
+//! - **Linker registration** ([`link`]): `wasi:http` alone (WASI itself is common to every unit).
+//! - **Spans**: one `extension.http` use per request, allowed or refused.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -19,30 +23,64 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use opentelemetry::KeyValue;
-use wasmtime_wasi_http::{Error, RequestOptions, WasiHttpHooks};
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi_http::{
+    Error, RequestOptions, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks, WasiHttpView,
+};
 
-use super::policy::{Policy, Refusal, default_port};
-use super::settings::GuestSettings;
+use super::unit::HostUnit;
 use crate::hooks::{CallScope, GuestUse};
+use crate::wasm::policy::{HostRule, Policy, Snapshot, default_port, is_internal};
+use crate::wasm::settings::GuestSettings;
 
 type WasiBody = wasmtime_wasi_http::WasiBody;
 type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
 type Sent = Box<dyn Future<Output = Result<(http::Response<WasiBody>, IoFuture), Error>> + Send>;
 
+/// One instance's `wasi:http` context and hooks.
+pub struct OutgoingState {
+    http: WasiHttpCtx,
+    hooks: OutgoingHttp,
+}
+
+impl HostUnit for OutgoingState {
+    fn new(settings: &Arc<GuestSettings>, _: &Snapshot, _: &mut WasiCtxBuilder) -> Self {
+        OutgoingState {
+            http: WasiHttpCtx::new(),
+            hooks: OutgoingHttp {
+                settings: settings.clone(),
+                deadline: Instant::now(),
+            },
+        }
+    }
+
+    fn start_call(&mut self, deadline: Instant) {
+        self.hooks.deadline = deadline;
+    }
+}
+
+impl OutgoingState {
+    /// What `WasiHttpView` answers, with the store's resource table.
+    pub fn view<'a>(&'a mut self, table: &'a mut ResourceTable) -> WasiHttpCtxView<'a> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table,
+            hooks: &mut self.hooks,
+        }
+    }
+}
+
+/// Every request goes through [`OutgoingHttp`], which refuses what the policy does not list.
+pub fn link<T: WasiHttpView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wasmtime_wasi_http::p2::add_only_http_to_linker_sync(linker)
+}
+
 /// The `wasi:http` hooks of one instance.
 pub struct OutgoingHttp {
     settings: Arc<GuestSettings>,
     /// The deadline of the call in progress: no exchange outlives it.
-    pub deadline: Instant,
-}
-
-impl OutgoingHttp {
-    pub fn new(settings: Arc<GuestSettings>) -> Self {
-        OutgoingHttp {
-            settings,
-            deadline: Instant::now(),
-        }
-    }
+    deadline: Instant,
 }
 
 impl WasiHttpHooks for OutgoingHttp {
@@ -122,12 +160,9 @@ impl Exchange {
                 outcome = &mut send => break outcome,
                 _ = tokio::time::sleep_until(self.deadline.into()) => break Err(Error::ConnectionTimeout),
                 changed = changes.changed() => {
-                    let revoked = changed.is_ok() && self
-                        .settings
-                        .policy
-                        .get()
-                        .check_host(&guest, &scheme, &host, port)
-                        .is_err();
+                    let now = self.settings.policy.get();
+                    let revoked =
+                        changed.is_ok() && check_host(&now, &guest, &scheme, &host, port).is_err();
                     if revoked {
                         let why = format!(
                             "HTTP request to {host} cut: the operator revoked host '{host}' of \
@@ -173,6 +208,67 @@ impl Exchange {
     }
 }
 
+/// Why a request to a host is refused, in words naming the setting to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal(pub String);
+
+/// Whether a request may go to `scheme://host:port` by the list alone (addresses are
+/// checked once resolved, by [`check_address`]).
+pub fn check_host<'a>(
+    policy: &'a Policy,
+    guest: &str,
+    scheme: &str,
+    host: &str,
+    port: u16,
+) -> Result<&'a HostRule, Refusal> {
+    if scheme != "http" && scheme != "https" {
+        return Err(Refusal(format!(
+            "'{guest}' may send only http and https requests, not {scheme}://{host}"
+        )));
+    }
+    let host = host.to_ascii_lowercase();
+    policy
+        .hosts
+        .iter()
+        .find(|rule| rule.matches(scheme, &host, port))
+        .ok_or_else(|| {
+            let shown = if port == default_port(scheme) {
+                host.clone()
+            } else {
+                format!("{host}:{port}")
+            };
+            Refusal(format!(
+                "HTTP request to {scheme}://{shown} refused: '{shown}' is not in \
+                 allowed_hosts of extension '{guest}'; the operator can add it to \
+                 allowed_hosts in its [[extension]] entry, or run `jupyter-mcp-server grant \
+                 {guest} host:{shown}`"
+            ))
+        })
+}
+
+/// A resolved address: loopback, private, link-local and other non-public addresses only
+/// when the matching entry names that very address.
+pub fn check_address(
+    rule: &HostRule,
+    guest: &str,
+    host: &str,
+    ip: IpAddr,
+    port: u16,
+) -> Result<(), Refusal> {
+    if !is_internal(ip) || rule.literal() == Some(ip) {
+        return Ok(());
+    }
+    let listed = match ip {
+        IpAddr::V4(v4) => format!("{v4}:{port}"),
+        IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+    };
+    Err(Refusal(format!(
+        "HTTP request to {host} refused: it resolves to {ip}, a loopback or private address, \
+         which extension '{guest}' may reach only when its allowed_hosts lists that address \
+         itself (add \"{listed}\")"
+    )))
+}
+
 /// The list, then the addresses the host resolves to.
 async fn check(
     policy: &Policy,
@@ -181,7 +277,7 @@ async fn check(
     host: &str,
     port: u16,
 ) -> Result<Target, Refusal> {
-    let rule = policy.check_host(guest, scheme, host, port)?;
+    let rule = check_host(policy, guest, scheme, host, port)?;
     let bare = host.trim_matches(['[', ']']);
     let resolved: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
@@ -193,7 +289,7 @@ async fn check(
     let mut addresses = Vec::new();
     let mut first_refusal = None;
     for address in resolved {
-        match Policy::check_address(rule, guest, host, address.ip(), port) {
+        match check_address(rule, guest, host, address.ip(), port) {
             Ok(()) => addresses.push(address),
             Err(refusal) => {
                 first_refusal.get_or_insert(refusal);
@@ -408,5 +504,79 @@ impl UseOf {
         }
         GuestUse::ended("extension.http", self.exchange.started, attributes)
             .record(self.exchange.scope.as_ref());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::policy::PolicyEntry;
+
+    fn policy(hosts: &[&str]) -> Policy {
+        let entry = PolicyEntry {
+            allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            ..PolicyEntry::empty()
+        };
+        Policy::check(Vec::new(), entry).unwrap()
+    }
+
+    #[test]
+    fn hosts_match_by_scheme_name_and_port() {
+        let p = policy(&[
+            "api.example.org",
+            "*.example.com",
+            "https://secure.test",
+            "127.0.0.1:8123",
+        ]);
+        assert!(check_host(&p, "g", "https", "api.example.org", 443).is_ok());
+        assert!(check_host(&p, "g", "http", "API.example.org", 80).is_ok());
+        let refused = check_host(&p, "g", "https", "api.example.org", 8443).unwrap_err();
+        assert!(
+            refused
+                .0
+                .contains("'api.example.org:8443' is not in allowed_hosts"),
+            "{refused:?}"
+        );
+        assert!(
+            refused.0.contains("grant g host:api.example.org:8443"),
+            "{refused:?}"
+        );
+        assert!(check_host(&p, "g", "https", "a.b.example.com", 443).is_ok());
+        assert!(check_host(&p, "g", "https", "example.com", 443).is_err());
+        assert!(check_host(&p, "g", "https", "badexample.com", 443).is_err());
+        assert!(check_host(&p, "g", "http", "secure.test", 80).is_err());
+        assert!(check_host(&p, "g", "http", "127.0.0.1", 8123).is_ok());
+        assert!(check_host(&p, "g", "http", "127.0.0.1", 8124).is_err());
+        assert!(check_host(&p, "g", "ftp", "api.example.org", 21).is_err());
+        assert!(check_host(&policy(&[]), "g", "https", "api.example.org", 443).is_err());
+        assert!(HostRule::parse("a.*.org").is_err());
+        assert!(HostRule::parse("host/path").is_err());
+        assert!(HostRule::parse("ftp://host").is_err());
+        assert!(HostRule::parse("[::1]:80").is_ok());
+    }
+
+    #[test]
+    fn internal_addresses_need_the_address_itself() {
+        let named = HostRule::parse("api.example.org").unwrap();
+        let literal = HostRule::parse("127.0.0.1:8123").unwrap();
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        assert!(check_address(&named, "g", "api.example.org", loopback, 443).is_err());
+        assert!(check_address(&literal, "g", "127.0.0.1", loopback, 8123).is_ok());
+        for internal in [
+            "10.1.2.3",
+            "192.168.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "0.0.0.0",
+        ] {
+            assert!(is_internal(internal.parse().unwrap()), "{internal}");
+        }
+        for public in ["93.184.216.34", "2606:2800:220:1::1"] {
+            assert!(!is_internal(public.parse().unwrap()), "{public}");
+        }
     }
 }

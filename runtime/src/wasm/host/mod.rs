@@ -1,0 +1,36 @@
+//! The host capabilities a guest may be granted, one unit each, and the store data that is
+//! their sum.
+//!
+//! A unit is one file that owns, for one capability:
+//! - **its slice** of a guest's store: a type implementing `HostUnit`, built for each instance
+//!   under the policy as it is then (it may add to the WASI context) and reset as each call
+//!   starts;
+//! - **its policy check**: what it asks of the guest's typed grants (`super::policy`) at each
+//!   use, with the refusal's words naming the setting to change;
+//! - **its linker registration**: a `link` function generic over the store data, bound only by
+//!   what the unit needs of it (`Holds` its slice, a WASI view, a WIT version's `Host`
+//!   traits), for every WIT version it serves;
+//! - **its spans**: one `GuestUse` per use, allowed or refused.
+//!
+//! No unit names another, nor the sum: `state.rs` (`GuestState`) holds one field per unit plus
+//! what every unit shares (the WASI context and resource table, the memory cap, the call's
+//! clock, the output, the settings), and links every unit. A new capability is a copy of the
+//! smallest unit (`env.rs`, or `storage.rs` for one with a linked function), a field in
+//! `GuestState` and a line in its `link`.
+//!
+//! - `unit`: the `HostUnit` and `Holds` traits;
+//! - `notebook`: the grantable notebook host functions, each a thin call into the domain;
+//! - `outgoing`: `wasi:http` requests checked against `allowed_hosts`, capped and recorded;
+//! - `storage`: the granted directories, their revocation, and their opens recorded;
+//! - `env`: the granted environment variables;
+//! - `state`: `GuestState`, the sum, and the linking of every unit.
+
+mod env;
+mod notebook;
+mod outgoing;
+mod state;
+mod storage;
+mod unit;
+
+pub use notebook::{CellAt, HostCallError};
+pub use state::{GuestState, link};
