@@ -114,6 +114,10 @@ pub trait Document: Send + Sync {
     fn streams_outputs(&self) -> bool {
         false
     }
+    /// Who else changed the cell last, when the backend knows (a room's awareness names them).
+    fn changed_by(&self, _cell_id: &str) -> Option<String> {
+        None
+    }
     /// Lets go of the document (e.g. leaves the room after sending what is pending).
     fn close(&self) -> DocumentFuture<'_, ()> {
         Box::pin(async { Ok(()) })

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{TaskSupport, Tool, ToolContext, ToolError, ToolOutput, declare};
+use crate::domain::cells::Notebook;
 use crate::domain::notebooks::NotebookInUse;
+use crate::domain::versions::notebook_version;
 use crate::tools::wire::Shape;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
@@ -116,6 +118,17 @@ fn notebook_in_use(
 
 fn with_cell_id(output: ToolOutput, cell_id: &str) -> ToolOutput {
     output.with_meta("cell_id", json!(cell_id))
+}
+
+/// An edit's text with the cell's version now, and that version in `_meta`.
+fn with_version(text: String, version: &str) -> ToolOutput {
+    ToolOutput::text(format!("{text}\nversion: {version}"))
+        .with_meta("cell_version", json!(version))
+}
+
+/// The notebook's structure version after the call, in `_meta`.
+fn with_notebook_version(output: ToolOutput, notebook: &Notebook) -> ToolOutput {
+    output.with_meta("notebook_version", json!(notebook_version(notebook)))
 }
 
 fn default_true() -> bool {
