@@ -85,10 +85,21 @@ async def test_versions_are_stable_and_shown_everywhere(jupyter_server, backend)
         # Every edit gives the new version, in its text and _meta.
         edited = await call(agent, "edit_cell_source", cell_index=1, old_string="x", new_string="x * 2")
         assert edited.meta[META + "cell_version"] == version("code", "print(x * 2)")
-        assert joined(edited).endswith(f"version: {version('code', 'print(x * 2)')}")
+        assert f"\nversion: {version('code', 'print(x * 2)')}\n" in joined(edited)
+        # And whether it is on disk: a file is saved by the edit; a room saves a moment later.
+        if backend == "file":
+            assert edited.meta[META + "persisted"] is True
+            assert joined(edited).endswith("saved: the notebook file holds this change")
+        else:
+            assert edited.meta[META + "persisted"] is False
+            assert "not yet saved: Jupyter saves the shared document 1 s after the last change" in joined(edited)
         inserted = await call(agent, "insert_cell", cell_index=-1, cell_type="markdown", cell_source="# end")
         assert inserted.meta[META + "cell_version"] == version("markdown", "# end")
         assert inserted.meta[META + "notebook_version"] == notebook_version(ids + [cell_id_of(inserted)])
+        assert inserted.meta[META + "persisted"] is (backend == "file")
+        deleted = await call(agent, "delete_cell", cell_ids_to_delete=[cell_id_of(inserted)])
+        assert deleted.meta[META + "notebook_version"] == notebook_version(ids)
+        assert deleted.meta[META + "persisted"] is (backend == "file")
 
 
 @pytest.mark.parametrize("backend", ["file", "live"])

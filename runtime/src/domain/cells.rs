@@ -8,6 +8,7 @@ use super::notebooks::NotebookInUse;
 use super::versions::{check_cell, check_notebook};
 /// The notebook model and its edits, as callers of the domain name them.
 pub use crate::jupyter::document::Edit;
+use crate::jupyter::document::Persistence;
 pub use crate::jupyter::notebook::{Cell, CellType, Notebook};
 
 /// Plans edits against the notebook as it is when the write happens (one check for other
@@ -316,7 +317,7 @@ pub async fn delete_if(
             [one] => expected.check(in_use, nb, *one)?,
             _ if expected.cell.is_some() => {
                 return Err(Error::InvalidArguments(
-                    "expected_version names one cell's version: delete one cell with it, or                      use expected_notebook_version for several"
+                    "expected_version names one cell's version: delete one cell with it, or use expected_notebook_version for several"
                         .into(),
                 ));
             }
@@ -331,6 +332,27 @@ pub async fn delete_if(
     .await?;
     let indices = targets(&before)?;
     Ok((before, indices, after))
+}
+
+/// Whether an edit just made is on disk, and the line that says so.
+pub struct Persisted {
+    pub on_disk: bool,
+    pub note: String,
+}
+
+pub fn persisted(in_use: &NotebookInUse) -> Persisted {
+    match in_use.document.persistence() {
+        Persistence::Saved => Persisted {
+            on_disk: true,
+            note: "saved: the notebook file holds this change".into(),
+        },
+        Persistence::InRoom { save_delay_secs } => Persisted {
+            on_disk: false,
+            note: format!(
+                "in the shared document (everyone in the notebook sees it); not yet saved: Jupyter saves the shared document {save_delay_secs} s after the last change"
+            ),
+        },
+    }
 }
 
 /// The version of the cell `cell_id` in `notebook` (empty if it is not there).

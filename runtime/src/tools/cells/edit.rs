@@ -5,7 +5,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{default_true, notebook_in_use, with_cell_id, with_notebook_version, with_version};
+use super::{
+    default_true, notebook_in_use, with_cell_id, with_notebook_version, with_persisted,
+    with_version,
+};
 use crate::domain::cells::{
     self, Expected, MoveTargets, Overwrite, resolve_cell, set_source, update, version_of,
 };
@@ -72,7 +75,7 @@ pub(super) async fn insert_cell(context: ToolContext, args: InsertCellArgs) -> T
         cell_type.as_str(),
         brief_table(&saved, start, 10)
     );
-    let output = with_version(text, &version_of(&saved, &id));
+    let output = with_version(text, &version_of(&saved, &id), &in_use);
     Ok(with_notebook_version(with_cell_id(output, &id), &saved))
 }
 
@@ -117,7 +120,7 @@ pub(super) async fn overwrite_cell_source(context: ToolContext, args: OverwriteA
         &args.cell_source,
     );
     Ok(with_cell_id(
-        with_version(text, &done.version),
+        with_version(text, &done.version, &in_use),
         &done.cell_id,
     ))
 }
@@ -185,7 +188,7 @@ pub(super) async fn edit_cell_source(context: ToolContext, args: EditSourceArgs)
     let cell = &before.cells[index];
     let new_source = replaced_source(cell, &args)?;
     let text = change_report(index, "edited", &cell.source, &new_source);
-    let output = with_version(text, &version_of(&after, &cell.id));
+    let output = with_version(text, &version_of(&after, &cell.id), &in_use);
     Ok(with_cell_id(output, &cell.id))
 }
 
@@ -279,7 +282,10 @@ pub(super) async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> T
         }
     }
     let output = ToolOutput::text(parts.join("\n")).with_meta("cell_ids", json!(ids));
-    Ok(with_notebook_version(output, &after))
+    Ok(with_persisted(
+        with_notebook_version(output, &after),
+        &in_use,
+    ))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -339,7 +345,7 @@ pub(super) async fn clear_cell_output(context: ToolContext, args: ClearOutputArg
     // stays the Python server's, which clients compare whole).
     let output =
         ToolOutput::text(text).with_meta("cell_version", json!(version_of(&before, &cell.id)));
-    Ok(with_cell_id(output, &cell.id))
+    Ok(with_persisted(with_cell_id(output, &cell.id), &in_use))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -389,7 +395,7 @@ pub(super) async fn move_cell(context: ToolContext, args: MoveCellArgs) -> ToolR
         saved.cells.len(),
         brief_table(&saved, target.saturating_sub(3), 7)
     );
-    let output = with_version(text, &version_of(&saved, &cell.id));
+    let output = with_version(text, &version_of(&saved, &cell.id), &in_use);
     Ok(with_notebook_version(
         with_cell_id(output, &cell.id),
         &saved,

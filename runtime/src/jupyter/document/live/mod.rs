@@ -24,11 +24,15 @@ use std::time::Duration;
 use self::journal::Journal;
 use self::room::{Link, join, room_session};
 use super::{
-    Document, DocumentError, DocumentFuture, Edit, EditPlan, apply_edits, fresh_insert_ids,
+    Document, DocumentError, DocumentFuture, Edit, EditPlan, Persistence, apply_edits,
+    fresh_insert_ids,
 };
 use crate::jupyter::notebook::{CellType, Notebook};
 use crate::jupyter::rest::JupyterRest;
 
+/// jupyter-collaboration's default `document_save_delay`: a room saves this long after its last
+/// change.
+const ROOM_SAVE_DELAY_SECS: f64 = 1.0;
 /// How long leaving a room may take to send what is still queued.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long, before leaving, we wait for the file on disk to hold our edits (the room's own
@@ -261,6 +265,15 @@ impl Document for LiveDocument {
 
     fn streams_outputs(&self) -> bool {
         true
+    }
+
+    /// An edit is answered once the room holds it, before the room's save (its
+    /// `document_save_delay` after the last change; the server does not publish its setting, so
+    /// this is jupyter-collaboration's default).
+    fn persistence(&self) -> Persistence {
+        Persistence::InRoom {
+            save_delay_secs: ROOM_SAVE_DELAY_SECS,
+        }
     }
 
     fn close(&self) -> DocumentFuture<'_, ()> {
