@@ -133,6 +133,15 @@ async def test_a_write_with_a_stale_version_changes_nothing(jupyter_server, back
             assert theirs in error, "the current source is shown"
             assert "-value = 1\n+value = 2  # a person's edit" in error, "a diff against what the agent saw"
             assert f'expected_version="{now}"' in error
+            if peer is not None:
+                # The room says who changed it, and who else is here.
+                assert "Last changed by: ada." in error, error
+                here = await call(agent, "read_cell", cell_index=1)
+                assert here.meta[META + "people"] == ["ada"] and texts(here)[-1] == "Also in this notebook: ada."
+                listed = await call(agent, "read_notebook", notebook_name="nb", response_format="detailed")
+                assert listed.meta[META + "people"] == ["ada"] and "\nAlso in this notebook: ada.\n" in joined(listed)
+            else:
+                assert "Last changed by" not in error
 
             # Every conditional tool refuses the same way, and runs nothing.
             await refused(agent, "edit_cell_source", cell_index=0, old_string="value", new_string="v",

@@ -355,6 +355,11 @@ pub fn persisted(in_use: &NotebookInUse) -> Persisted {
     }
 }
 
+/// The names of the others in the notebook now (its room's awareness; none for a file).
+pub fn others_present(in_use: &NotebookInUse) -> Vec<String> {
+    in_use.document.others_present()
+}
+
 /// The version of the cell `cell_id` in `notebook` (empty if it is not there).
 pub fn version_of(notebook: &Notebook, cell_id: &str) -> String {
     notebook

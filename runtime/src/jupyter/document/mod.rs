@@ -127,6 +127,10 @@ pub trait Document: Send + Sync {
     fn persistence(&self) -> Persistence {
         Persistence::Saved
     }
+    /// The names of the others in the notebook now (a room's awareness), sorted.
+    fn others_present(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Who else changed the cell last, when the backend knows (a room's awareness names them).
     fn changed_by(&self, _cell_id: &str) -> Option<String> {
         None

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{default_true, notebook_in_use, with_cell_id};
 use crate::capabilities::COMPACT_OUTPUT;
 use crate::domain::cells::CellType;
-use crate::domain::cells::{read, resolve_cell};
+use crate::domain::cells::{others_present, read, resolve_cell};
 use crate::domain::outputs::Output;
 use crate::domain::versions::{cell_version, notebook_version};
 use crate::tools::format::{brief_table, cell_uri, detailed, full_output_hint, versioned_header};
@@ -67,10 +67,18 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
     let shown = &notebook.cells[args.start_index..end];
     let ids: Vec<&str> = shown.iter().map(|c| c.id.as_str()).collect();
     let versions: Vec<String> = shown.iter().map(cell_version).collect();
+    let others = others_present(&in_use);
+    let here = match (args.response_format, others.is_empty()) {
+        (ResponseFormat::Detailed, false) => {
+            format!("Also in this notebook: {}.\n", others.join(", "))
+        }
+        _ => String::new(),
+    };
     Ok(ToolOutput::text(format!(
-        "Notebook {} has {total} cells.\n\n{body}",
+        "Notebook {} has {total} cells.\n{here}\n{body}",
         args.notebook_name
     ))
+    .with_meta("people", json!(others))
     .with_meta("start_index", json!(args.start_index))
     .with_meta("cell_ids", json!(ids))
     .with_meta("cell_versions", json!(versions))
@@ -123,7 +131,15 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
             None => "[Not run yet: no execution count, no output]".to_owned(),
         }));
     }
+    let others = others_present(&in_use);
+    if !others.is_empty() {
+        pieces.push(Rendered::Text(format!(
+            "Also in this notebook: {}.",
+            others.join(", ")
+        )));
+    }
     let mut output = ToolOutput::content(outputs::to_content(pieces));
+    output = output.with_meta("people", json!(others));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
     let widgets = in_use.widget_state(shown, &notebook);
