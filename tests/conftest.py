@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import nbformat
 import pytest
 from harness import JupyterServer, free_port, start_jupyter
 from mcp import Client
@@ -441,3 +443,47 @@ def chromium() -> str:
         pytest.skip("no Chromium for the browser test: install it with `sudo apt-get install chromium` "
                     "(tests/run does so itself when run as root)")
     return path
+
+
+# The live backend's second peer (a person's JupyterLab, as far as the room can tell) and the file
+# on disk, for the tests of the live backend and of co-editing.
+
+def write_notebook(jupyter, path: str, sources: list[str]) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
+    (jupyter.root / path).write_text(nbformat.writes(nb))
+
+
+async def peer_for(jupyter, path: str, username: str = "peer") -> "NbModelClient":
+    from jupyter_nbmodel_client import NbModelClient, get_jupyter_notebook_websocket_url
+
+    url = get_jupyter_notebook_websocket_url(jupyter.url, path, jupyter.token)
+    peer = NbModelClient(url, path=path, username=username)
+    await peer.start()
+    await peer.wait_until_synced()
+    return peer
+
+
+def peer_sources(peer: "NbModelClient") -> list[str]:
+    return [str(peer[i]["source"]) for i in range(len(peer))]
+
+
+async def eventually(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout}s: {what}")
+        await asyncio.sleep(0.02)
+
+
+def disk_sources(jupyter, path: str) -> list[str] | None:
+    """The sources saved on disk (validated), or None while Jupyter is midway through a save."""
+    try:
+        nb = nbformat.reads((jupyter.root / path).read_text(), as_version=4)
+    except nbformat.reader.NotJSONError:
+        return None
+    nbformat.validate(nb)
+    return [c.source for c in nb.cells]

@@ -15,9 +15,9 @@ import nbformat
 import pytest
 import websockets
 from pycrdt import Awareness, Doc, read_message
-from jupyter_nbmodel_client import NbModelClient, get_jupyter_notebook_websocket_url
+from jupyter_nbmodel_client import get_jupyter_notebook_websocket_url
 
-from conftest import cell_id_of, client_for, joined, texts
+from conftest import cell_id_of, client_for, disk_sources, eventually, joined, peer_for, peer_sources, texts, write_notebook
 from harness import TcpProxy, restart_jupyter, start_jupyter, stop_jupyter
 
 pytestmark = pytest.mark.anyio
@@ -31,45 +31,6 @@ async def call(client, tool, **arguments):
 
 def new_path(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}.ipynb"
-
-
-def write_notebook(jupyter, path: str, sources: list[str]) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
-    (jupyter.root / path).write_text(nbformat.writes(nb))
-
-
-async def peer_for(jupyter, path: str) -> NbModelClient:
-    url = get_jupyter_notebook_websocket_url(jupyter.url, path, jupyter.token)
-    peer = NbModelClient(url, path=path, username="peer")
-    await peer.start()
-    await peer.wait_until_synced()
-    return peer
-
-
-def peer_sources(peer: NbModelClient) -> list[str]:
-    return [str(peer[i]["source"]) for i in range(len(peer))]
-
-
-async def eventually(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout}s: {what}")
-        await asyncio.sleep(0.02)
-
-
-def disk_sources(jupyter, path: str) -> list[str] | None:
-    """The sources saved on disk (validated), or None while Jupyter is midway through a save."""
-    try:
-        nb = nbformat.reads((jupyter.root / path).read_text(), as_version=4)
-    except nbformat.reader.NotJSONError:
-        return None
-    nbformat.validate(nb)
-    return [c.source for c in nb.cells]
 
 
 async def sources_of(client, name: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import anyio
@@ -52,7 +53,8 @@ async def test_whole_workflow(jupyter_server, transport):
         assert brief.startswith("Notebook nb has 3 cells.\n\nIndex\tType\tCount\tFirst Line\n")
         assert "0\tmarkdown\tN/A\t# Title" in brief and "2\tcode\tN/A\tx = 21...(1 lines hidden)" in brief
         detailed = joined(await call(client, "read_notebook", notebook_name="nb", response_format="detailed"))
-        assert "=====Cell 2 | type: code | execution count: N/A=====\n\nx = 21\nprint(x * 2)" in detailed
+        # The Python server's banner, with the cell's version before its closing mark.
+        assert re.search(r"=====Cell 2 \| type: code \| execution count: N/A \| version: [0-9a-f]{8}=====\n\nx = 21\nprint\(x \* 2\)", detailed), detailed
 
         executed = await call(client, "execute_cell", cell_id=code_id)
         assert texts(executed)[0] == "42\n" and texts(executed)[-1].startswith("[COMPLETED in ")

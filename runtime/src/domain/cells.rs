@@ -5,8 +5,10 @@
 
 use super::Error;
 use super::notebooks::NotebookInUse;
+use super::versions::{check_cell, check_notebook};
 /// The notebook model and its edits, as callers of the domain name them.
 pub use crate::jupyter::document::Edit;
+use crate::jupyter::document::Persistence;
 pub use crate::jupyter::notebook::{Cell, CellType, Notebook};
 
 /// Plans edits against the notebook as it is when the write happens (one check for other
@@ -15,14 +17,57 @@ pub async fn update<'a>(
     notebook: &NotebookInUse,
     plan: impl FnOnce(&Notebook) -> Result<Vec<Edit>, Error> + Send + 'a,
 ) -> Result<(Notebook, Notebook), Error> {
-    // The plan's error travels as its message, and comes back as a refusal in those words.
-    Ok(notebook
-        .update(Box::new(move |nb| plan(nb).map_err(|e| e.to_string())))
-        .await?)
+    // The plan's error travels as its message through the document; the error itself is kept
+    // here, so a refusal keeps its kind (a version mismatch stays a conflict).
+    let refusal = std::sync::Mutex::new(None);
+    let planned = notebook
+        .update(Box::new(|nb| {
+            plan(nb).map_err(|e| {
+                let message = e.to_string();
+                *refusal.lock().expect("refusal lock") = Some(e);
+                message
+            })
+        }))
+        .await;
+    match planned {
+        Ok(done) => Ok(done),
+        Err(e) => Err(refusal
+            .into_inner()
+            .expect("refusal lock")
+            .unwrap_or_else(|| e.into())),
+    }
 }
 
 pub async fn read(notebook: &NotebookInUse) -> Result<Notebook, Error> {
-    Ok(notebook.document.read().await?)
+    Ok(notebook.read().await?)
+}
+
+/// The versions a caller says it last saw: of the cell it names, of the notebook's structure.
+/// A mismatch at the moment of writing refuses the whole call.
+#[derive(Debug, Clone, Default)]
+pub struct Expected {
+    pub cell: Option<String>,
+    pub notebook: Option<String>,
+}
+
+impl Expected {
+    /// Refuses unless the cell at `index` and the structure of `notebook` are as expected.
+    pub fn check(
+        &self,
+        in_use: &NotebookInUse,
+        notebook: &Notebook,
+        index: usize,
+    ) -> Result<(), Error> {
+        self.check_structure(notebook)?;
+        check_cell(notebook, index, self.cell.as_deref(), &in_use.seen, |id| {
+            in_use.document.changed_by(id)
+        })
+    }
+
+    /// Refuses unless the structure of `notebook` is as expected.
+    pub fn check_structure(&self, notebook: &Notebook) -> Result<(), Error> {
+        check_notebook(notebook, self.notebook.as_deref())
+    }
 }
 
 pub fn out_of_range(index: i64, notebook: &Notebook) -> Error {
@@ -62,9 +107,11 @@ pub async fn insert(
     in_use: &NotebookInUse,
     cell_index: i64,
     cell: Cell,
+    expected: &Expected,
 ) -> Result<(usize, String, Notebook), Error> {
     let id = cell.id.clone();
     let (_, saved) = update(in_use, move |current| {
+        expected.check_structure(current)?;
         let total = current.cells.len() as i64;
         if cell_index < -1 || cell_index > total {
             return Err(Error::Failed(format!(
@@ -112,9 +159,20 @@ pub struct Overwritten {
     pub index: usize,
     pub cell_id: String,
     pub old_source: String,
+    /// The cell's version now.
+    pub version: String,
 }
 
 pub async fn overwrite(in_use: &NotebookInUse, request: Overwrite) -> Result<Overwritten, Error> {
+    overwrite_if(in_use, request, &Expected::default()).await
+}
+
+/// An overwrite refused unless the cell is still the version `expected` names.
+pub async fn overwrite_if(
+    in_use: &NotebookInUse,
+    request: Overwrite,
+    versions: &Expected,
+) -> Result<Overwritten, Error> {
     let Overwrite {
         index,
         id,
@@ -122,8 +180,10 @@ pub async fn overwrite(in_use: &NotebookInUse, request: Overwrite) -> Result<Ove
         expected,
         clear_outputs,
     } = request;
-    let (before, _) = update(in_use, |nb| {
-        let cell = &nb.cells[resolve_cell(nb, index, id.as_deref())?];
+    let (before, after) = update(in_use, |nb| {
+        let at = resolve_cell(nb, index, id.as_deref())?;
+        versions.check(in_use, nb, at)?;
+        let cell = &nb.cells[at];
         let mut edits = set_source(cell, source.clone(), expected.as_deref());
         if let Some(expected) = &expected
             && edits.is_empty()
@@ -152,6 +212,7 @@ pub async fn overwrite(in_use: &NotebookInUse, request: Overwrite) -> Result<Ove
         index: at,
         cell_id: cell.id.clone(),
         old_source: cell.source.clone(),
+        version: version_of(&after, &cell.id),
     })
 }
 
@@ -209,8 +270,18 @@ pub async fn move_cell(
     in_use: &NotebookInUse,
     targets: &MoveTargets,
 ) -> Result<(Notebook, Notebook, usize, usize), Error> {
+    move_cell_if(in_use, targets, &Expected::default()).await
+}
+
+/// A move refused unless the cell and the structure are the versions `expected` names.
+pub async fn move_cell_if(
+    in_use: &NotebookInUse,
+    targets: &MoveTargets,
+    expected: &Expected,
+) -> Result<(Notebook, Notebook, usize, usize), Error> {
     let (before, saved) = update(in_use, |nb| {
         let (source, target) = targets.resolve(nb)?;
+        expected.check(in_use, nb, source)?;
         if source == target {
             return Ok(Vec::new());
         }
@@ -229,8 +300,30 @@ pub async fn delete(
     in_use: &NotebookInUse,
     targets: impl Fn(&Notebook) -> Result<Vec<usize>, Error> + Send + Sync,
 ) -> Result<(Notebook, Vec<usize>), Error> {
-    let (before, _) = update(in_use, |nb| {
-        let cell_ids = targets(nb)?
+    let (before, indices, _) = delete_if(in_use, targets, &Expected::default()).await?;
+    Ok((before, indices))
+}
+
+/// A delete refused unless the versions `expected` names still hold; with an expected cell
+/// version, exactly one cell may be named. Also returns the notebook after.
+pub async fn delete_if(
+    in_use: &NotebookInUse,
+    targets: impl Fn(&Notebook) -> Result<Vec<usize>, Error> + Send + Sync,
+    expected: &Expected,
+) -> Result<(Notebook, Vec<usize>, Notebook), Error> {
+    let (before, after) = update(in_use, |nb| {
+        let indices = targets(nb)?;
+        match indices.as_slice() {
+            [one] => expected.check(in_use, nb, *one)?,
+            _ if expected.cell.is_some() => {
+                return Err(Error::InvalidArguments(
+                    "expected_version names one cell's version: delete one cell with it, or use expected_notebook_version for several"
+                        .into(),
+                ));
+            }
+            _ => expected.check_structure(nb)?,
+        }
+        let cell_ids = indices
             .iter()
             .map(|&i| nb.cells[i].id.clone())
             .collect();
@@ -238,7 +331,41 @@ pub async fn delete(
     })
     .await?;
     let indices = targets(&before)?;
-    Ok((before, indices))
+    Ok((before, indices, after))
+}
+
+/// Whether an edit just made is on disk, and the line that says so.
+pub struct Persisted {
+    pub on_disk: bool,
+    pub note: String,
+}
+
+pub fn persisted(in_use: &NotebookInUse) -> Persisted {
+    match in_use.document.persistence() {
+        Persistence::Saved => Persisted {
+            on_disk: true,
+            note: "saved: the notebook file holds this change".into(),
+        },
+        Persistence::InRoom { save_delay_secs } => Persisted {
+            on_disk: false,
+            note: format!(
+                "in the shared document (everyone in the notebook sees it); not yet saved: Jupyter saves the shared document {save_delay_secs} s after the last change"
+            ),
+        },
+    }
+}
+
+/// The names of the others in the notebook now (its room's awareness; none for a file).
+pub fn others_present(in_use: &NotebookInUse) -> Vec<String> {
+    in_use.document.others_present()
+}
+
+/// The version of the cell `cell_id` in `notebook` (empty if it is not there).
+pub fn version_of(notebook: &Notebook, cell_id: &str) -> String {
+    notebook
+        .index_of(cell_id)
+        .map(|i| super::versions::cell_version(&notebook.cells[i]))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@ pub mod outputs;
 pub mod run_all;
 pub mod users;
 pub mod variables;
+pub mod versions;
 
 use std::sync::{Arc, RwLock};
 

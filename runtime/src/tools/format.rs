@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::domain::cells::{Cell, Notebook};
+use crate::domain::versions::cell_version;
 
 pub fn count_text(cell: &Cell) -> String {
     match cell.execution_count {
@@ -18,6 +19,16 @@ pub fn cell_header(index: usize, cell: &Cell) -> String {
         "=====Cell {index} | type: {} | execution count: {}=====",
         cell.cell_type.as_str(),
         count_text(cell)
+    )
+}
+
+/// The Python server's cell header with the cell's version in it.
+pub fn versioned_header(index: usize, cell: &Cell) -> String {
+    format!(
+        "=====Cell {index} | type: {} | execution count: {} | version: {}=====",
+        cell.cell_type.as_str(),
+        count_text(cell),
+        cell_version(cell)
     )
 }
 
@@ -53,7 +64,7 @@ pub fn brief_table(notebook: &Notebook, start: usize, limit: usize) -> String {
     lines.join("\n")
 }
 
-/// Every cell of a range with its header and whole source.
+/// Every cell of a range with its header (and version) and whole source.
 pub fn detailed(notebook: &Notebook, start: usize, limit: usize) -> String {
     let end = if limit == 0 {
         notebook.cells.len()
@@ -66,34 +77,12 @@ pub fn detailed(notebook: &Notebook, start: usize, limit: usize) -> String {
         .enumerate()
         .take(end)
         .skip(start)
-        .map(|(index, cell)| format!("{}\n\n{}\n\n", cell_header(index, cell), cell.source))
+        .map(|(index, cell)| format!("{}\n\n{}\n\n", versioned_header(index, cell), cell.source))
         .collect::<Vec<_>>()
         .join("\n")
 }
 
-/// A unified diff of two sources, `None` when nothing changed.
-pub fn source_diff(old: &str, new: &str) -> Option<String> {
-    if old == new {
-        return None;
-    }
-    let diff = similar::TextDiff::from_lines(old, new);
-    let mut text = String::from("--- \n+++ ");
-    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
-        text.push('\n');
-        text.push_str(hunk.header().to_string().trim_end());
-        for change in hunk.iter_changes() {
-            let sign = match change.tag() {
-                similar::ChangeTag::Delete => '-',
-                similar::ChangeTag::Insert => '+',
-                similar::ChangeTag::Equal => ' ',
-            };
-            text.push('\n');
-            text.push(sign);
-            text.push_str(change.value().trim_end_matches('\n'));
-        }
-    }
-    Some(text)
-}
+pub use crate::domain::versions::source_diff;
 
 /// "Cell N <done> successfully!" with a fenced diff, or the no-change variant.
 pub fn change_report(index: usize, done: &str, old: &str, new: &str) -> String {

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use super::versions::SeenSources;
 use crate::jupyter::Jupyter;
 use crate::jupyter::document::{Document, DocumentError, Edit, EditPlan};
 use crate::jupyter::kernel::{Kernel, widgets};
@@ -54,6 +55,8 @@ pub struct NotebookInUse {
     kernel: Mutex<Arc<Kernel>>,
     pub origin: KernelOrigin,
     changes: broadcast::Sender<String>,
+    /// The sources of cell versions read or written here, for the diff of a refused write.
+    pub seen: SeenSources,
 }
 
 impl NotebookInUse {
@@ -72,7 +75,15 @@ impl NotebookInUse {
             kernel: Mutex::new(kernel),
             origin,
             changes,
+            seen: SeenSources::default(),
         }
+    }
+
+    /// The notebook as it is now (its cells' versions remembered).
+    pub async fn read(&self) -> Result<Notebook, DocumentError> {
+        let notebook = self.document.read().await?;
+        self.seen.record(&notebook);
+        Ok(notebook)
     }
 
     /// Applies edits to the document and tells subscribers the notebook changed.
@@ -85,7 +96,9 @@ impl NotebookInUse {
     /// subscribers; returns the notebook before and after.
     pub async fn update(&self, plan: EditPlan<'_>) -> Result<(Notebook, Notebook), DocumentError> {
         let (before, after) = self.document.update(plan).await?;
+        self.seen.record(&before);
         if before != after {
+            self.seen.record(&after);
             let _ = self.changes.send(self.name.clone());
         }
         Ok((before, after))

@@ -87,6 +87,15 @@ pub enum DocumentError {
     Rest(#[from] RestError),
 }
 
+/// Whether an edit just answered is on disk.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Persistence {
+    /// Saved to the file (and checked, as the file backend checks its saves).
+    Saved,
+    /// In the shared document; the room saves it about `save_delay_secs` after the last change.
+    InRoom { save_delay_secs: f64 },
+}
+
 /// Computes the edits to make from the notebook as it is at the moment of writing, or refuses.
 impl DocumentError {
     pub fn no_collaboration(&self) -> bool {
@@ -113,6 +122,18 @@ pub trait Document: Send + Sync {
     /// second.
     fn streams_outputs(&self) -> bool {
         false
+    }
+    /// Whether our last answered edit is on disk.
+    fn persistence(&self) -> Persistence {
+        Persistence::Saved
+    }
+    /// The names of the others in the notebook now (a room's awareness), sorted.
+    fn others_present(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Who else changed the cell last, when the backend knows (a room's awareness names them).
+    fn changed_by(&self, _cell_id: &str) -> Option<String> {
+        None
     }
     /// Lets go of the document (e.g. leaves the room after sending what is pending).
     fn close(&self) -> DocumentFuture<'_, ()> {

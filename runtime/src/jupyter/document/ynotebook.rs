@@ -44,6 +44,11 @@ impl YNotebook {
         &self.doc
     }
 
+    /// The cells list, for observers of who changes what.
+    pub fn cells(&self) -> &ArrayRef {
+        &self.cells
+    }
+
     pub fn state_vector(&self) -> StateVector {
         self.doc.transact().state_vector()
     }

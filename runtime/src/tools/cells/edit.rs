@@ -5,8 +5,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{default_true, notebook_in_use, with_cell_id};
-use crate::domain::cells::{self, MoveTargets, Overwrite, resolve_cell, set_source, update};
+use super::{
+    default_true, notebook_in_use, with_cell_id, with_notebook_version, with_persisted,
+    with_version,
+};
+use crate::domain::cells::{
+    self, Expected, MoveTargets, Overwrite, resolve_cell, set_source, update, version_of,
+};
 use crate::domain::cells::{Cell, CellType, Edit, Notebook};
 use crate::tools::format::{brief_table, change_report};
 use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult};
@@ -40,15 +45,23 @@ pub struct InsertCellArgs {
     pub cell_source: String,
     /// Target this notebook instead of the current one.
     pub notebook_name: Option<String>,
+    /// The notebook_version you last read (read_notebook's `_meta`); if cells were inserted,
+    /// deleted or moved since, nothing is done and the error lists the cells as they are now.
+    pub expected_notebook_version: Option<String>,
 }
 
 pub(super) async fn insert_cell(context: ToolContext, args: InsertCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let cell_type: CellType = args.cell_type.into();
+    let expected = Expected {
+        cell: None,
+        notebook: args.expected_notebook_version,
+    };
     let (index, id, saved) = cells::insert(
         &in_use,
         args.cell_index,
         Cell::new(cell_type, args.cell_source),
+        &expected,
     )
     .await?;
     let total = saved.cells.len();
@@ -62,7 +75,8 @@ pub(super) async fn insert_cell(context: ToolContext, args: InsertCellArgs) -> T
         cell_type.as_str(),
         brief_table(&saved, start, 10)
     );
-    Ok(with_cell_id(ToolOutput::text(text), &id))
+    let output = with_version(text, &version_of(&saved, &id), &in_use);
+    Ok(with_notebook_version(with_cell_id(output, &id), &saved))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -76,11 +90,18 @@ pub struct OverwriteArgs {
     pub cell_source: String,
     /// Target this notebook instead of the current one.
     pub notebook_name: Option<String>,
+    /// The cell's version as you last read it (read_cell, read_notebook); if someone changed
+    /// the cell since, nothing is done and the error shows its current source and version.
+    pub expected_version: Option<String>,
 }
 
 pub(super) async fn overwrite_cell_source(context: ToolContext, args: OverwriteArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let done = cells::overwrite(
+    let expected = Expected {
+        cell: args.expected_version.clone(),
+        notebook: None,
+    };
+    let done = cells::overwrite_if(
         &in_use,
         Overwrite {
             index: args.cell_index,
@@ -89,6 +110,7 @@ pub(super) async fn overwrite_cell_source(context: ToolContext, args: OverwriteA
             expected: None,
             clear_outputs: false,
         },
+        &expected,
     )
     .await?;
     let text = change_report(
@@ -97,7 +119,10 @@ pub(super) async fn overwrite_cell_source(context: ToolContext, args: OverwriteA
         &done.old_source,
         &args.cell_source,
     );
-    Ok(with_cell_id(ToolOutput::text(text), &done.cell_id))
+    Ok(with_cell_id(
+        with_version(text, &done.version, &in_use),
+        &done.cell_id,
+    ))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -116,6 +141,9 @@ pub struct EditSourceArgs {
     pub replace_all: bool,
     /// Target this notebook instead of the current one.
     pub notebook_name: Option<String>,
+    /// The cell's version as you last read it (read_cell, read_notebook); if someone changed
+    /// the cell since, nothing is done and the error shows its current source and version.
+    pub expected_version: Option<String>,
 }
 
 /// The new source of an edit_cell_source call, or why it cannot be made.
@@ -145,8 +173,14 @@ pub(super) async fn edit_cell_source(context: ToolContext, args: EditSourceArgs)
         ));
     }
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let (before, _) = update(&in_use, |nb| {
-        let cell = &nb.cells[resolve_cell(nb, args.cell_index, args.cell_id.as_deref())?];
+    let expected = Expected {
+        cell: args.expected_version.clone(),
+        notebook: None,
+    };
+    let (before, after) = update(&in_use, |nb| {
+        let index = resolve_cell(nb, args.cell_index, args.cell_id.as_deref())?;
+        expected.check(&in_use, nb, index)?;
+        let cell = &nb.cells[index];
         Ok(set_source(cell, replaced_source(cell, &args)?, None))
     })
     .await?;
@@ -154,7 +188,8 @@ pub(super) async fn edit_cell_source(context: ToolContext, args: EditSourceArgs)
     let cell = &before.cells[index];
     let new_source = replaced_source(cell, &args)?;
     let text = change_report(index, "edited", &cell.source, &new_source);
-    Ok(with_cell_id(ToolOutput::text(text), &cell.id))
+    let output = with_version(text, &version_of(&after, &cell.id), &in_use);
+    Ok(with_cell_id(output, &cell.id))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -169,6 +204,12 @@ pub struct DeleteCellArgs {
     pub include_source: bool,
     /// Target this notebook instead of the current one.
     pub notebook_name: Option<String>,
+    /// The version of the one cell to delete as you last read it; if someone changed it since,
+    /// nothing is deleted and the error shows its current source and version.
+    pub expected_version: Option<String>,
+    /// The notebook_version you last read (read_notebook's `_meta`); if cells were inserted,
+    /// deleted or moved since, nothing is done and the error lists the cells as they are now.
+    pub expected_notebook_version: Option<String>,
 }
 
 /// The indices of the cells a delete_cell call names, checked against the notebook.
@@ -218,7 +259,12 @@ fn delete_targets(notebook: &Notebook, args: &DeleteCellArgs) -> Result<Vec<usiz
 
 pub(super) async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let (notebook, indices) = cells::delete(&in_use, |nb| delete_targets(nb, &args)).await?;
+    let expected = Expected {
+        cell: args.expected_version.clone(),
+        notebook: args.expected_notebook_version.clone(),
+    };
+    let (notebook, indices, after) =
+        cells::delete_if(&in_use, |nb| delete_targets(nb, &args), &expected).await?;
     let ids: Vec<String> = indices
         .iter()
         .map(|&i| notebook.cells[i].id.clone())
@@ -235,7 +281,11 @@ pub(super) async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> T
             parts.push("\n---\n".into());
         }
     }
-    Ok(ToolOutput::text(parts.join("\n")).with_meta("cell_ids", json!(ids)))
+    let output = ToolOutput::text(parts.join("\n")).with_meta("cell_ids", json!(ids));
+    Ok(with_persisted(
+        with_notebook_version(output, &after),
+        &in_use,
+    ))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -247,6 +297,9 @@ pub struct ClearOutputArgs {
     pub cell_id: Option<String>,
     /// Target this notebook instead of the current one.
     pub notebook_name: Option<String>,
+    /// The cell's version as you last read it (read_cell, read_notebook); if someone changed
+    /// the cell since, nothing is done and the error shows its current source and version.
+    pub expected_version: Option<String>,
 }
 
 /// The code cell a clear_cell_output call names.
@@ -262,8 +315,14 @@ fn clear_target(notebook: &Notebook, args: &ClearOutputArgs) -> Result<usize, To
 
 pub(super) async fn clear_cell_output(context: ToolContext, args: ClearOutputArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let expected = Expected {
+        cell: args.expected_version.clone(),
+        notebook: None,
+    };
     let (before, _) = update(&in_use, |nb| {
-        let cell = &nb.cells[clear_target(nb, &args)?];
+        let index = clear_target(nb, &args)?;
+        expected.check(&in_use, nb, index)?;
+        let cell = &nb.cells[index];
         if cell.outputs.is_empty() && cell.execution_count.is_none() {
             return Ok(Vec::new());
         }
@@ -282,7 +341,11 @@ pub(super) async fn clear_cell_output(context: ToolContext, args: ClearOutputArg
     } else {
         format!("Cell {index} output cleared successfully ({removed} output(s) removed).")
     };
-    Ok(with_cell_id(ToolOutput::text(text), &cell.id))
+    // Outputs are not part of the version: it is unchanged, so only `_meta` says it (the text
+    // stays the Python server's, which clients compare whole).
+    let output =
+        ToolOutput::text(text).with_meta("cell_version", json!(version_of(&before, &cell.id)));
+    Ok(with_persisted(with_cell_id(output, &cell.id), &in_use))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -298,6 +361,12 @@ pub struct MoveCellArgs {
     pub target_cell_id: Option<String>,
     /// Target this notebook instead of the current one.
     pub notebook_name: Option<String>,
+    /// The version of the cell to move as you last read it; if someone changed it since,
+    /// nothing is moved and the error shows its current source and version.
+    pub expected_version: Option<String>,
+    /// The notebook_version you last read (read_notebook's `_meta`); if cells were inserted,
+    /// deleted or moved since, nothing is done and the error lists the cells as they are now.
+    pub expected_notebook_version: Option<String>,
 }
 
 impl MoveCellArgs {
@@ -313,7 +382,12 @@ impl MoveCellArgs {
 
 pub(super) async fn move_cell(context: ToolContext, args: MoveCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let (before, saved, source, target) = cells::move_cell(&in_use, &args.targets()).await?;
+    let expected = Expected {
+        cell: args.expected_version.clone(),
+        notebook: args.expected_notebook_version.clone(),
+    };
+    let (before, saved, source, target) =
+        cells::move_cell_if(&in_use, &args.targets(), &expected).await?;
     let cell = &before.cells[source];
     let text = format!(
         "Cell moved successfully from index {source} to {target} ({}).\nNotebook has {} cells, showing surrounding cells:\n{}",
@@ -321,5 +395,9 @@ pub(super) async fn move_cell(context: ToolContext, args: MoveCellArgs) -> ToolR
         saved.cells.len(),
         brief_table(&saved, target.saturating_sub(3), 7)
     );
-    Ok(with_cell_id(ToolOutput::text(text), &cell.id))
+    let output = with_version(text, &version_of(&saved, &cell.id), &in_use);
+    Ok(with_notebook_version(
+        with_cell_id(output, &cell.id),
+        &saved,
+    ))
 }

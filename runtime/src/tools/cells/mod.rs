@@ -14,7 +14,9 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{TaskSupport, Tool, ToolContext, ToolError, ToolOutput, declare};
+use crate::domain::cells::{Notebook, persisted};
 use crate::domain::notebooks::NotebookInUse;
+use crate::domain::versions::notebook_version;
 use crate::tools::wire::Shape;
 
 pub fn tools() -> Vec<Arc<dyn Tool>> {
@@ -116,6 +118,26 @@ fn notebook_in_use(
 
 fn with_cell_id(output: ToolOutput, cell_id: &str) -> ToolOutput {
     output.with_meta("cell_id", json!(cell_id))
+}
+
+/// An edit's text with the cell's version now and whether the change is on disk, both also in
+/// `_meta`.
+fn with_version(text: String, version: &str, in_use: &NotebookInUse) -> ToolOutput {
+    let saved = persisted(in_use);
+    ToolOutput::text(format!("{text}\nversion: {version}\n{}", saved.note))
+        .with_meta("cell_version", json!(version))
+        .with_meta("persisted", json!(saved.on_disk))
+}
+
+/// Whether the change is on disk, in `_meta` only: for the tools whose text is the Python
+/// server's, which its clients compare whole.
+fn with_persisted(output: ToolOutput, in_use: &NotebookInUse) -> ToolOutput {
+    output.with_meta("persisted", json!(persisted(in_use).on_disk))
+}
+
+/// The notebook's structure version after the call, in `_meta`.
+fn with_notebook_version(output: ToolOutput, notebook: &Notebook) -> ToolOutput {
+    output.with_meta("notebook_version", json!(notebook_version(notebook)))
 }
 
 fn default_true() -> bool {

@@ -7,9 +7,10 @@ use serde_json::json;
 use super::{default_true, notebook_in_use, with_cell_id};
 use crate::capabilities::COMPACT_OUTPUT;
 use crate::domain::cells::CellType;
-use crate::domain::cells::{read, resolve_cell};
+use crate::domain::cells::{others_present, read, resolve_cell};
 use crate::domain::outputs::Output;
-use crate::tools::format::{brief_table, cell_header, cell_uri, detailed, full_output_hint};
+use crate::domain::versions::{cell_version, notebook_version};
+use crate::tools::format::{brief_table, cell_uri, detailed, full_output_hint, versioned_header};
 use crate::tools::outputs::{self, Compact, Rendered};
 use crate::tools::{ToolContext, ToolOutput, ToolResult};
 
@@ -63,16 +64,25 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
     } else {
         (args.start_index + args.limit).min(total)
     };
-    let ids: Vec<&str> = notebook.cells[args.start_index..end]
-        .iter()
-        .map(|c| c.id.as_str())
-        .collect();
+    let shown = &notebook.cells[args.start_index..end];
+    let ids: Vec<&str> = shown.iter().map(|c| c.id.as_str()).collect();
+    let versions: Vec<String> = shown.iter().map(cell_version).collect();
+    let others = others_present(&in_use);
+    let here = match (args.response_format, others.is_empty()) {
+        (ResponseFormat::Detailed, false) => {
+            format!("Also in this notebook: {}.\n", others.join(", "))
+        }
+        _ => String::new(),
+    };
     Ok(ToolOutput::text(format!(
-        "Notebook {} has {total} cells.\n\n{body}",
+        "Notebook {} has {total} cells.\n{here}\n{body}",
         args.notebook_name
     ))
+    .with_meta("people", json!(others))
     .with_meta("start_index", json!(args.start_index))
-    .with_meta("cell_ids", json!(ids)))
+    .with_meta("cell_ids", json!(ids))
+    .with_meta("cell_versions", json!(versions))
+    .with_meta("notebook_version", json!(notebook_version(&notebook))))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -95,7 +105,7 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
     let cell = &notebook.cells[index];
     let mut pieces = vec![
-        Rendered::Text(cell_header(index, cell)),
+        Rendered::Text(versioned_header(index, cell)),
         Rendered::Text(cell.source.clone()),
     ];
     let hint = full_output_hint(&in_use.name, &cell.id);
@@ -121,10 +131,19 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
             None => "[Not run yet: no execution count, no output]".to_owned(),
         }));
     }
+    let others = others_present(&in_use);
+    if !others.is_empty() {
+        pieces.push(Rendered::Text(format!(
+            "Also in this notebook: {}.",
+            others.join(", ")
+        )));
+    }
     let mut output = ToolOutput::content(outputs::to_content(pieces));
+    output = output.with_meta("people", json!(others));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
     let widgets = in_use.widget_state(shown, &notebook);
     output.structured = Some(outputs::bundles(&typed, widgets, limits, &hint));
+    let output = output.with_meta("cell_version", json!(cell_version(cell)));
     Ok(with_cell_id(output, &cell.id))
 }

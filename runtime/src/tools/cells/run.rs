@@ -5,14 +5,16 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::json;
 
 use super::{default_true, notebook_in_use, with_cell_id};
 use crate::capabilities::COMPACT_OUTPUT;
 use crate::domain::cells::{Cell, CellType};
-use crate::domain::cells::{insert, read, resolve_cell, unknown_id};
+use crate::domain::cells::{Expected, insert, read, resolve_cell, unknown_id};
 use crate::domain::execution::{Completion, ExecutionRequest};
 use crate::domain::notebooks::NotebookInUse;
 use crate::domain::outputs::Output;
+use crate::domain::versions::cell_version;
 use crate::tools::execute::{progress_sink, render_execution};
 use crate::tools::format::{cell_uri, format_secs, full_output_hint};
 use crate::tools::outputs::{self, Compact, Rendered};
@@ -40,6 +42,9 @@ pub struct ExecuteCellArgs {
     pub progress_interval: f64,
     /// Target this notebook instead of the current one.
     pub notebook_name: Option<String>,
+    /// The cell's version as you last read it; if someone changed the cell since, nothing is
+    /// run and the error shows its current source and version.
+    pub expected_version: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -58,12 +63,21 @@ pub struct InsertExecuteArgs {
     /// Seconds between MCP progress notifications while the cell runs (0 = none).
     #[serde(default = "default_progress_interval")]
     pub progress_interval: f64,
+    /// The notebook_version you last read; if cells were inserted, deleted or moved since,
+    /// nothing is inserted or run and the error lists the cells as they are now.
+    pub expected_notebook_version: Option<String>,
 }
 
 pub(super) async fn execute_cell(context: ToolContext, args: ExecuteCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
     let notebook = read(&in_use).await?;
     let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
+    // What runs is the source just checked: a cell changed since it was read runs nothing.
+    let expected = Expected {
+        cell: args.expected_version,
+        notebook: None,
+    };
+    expected.check(&in_use, &notebook, index)?;
     let cell = notebook.cells[index].clone();
     let how = (args.timeout, args.stream, args.progress_interval);
     run_cell(&context, &in_use, index, &cell, how).await
@@ -74,10 +88,15 @@ pub(super) async fn insert_execute_code_cell(
     args: InsertExecuteArgs,
 ) -> ToolResult {
     let in_use = notebook_in_use(&context, None)?;
+    let expected = Expected {
+        cell: None,
+        notebook: args.expected_notebook_version,
+    };
     let (index, id, saved) = insert(
         &in_use,
         args.cell_index,
         Cell::new(CellType::Code, args.cell_source),
+        &expected,
     )
     .await?;
     let cell = saved
@@ -150,5 +169,6 @@ async fn run_cell(
         domain.settings.output,
         &full_output_hint(&in_use.name, &cell.id),
     ));
+    let output = output.with_meta("cell_version", json!(cell_version(cell)));
     Ok(with_cell_id(output, &cell.id))
 }

@@ -15,6 +15,7 @@
 //! so nothing is lost, nothing doubled, and a newer edit by someone else is never overwritten.
 
 pub(super) mod journal;
+mod people;
 mod room;
 mod save;
 
@@ -22,13 +23,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use self::journal::Journal;
+use self::people::SharedPeople;
 use self::room::{Link, join, room_session};
 use super::{
-    Document, DocumentError, DocumentFuture, Edit, EditPlan, apply_edits, fresh_insert_ids,
+    Document, DocumentError, DocumentFuture, Edit, EditPlan, Persistence, apply_edits,
+    fresh_insert_ids,
 };
 use crate::jupyter::notebook::{CellType, Notebook};
 use crate::jupyter::rest::JupyterRest;
 
+/// jupyter-collaboration's default `document_save_delay`: a room saves this long after its last
+/// change.
+const ROOM_SAVE_DELAY_SECS: f64 = 1.0;
 /// How long leaving a room may take to send what is still queued.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long, before leaving, we wait for the file on disk to hold our edits (the room's own
@@ -52,6 +58,8 @@ pub struct LiveDocument {
     /// edits and rejoining (and, for a notebook just created, the first join).
     link: Arc<tokio::sync::Mutex<Option<Link>>>,
     journal: Mutex<Journal>,
+    /// Who else is in the room, and who changed each cell last.
+    people: SharedPeople,
 }
 
 impl LiveDocument {
@@ -59,12 +67,14 @@ impl LiveDocument {
     /// real-time collaboration.
     pub async fn open(rest: JupyterRest, path: impl Into<String>) -> Result<Self, DocumentError> {
         let path = path.into();
-        let link = join(&rest, &path).await?;
+        let people = SharedPeople::default();
+        let link = join(&rest, &path, &people).await?;
         Ok(LiveDocument {
             rest,
             path,
             link: Arc::new(tokio::sync::Mutex::new(Some(link))),
             journal: Mutex::new(Journal::default()),
+            people,
         })
     }
 
@@ -85,6 +95,7 @@ impl LiveDocument {
             path,
             link: Arc::default(),
             journal: Mutex::new(Journal::default()),
+            people: SharedPeople::default(),
         });
         let mut slot = document
             .link
@@ -121,7 +132,7 @@ impl LiveDocument {
         let mut last = None;
         for pause in REJOIN_PAUSES {
             tokio::time::sleep(pause).await;
-            match join(&self.rest, &self.path).await {
+            match join(&self.rest, &self.path, &self.people).await {
                 Ok(link) => {
                     if let Err(e) = self.catch_up(slot.insert(link)) {
                         *slot = None;
@@ -261,6 +272,23 @@ impl Document for LiveDocument {
 
     fn streams_outputs(&self) -> bool {
         true
+    }
+
+    fn changed_by(&self, cell_id: &str) -> Option<String> {
+        self.people.lock().expect("people lock").changed_by(cell_id)
+    }
+
+    fn others_present(&self) -> Vec<String> {
+        self.people.lock().expect("people lock").present()
+    }
+
+    /// An edit is answered once the room holds it, before the room's save (its
+    /// `document_save_delay` after the last change; the server does not publish its setting, so
+    /// this is jupyter-collaboration's default).
+    fn persistence(&self) -> Persistence {
+        Persistence::InRoom {
+            save_delay_secs: ROOM_SAVE_DELAY_SECS,
+        }
     }
 
     fn close(&self) -> DocumentFuture<'_, ()> {

@@ -13,6 +13,7 @@ use yrs::sync::{Awareness, Message, SyncMessage};
 use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
 
+use super::people::{self, SharedPeople};
 use super::save::{self, SaveReply};
 use crate::jupyter::document::DocumentError;
 use crate::jupyter::document::ynotebook::YNotebook;
@@ -95,7 +96,11 @@ pub(super) async fn room_session(
 }
 
 /// Opens a connection to the notebook's room and waits until the first sync is done.
-pub(super) async fn join(rest: &JupyterRest, path: &str) -> Result<Link, DocumentError> {
+pub(super) async fn join(
+    rest: &JupyterRest,
+    path: &str,
+    people: &SharedPeople,
+) -> Result<Link, DocumentError> {
     let started = std::time::Instant::now();
     let elapsed = || format!("{:.1}", started.elapsed().as_secs_f64() * 1e3);
     let attempt = async {
@@ -110,7 +115,9 @@ pub(super) async fn join(rest: &JupyterRest, path: &str) -> Result<Link, Documen
                 ))
             })?;
         tracing::debug!(ms = elapsed(), "room of '{path}': socket open");
-        let notebook = Arc::new(Mutex::new(YNotebook::new()));
+        let fresh = YNotebook::new();
+        people::watch_cells(fresh.cells(), fresh.doc().client_id(), people.clone());
+        let notebook = Arc::new(Mutex::new(fresh));
         let (outgoing, queued) = mpsc::unbounded_channel();
         let (answers_tx, mut answers) = watch::channel(0u64);
         let (closed_tx, closed) = watch::channel(None);
@@ -121,6 +128,7 @@ pub(super) async fn join(rest: &JupyterRest, path: &str) -> Result<Link, Documen
             closed: closed_tx,
             saves: saves_tx,
             path: path.to_owned(),
+            people: people.clone(),
         };
         tokio::spawn(room.run(socket, queued));
         let mut closed_rx = closed.clone();
@@ -166,6 +174,7 @@ struct Room {
     closed: watch::Sender<Option<String>>,
     saves: watch::Sender<Option<SaveReply>>,
     path: String,
+    people: SharedPeople,
 }
 
 impl Room {
@@ -243,7 +252,7 @@ impl Room {
                 },
                 frame = socket.next() => match frame {
                     Some(Ok(Frame::Binary(bytes))) => {
-                        if let Err(e) = self.receive(socket, &bytes).await {
+                        if let Err(e) = self.receive(socket, &bytes, awareness).await {
                             return e;
                         }
                     }
@@ -261,7 +270,12 @@ impl Room {
         }
     }
 
-    async fn receive(&self, socket: &mut JupyterSocket, bytes: &[u8]) -> Result<(), String> {
+    async fn receive(
+        &self,
+        socket: &mut JupyterSocket,
+        bytes: &[u8],
+        awareness: &mut Awareness,
+    ) -> Result<(), String> {
         if bytes.first() == Some(&save::RAW) {
             if let Some(reply) = save::reply(bytes) {
                 self.saves.send_replace(Some(reply));
@@ -292,10 +306,19 @@ impl Room {
                 self.answers.send_modify(|n| *n += 1);
             }
             Message::Sync(SyncMessage::Update(update)) => self.apply(&update)?,
-            // Other peers' cursors and our own echo: nothing we act on.
+            // Who is here, by name; our own echo changes nothing.
+            Message::Awareness(update) => self.note_awareness(awareness, update),
             _ => {}
         }
         Ok(())
+    }
+
+    /// Takes who is here from an awareness update (a bad one is ignored: it only names people).
+    fn note_awareness(&self, awareness: &mut Awareness, update: yrs::sync::AwarenessUpdate) {
+        if awareness.apply_update(update).is_ok() {
+            let mut people = self.people.lock().expect("people lock");
+            people.read_awareness(awareness);
+        }
     }
 
     /// A bad update leaves our copy in doubt: the link ends, and the next call rejoins with a

@@ -1,0 +1,187 @@
+"""Co-editing: cell and notebook versions, and writes and runs conditional on them, on both
+backends. Someone else — another program writing the file, or a second collaboration peer in the
+room — changes a cell after the agent read it; the agent's write with the version it read is
+refused, nothing is changed, and the error shows the current source and version."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+
+import nbformat
+import pytest
+
+from conftest import (cell_id_of, client_for, disk_sources, eventually, joined, peer_for, peer_sources,
+                      texts, write_notebook)
+
+pytestmark = pytest.mark.anyio
+
+META = "io.jupyter-mcp/"
+
+
+def version(cell_type: str, source: str) -> str:
+    """What a cell's version is: a hash over its type and source, the same on every read, after
+    a restart and on both backends (so the test can compute it)."""
+    return hashlib.sha256(cell_type.encode() + b"\0" + source.encode() + b"\0").hexdigest()[:8]
+
+
+def notebook_version(ids: list[str]) -> str:
+    return hashlib.sha256(b"".join(i.encode() + b"\0" for i in ids)).hexdigest()[:8]
+
+
+async def call(client, tool, **arguments):
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, f"{tool} failed: {joined(result)}"
+    return result
+
+
+async def refused(client, tool, **arguments) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, f"{tool} should have been refused: {joined(result)}"
+    return joined(result)
+
+
+def client(jupyter, backend: str):
+    return client_for(jupyter, "legacy", "--document-backend", backend)
+
+
+async def wait_for_source(client, index: int, source: str) -> dict:
+    """Until our server sees `source` in cell `index` (the other writer's change reached it)."""
+    async def seen():
+        read = await call(client, "read_notebook", notebook_name="nb", response_format="detailed")
+        return source in joined(read) and read
+
+    for _ in range(200):
+        read = await seen()
+        if read:
+            return read.meta
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"cell {index} never showed {source!r}")
+
+
+@pytest.mark.parametrize("backend", ["file", "live"])
+async def test_versions_are_stable_and_shown_everywhere(jupyter_server, backend):
+    path = f"versions-{backend}-{uuid.uuid4().hex[:6]}.ipynb"
+    write_notebook(jupyter_server, path, ["x = 1", "print(x)"])
+    async with client(jupyter_server, backend) as agent:
+        await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
+        first = await call(agent, "read_cell", cell_index=0)
+        assert first.meta[META + "cell_version"] == version("code", "x = 1")
+        assert f"| version: {version('code', 'x = 1')}=====" in texts(first)[0]
+        detailed = await call(agent, "read_notebook", notebook_name="nb", response_format="detailed")
+        ids = detailed.meta[META + "cell_ids"]
+        assert detailed.meta[META + "cell_versions"] == [version("code", "x = 1"), version("code", "print(x)")]
+        assert detailed.meta[META + "notebook_version"] == notebook_version(ids)
+        assert f"version: {version('code', 'print(x)')}" in joined(detailed)
+
+        # Reads, runs and output changes leave every version as it was.
+        await call(agent, "execute_cell", cell_index=0)
+        await call(agent, "clear_cell_output", cell_index=0)
+        again = await call(agent, "read_notebook", notebook_name="nb", response_format="brief")
+        assert again.meta[META + "cell_versions"] == detailed.meta[META + "cell_versions"]
+        assert again.meta[META + "notebook_version"] == detailed.meta[META + "notebook_version"]
+
+        # Every edit gives the new version, in its text and _meta.
+        edited = await call(agent, "edit_cell_source", cell_index=1, old_string="x", new_string="x * 2")
+        assert edited.meta[META + "cell_version"] == version("code", "print(x * 2)")
+        assert f"\nversion: {version('code', 'print(x * 2)')}\n" in joined(edited)
+        # And whether it is on disk: a file is saved by the edit; a room saves a moment later.
+        if backend == "file":
+            assert edited.meta[META + "persisted"] is True
+            assert joined(edited).endswith("saved: the notebook file holds this change")
+        else:
+            assert edited.meta[META + "persisted"] is False
+            assert "not yet saved: Jupyter saves the shared document 1 s after the last change" in joined(edited)
+        inserted = await call(agent, "insert_cell", cell_index=-1, cell_type="markdown", cell_source="# end")
+        assert inserted.meta[META + "cell_version"] == version("markdown", "# end")
+        assert inserted.meta[META + "notebook_version"] == notebook_version(ids + [cell_id_of(inserted)])
+        assert inserted.meta[META + "persisted"] is (backend == "file")
+        deleted = await call(agent, "delete_cell", cell_ids_to_delete=[cell_id_of(inserted)])
+        assert deleted.meta[META + "notebook_version"] == notebook_version(ids)
+        assert deleted.meta[META + "persisted"] is (backend == "file")
+
+
+@pytest.mark.parametrize("backend", ["file", "live"])
+async def test_a_write_with_a_stale_version_changes_nothing(jupyter_server, backend):
+    path = f"stale-{backend}-{uuid.uuid4().hex[:6]}.ipynb"
+    write_notebook(jupyter_server, path, ["value = 1\nprint(value)", "other = 0"])
+    peer = None
+    async with client(jupyter_server, backend) as agent:
+        await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
+        read = await call(agent, "read_notebook", notebook_name="nb", response_format="detailed")
+        seen, seen_structure = read.meta[META + "cell_versions"][0], read.meta[META + "notebook_version"]
+        theirs = "value = 2  # a person's edit\nprint(value)"
+        if backend == "file":
+            # Another program saves the file between the agent's read and its write.
+            nb = nbformat.reads((jupyter_server.root / path).read_text(), as_version=4)
+            nb.cells[0].source = theirs
+            nb.cells.append(nbformat.v4.new_code_cell("added = True"))
+            (jupyter_server.root / path).write_text(nbformat.writes(nb))
+        else:
+            # A second collaboration peer (as a person's JupyterLab) edits the room.
+            peer = await peer_for(jupyter_server, path, username="ada")
+            peer.set_cell_source(0, theirs)
+            peer.add_code_cell("added = True")
+        try:
+            await wait_for_source(agent, 0, "added = True")
+            now = version("code", theirs)
+
+            error = await refused(agent, "overwrite_cell_source", cell_index=0, cell_source="value = 3",
+                                  expected_version=seen)
+            assert f"it is now version {now}" in error and "Nothing was changed or run." in error, error
+            assert theirs in error, "the current source is shown"
+            assert "-value = 1\n+value = 2  # a person's edit" in error, "a diff against what the agent saw"
+            assert f'expected_version="{now}"' in error
+            if peer is not None:
+                # The room says who changed it, and who else is here.
+                assert "Last changed by: ada." in error, error
+                here = await call(agent, "read_cell", cell_index=1)
+                assert here.meta[META + "people"] == ["ada"] and texts(here)[-1] == "Also in this notebook: ada."
+                listed = await call(agent, "read_notebook", notebook_name="nb", response_format="detailed")
+                assert listed.meta[META + "people"] == ["ada"] and "\nAlso in this notebook: ada.\n" in joined(listed)
+            else:
+                assert "Last changed by" not in error
+
+            # Every conditional tool refuses the same way, and runs nothing.
+            await refused(agent, "edit_cell_source", cell_index=0, old_string="value", new_string="v",
+                          expected_version=seen)
+            await refused(agent, "execute_cell", cell_index=0, expected_version=seen)
+            await refused(agent, "clear_cell_output", cell_index=0, expected_version=seen)
+            await refused(agent, "move_cell", source_index=0, target_index=1, expected_version=seen)
+            await refused(agent, "delete_cell", cell_indices=[0], expected_version=seen)
+            structure = await refused(agent, "insert_cell", cell_index=1, cell_type="code", cell_source="mine = 1",
+                                      expected_notebook_version=seen_structure)
+            assert "It now has 3 cells" in structure and "added = True" in structure, structure
+            await refused(agent, "delete_cell", cell_indices=[1], expected_notebook_version=seen_structure)
+            await refused(agent, "insert_execute_code_cell", cell_index=-1, cell_source="1",
+                          expected_notebook_version=seen_structure)
+
+            after = await call(agent, "read_notebook", notebook_name="nb", response_format="detailed")
+            assert after.meta[META + "cell_versions"] == [now, version("code", "other = 0"),
+                                                          version("code", "added = True")]
+            ran = await call(agent, "read_cell", cell_index=0)
+            assert ran.meta[META + "cell_version"] == now and "execution count: N/A" in texts(ran)[0], "never run"
+            expected_sources = [theirs, "other = 0", "added = True"]
+            if peer is not None:
+                assert peer_sources(peer) == expected_sources, "the person's text is intact in the room"
+            await eventually(lambda: disk_sources(jupyter_server, path) == expected_sources, 10,
+                             "the person's text is intact on disk")
+
+            # With the version just read, the same write goes through.
+            done = await call(agent, "overwrite_cell_source", cell_index=0, cell_source="value = 3",
+                              expected_version=now)
+            assert done.meta[META + "cell_version"] == version("code", "value = 3")
+            fresh = after.meta[META + "notebook_version"]
+            await call(agent, "insert_cell", cell_index=-1, cell_type="code", cell_source="mine = 1",
+                       expected_notebook_version=fresh)
+            # Without the argument, as before: no check.
+            await call(agent, "overwrite_cell_source", cell_index=1, cell_source="other = 1")
+            final = ["value = 3", "other = 1", "added = True", "mine = 1"]
+            if peer is not None:
+                await eventually(lambda: peer_sources(peer) == final, 5, "the peer sees the agent's writes")
+            await call(agent, "unuse_notebook", notebook_name="nb")
+            assert disk_sources(jupyter_server, path) == final
+        finally:
+            if peer is not None:
+                await peer.stop()
