@@ -63,6 +63,19 @@ async def test_background_code_answers_at_once_and_get_execution_waits_for_it(ju
         assert unknown.is_error
         assert "No execution 'nope'" in joined(unknown) and "list_executions" in joined(unknown)
 
+        # A long wait is not silent: a client that asked for progress hears of it every 5 s.
+        execution_id = await started(client, "execute_code", code="import time; time.sleep(6); print('slept')",
+                                     timeout=60)
+        updates = []
+
+        async def on_progress(progress, total, message):
+            updates.append(message)
+
+        waited = await client.call_tool("get_execution", {"execution_id": execution_id, "wait_seconds": 30},
+                                        progress_callback=on_progress)
+        assert "slept" in joined(waited) and waited.meta["io.jupyter-mcp/execution_state"] == "finished"
+        assert any(m.startswith(f"Waiting for execution {execution_id}") for m in updates), updates
+
         # A code error ends the run as failed, with the error's name as the reason.
         execution_id = await started(client, "execute_code", code="1/0")
         state, text = await state_of(client, execution_id, wait=30)

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -156,7 +157,7 @@ async fn get_execution(context: ToolContext, args: GetExecutionArgs) -> ToolResu
     let wait = super::seconds(args.wait_seconds).min(domain.settings.execution.max_timeout);
     if !wait.is_zero() {
         tokio::select! {
-            _ = execution.wait(wait) => {}
+            () = waited(&context, &execution, wait) => {}
             () = context.cancel.cancelled() => {}
         }
     }
@@ -201,6 +202,37 @@ async fn get_execution(context: ToolContext, args: GetExecutionArgs) -> ToolResu
     Ok(output
         .with_meta("execution_id", json!(execution.id))
         .with_meta("execution_state", json!(snapshot.state.name())))
+}
+
+/// How often a waiting get_execution tells a client that asked for progress that it still waits.
+const WAIT_PROGRESS: Duration = Duration::from_secs(5);
+
+/// Waits up to `wait` for the end, with a progress notification every [`WAIT_PROGRESS`], so a
+/// client that gives up on silent calls keeps waiting.
+async fn waited(context: &ToolContext, execution: &Execution, wait: Duration) {
+    let Some(report) = &context.progress else {
+        execution.wait(wait).await;
+        return;
+    };
+    let began = Instant::now();
+    while began.elapsed() < wait {
+        let step = WAIT_PROGRESS.min(wait - began.elapsed());
+        if execution.wait(step).await {
+            return;
+        }
+        let waited = began.elapsed().min(wait);
+        report(
+            waited.as_secs_f64(),
+            Some(wait.as_secs_f64()),
+            format!(
+                "Waiting for execution {}: {:.0}s / {}s; it has run for {:.0}s",
+                execution.id,
+                waited.as_secs_f64(),
+                format_secs(wait),
+                execution.snapshot().elapsed.as_secs_f64()
+            ),
+        );
+    }
 }
 
 fn present(domain: &Domain, execution: &Execution, executed: &Executed) -> ToolResult {
