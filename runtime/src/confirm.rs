@@ -52,6 +52,11 @@ pub async fn asking<F: Future>(confirmer: Arc<dyn Confirmer>, work: F) -> F::Out
     CONFIRMER.scope(confirmer, work).await
 }
 
+/// The confirmer of the current call, for work it spawns that must still ask its person.
+pub fn current() -> Option<Arc<dyn Confirmer>> {
+    CONFIRMER.try_with(Arc::clone).ok()
+}
+
 /// Puts `message` to the person behind the current call, waiting at most [`ANSWER_WAIT`].
 pub async fn ask(message: &str) -> Answer {
     let Ok(confirmer) = CONFIRMER.try_with(Arc::clone) else {

@@ -163,7 +163,12 @@ impl Domain {
                 .await?;
         }
         let (live_tx, live_rx) = watch::channel::<Option<(Vec<Value>, Option<i64>)>>(None);
+        // The caller's own sink (an execution's record) hears them too.
+        let also = request.on_output.take();
         request.on_output = Some(Arc::new(move |outputs: &[Value], count| {
+            if let Some(also) = &also {
+                also(outputs, count);
+            }
             live_tx.send_replace(Some((outputs.to_vec(), count)));
         }));
         let streams = in_use.document.streams_outputs();
@@ -227,6 +232,20 @@ impl Domain {
         place: &str,
         cancel: &CancellationToken,
     ) -> Result<(), Error> {
+        let passed = self.confirm_gate(code, place, cancel).await;
+        if passed.is_ok() {
+            // A background run's call answers once its code is past the gate.
+            let _ = PAST_GATE.try_with(|gate| gate.notify_one());
+        }
+        passed
+    }
+
+    async fn confirm_gate(
+        &self,
+        code: &str,
+        place: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), Error> {
         if !self.capabilities.enabled(EXECUTION_CONFIRM) {
             return Ok(());
         }
@@ -271,6 +290,12 @@ fn place_in(in_use: &NotebookInUse, kernel_id: &str, cell: Option<usize>) -> Str
         "{cell}notebook '{}' ({}), kernel {kernel_id}",
         in_use.name, in_use.path
     )
+}
+
+tokio::task_local! {
+    /// Told when an execution's code has passed [`Domain::confirmed`] (set by
+    /// `executions::Execution::run_in_background`).
+    pub(super) static PAST_GATE: Arc<tokio::sync::Notify>;
 }
 
 pub(super) fn gone_or_failed(error: KernelError, in_use: &NotebookInUse) -> Error {

@@ -9,6 +9,7 @@
 pub mod cells;
 pub mod connect;
 pub mod execution;
+pub mod executions;
 pub mod files;
 pub mod interrupt;
 pub mod kernels;
@@ -68,7 +69,7 @@ impl Settings {
 
 /// A failure a caller can act on; its message says what to do next. The kinds a tool shows
 /// alike (as their message) stay apart so a guest's host function can say which it was.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
@@ -125,6 +126,8 @@ pub struct Domain {
     pub hooks: Arc<Hooks>,
     /// The whole outputs of recent executions that no notebook keeps.
     pub kept_outputs: outputs::KeptOutputs,
+    /// The runs of the execution tools, background ones included.
+    pub executions: executions::Executions,
 }
 
 impl Domain {
@@ -155,6 +158,7 @@ impl Domain {
             capabilities,
             hooks,
             kept_outputs: Default::default(),
+            executions: Default::default(),
         })
     }
 

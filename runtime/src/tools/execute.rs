@@ -6,14 +6,17 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::executions::recorded;
 use super::format::format_secs;
 use super::outputs::{self, Compact, NO_OUTPUT, Rendered};
 use super::{ProgressReporter, TaskSupport, Tool, ToolContext, ToolOutput, ToolResult, declare};
 use crate::capabilities::COMPACT_OUTPUT;
 use crate::config::OutputLimits;
+use crate::domain::Domain;
 use crate::domain::execution::{
     Completion, Executed, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
 };
+use crate::domain::executions::{Execution, NewExecution, Place};
 use crate::domain::outputs::{EXECUTION_SCHEME, Output};
 use crate::tools::wire::Shape;
 
@@ -41,6 +44,12 @@ pub struct ExecuteCodeArgs {
     /// Seconds between MCP progress notifications while the code runs (0 = none).
     #[serde(default = "default_progress_interval")]
     pub progress_interval: f64,
+    /// Answer at once with an execution_id while the code runs; read it with get_execution.
+    #[serde(default)]
+    pub background: bool,
+    /// A key of your choosing: a call repeating it gets the first call's execution instead of
+    /// running the code again (for retries after a dropped connection).
+    pub idempotency_key: Option<String>,
 }
 
 pub fn execute_code() -> Arc<dyn Tool> {
@@ -79,9 +88,9 @@ pub fn progress_sink(reporter: ProgressReporter) -> ProgressSink {
 }
 
 async fn run(context: ToolContext, args: ExecuteCodeArgs) -> ToolResult {
-    let domain = &context.domain;
+    let domain = context.domain.clone();
     let timeout = domain.settings.execution.resolve(args.timeout);
-    let mut request = ExecutionRequest::new(args.code, timeout);
+    let mut request = ExecutionRequest::new(args.code.clone(), timeout);
     request.cancel = context.cancel.clone();
     if let Some(reporter) = context.progress.clone()
         && args.progress_interval > 0.0
@@ -91,18 +100,46 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> ToolResult {
             progress_sink(reporter),
         ));
     }
+    let kernel = match &args.kernel_id {
+        Some(id) => format!("kernel {id}"),
+        None => match domain.notebooks.resolve(None) {
+            Ok(notebook) => format!("the kernel of notebook '{}'", notebook.name),
+            Err(_) => "the default kernel".to_owned(),
+        },
+    };
+    let new = NewExecution {
+        place: Place::Code { kernel },
+        code: args.code,
+        timeout,
+        background: args.background,
+        idempotency_key: args.idempotency_key,
+    };
+    let kernel_id = args.kernel_id;
+    let runner = domain.clone();
+    let run =
+        move |request| async move { runner.execute_code(kernel_id.as_deref(), request).await };
+    let present =
+        |execution: &Execution, executed: &Executed| present(&domain, execution, executed);
+    recorded(&context, new, request, run, present).await
+}
 
-    let Executed { outcome, replaced } = domain
-        .execute_code(args.kernel_id.as_deref(), request)
-        .await?;
+/// execute_code's result for an execution of it that ended.
+pub fn present(domain: &Domain, execution: &Execution, executed: &Executed) -> ToolResult {
+    let Executed { outcome, replaced } = executed;
+    let timeout = execution.timeout;
     let limits = domain.settings.output;
     let outputs = Output::all_from_json(&outcome.outputs);
     // Shortened outputs point to their whole, which only the server can keep for execute_code.
-    let kept = domain
-        .capabilities
-        .enabled(COMPACT_OUTPUT)
-        .then(|| domain.kept_outputs.keep(outputs.clone()))
-        .flatten()
+    let kept = execution
+        .kept
+        .get_or_init(|| {
+            domain
+                .capabilities
+                .enabled(COMPACT_OUTPUT)
+                .then(|| domain.kept_outputs.keep(outputs.clone()))
+                .flatten()
+        })
+        .as_ref()
         .map(|id| format!("{EXECUTION_SCHEME}{id}"));
     let hint = match &kept {
         Some(base) => {
@@ -117,7 +154,7 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> ToolResult {
     let mut rendered =
         render_execution(&outputs, outcome.completion, timeout, limits, compact, hint);
     if let Some(note) = replaced {
-        rendered.insert(notes_at(&outcome), Rendered::Text(note));
+        rendered.insert(notes_at(outcome), Rendered::Text(note.clone()));
     }
     let mut output = ToolOutput::content(outputs::to_content(rendered));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.

@@ -6,6 +6,7 @@ pub mod cells;
 pub mod compact;
 pub mod connect;
 pub mod execute;
+pub mod executions;
 #[cfg(feature = "wasm")]
 pub mod extensions;
 pub mod file_io;
@@ -316,6 +317,7 @@ pub fn builtin() -> Vec<Arc<dyn Tool>> {
     .chain(cells::tools())
     .chain(notebooks::tools())
     .chain(file_io::tools())
+    .chain(executions::tools())
     .collect()
 }
 

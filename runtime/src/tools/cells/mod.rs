@@ -7,7 +7,7 @@
 
 mod edit;
 mod read;
-mod run;
+pub(crate) mod run;
 
 use std::sync::Arc;
 

@@ -9,16 +9,19 @@ use serde_json::json;
 
 use super::{default_true, notebook_in_use, with_cell_id};
 use crate::capabilities::COMPACT_OUTPUT;
+use crate::domain::Domain;
 use crate::domain::cells::{Cell, CellType};
 use crate::domain::cells::{Expected, insert, read, resolve_cell, unknown_id};
-use crate::domain::execution::{Completion, ExecutionRequest};
+use crate::domain::execution::{Completion, Executed, ExecutionRequest};
+use crate::domain::executions::{Execution, NewExecution, Place};
 use crate::domain::notebooks::NotebookInUse;
 use crate::domain::outputs::Output;
 use crate::domain::versions::cell_version;
 use crate::tools::execute::{progress_sink, render_execution};
+use crate::tools::executions::{recorded, repeated};
 use crate::tools::format::{cell_uri, format_secs, full_output_hint};
 use crate::tools::outputs::{self, Compact, Rendered};
-use crate::tools::{ToolContext, ToolOutput, ToolResult, seconds};
+use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult, seconds};
 
 fn default_progress_interval() -> f64 {
     5.0
@@ -45,6 +48,13 @@ pub struct ExecuteCellArgs {
     /// The cell's version as you last read it; if someone changed the cell since, nothing is
     /// run and the error shows its current source and version.
     pub expected_version: Option<String>,
+    /// Answer at once with an execution_id while the cell runs (its outputs still go into the
+    /// notebook as they come); read it with get_execution.
+    #[serde(default)]
+    pub background: bool,
+    /// A key of your choosing: a call repeating it gets the first call's execution instead of
+    /// running the cell again (for retries after a dropped connection).
+    pub idempotency_key: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -66,6 +76,13 @@ pub struct InsertExecuteArgs {
     /// The notebook_version you last read; if cells were inserted, deleted or moved since,
     /// nothing is inserted or run and the error lists the cells as they are now.
     pub expected_notebook_version: Option<String>,
+    /// Answer at once with an execution_id while the cell runs (its outputs still go into the
+    /// notebook as they come); read it with get_execution.
+    #[serde(default)]
+    pub background: bool,
+    /// A key of your choosing: a call repeating it gets the first call's execution instead of
+    /// running the cell again (for retries after a dropped connection).
+    pub idempotency_key: Option<String>,
 }
 
 pub(super) async fn execute_cell(context: ToolContext, args: ExecuteCellArgs) -> ToolResult {
@@ -79,7 +96,13 @@ pub(super) async fn execute_cell(context: ToolContext, args: ExecuteCellArgs) ->
     };
     expected.check(&in_use, &notebook, index)?;
     let cell = notebook.cells[index].clone();
-    let how = (args.timeout, args.stream, args.progress_interval);
+    let how = How {
+        timeout: args.timeout,
+        stream: args.stream,
+        progress_interval: args.progress_interval,
+        background: args.background,
+        idempotency_key: args.idempotency_key,
+    };
     run_cell(&context, &in_use, index, &cell, how).await
 }
 
@@ -88,6 +111,18 @@ pub(super) async fn insert_execute_code_cell(
     args: InsertExecuteArgs,
 ) -> ToolResult {
     let in_use = notebook_in_use(&context, None)?;
+    // A retry must not insert the cell a second time.
+    if let Some(earlier) = args
+        .idempotency_key
+        .as_deref()
+        .and_then(|key| context.domain.executions.earlier(key))
+    {
+        let domain = context.domain.clone();
+        let present = |execution: &Execution, executed: &Executed| {
+            present_cell(&domain, execution, executed, args.stream)
+        };
+        return repeated(&earlier, present).await;
+    }
     let expected = Expected {
         cell: None,
         notebook: args.expected_notebook_version,
@@ -105,8 +140,23 @@ pub(super) async fn insert_execute_code_cell(
         .find(|c| c.id == id)
         .cloned()
         .ok_or_else(|| unknown_id(&id))?;
-    let how = (args.timeout, args.stream, args.progress_interval);
+    let how = How {
+        timeout: args.timeout,
+        stream: args.stream,
+        progress_interval: args.progress_interval,
+        background: args.background,
+        idempotency_key: args.idempotency_key,
+    };
     run_cell(&context, &in_use, index, &cell, how).await
+}
+
+/// How a cell is to be run, as the call asked.
+struct How {
+    timeout: f64,
+    stream: bool,
+    progress_interval: f64,
+    background: bool,
+    idempotency_key: Option<String>,
 }
 
 /// Runs a code cell through the domain and shows the result as the Python server does.
@@ -115,21 +165,57 @@ async fn run_cell(
     in_use: &Arc<NotebookInUse>,
     index: usize,
     cell: &Cell,
-    (timeout, stream, progress_interval): (f64, bool, f64),
+    how: How,
 ) -> ToolResult {
-    let domain = &context.domain;
-    let timeout = domain.settings.execution.resolve(timeout);
+    let domain = context.domain.clone();
+    let timeout = domain.settings.execution.resolve(how.timeout);
     let mut request = ExecutionRequest::new(cell.source.clone(), timeout);
     request.cancel = context.cancel.clone();
     if let Some(reporter) = context.progress.clone()
-        && progress_interval > 0.0
+        && how.progress_interval > 0.0
     {
-        request.progress = Some((seconds(progress_interval), progress_sink(reporter)));
+        request.progress = Some((seconds(how.progress_interval), progress_sink(reporter)));
     }
-    let executed = domain.run_cell(in_use, index, cell, request).await?;
-    let outcome = executed.outcome;
+    let new = NewExecution {
+        place: Place::Cell {
+            notebook: in_use.name.clone(),
+            path: in_use.path.clone(),
+            cell_id: cell.id.clone(),
+            index,
+        },
+        code: cell.source.clone(),
+        timeout,
+        background: how.background,
+        idempotency_key: how.idempotency_key,
+    };
+    let (runner, in_use, cell) = (domain.clone(), in_use.clone(), cell.clone());
+    let run = move |request| async move { runner.run_cell(&in_use, index, &cell, request).await };
+    let present = |execution: &Execution, executed: &Executed| {
+        present_cell(&domain, execution, executed, how.stream)
+    };
+    recorded(context, new, request, run, present).await
+}
+
+/// A cell run's result as the Python server shows it, for a run that ended.
+pub fn present_cell(
+    domain: &Domain,
+    execution: &Execution,
+    executed: &Executed,
+    stream: bool,
+) -> ToolResult {
+    let Place::Cell {
+        notebook, cell_id, ..
+    } = &execution.place
+    else {
+        return Err(ToolError::Failed(format!(
+            "Execution {} ran no cell.",
+            execution.id
+        )));
+    };
+    let timeout = execution.timeout;
+    let outcome = &executed.outcome;
     let outputs = Output::all_from_json(&outcome.outputs);
-    let base = cell_uri(&in_use.name, &cell.id);
+    let base = cell_uri(notebook, cell_id);
     let compact = domain
         .capabilities
         .enabled(COMPACT_OUTPUT)
@@ -140,12 +226,12 @@ async fn run_cell(
         timeout,
         domain.settings.output,
         compact,
-        &full_output_hint(&in_use.name, &cell.id),
+        &full_output_hint(notebook, cell_id),
     );
-    if let Some(note) = executed.replaced {
+    if let Some(note) = &executed.replaced {
         rendered.insert(
-            crate::tools::execute::notes_at(&outcome),
-            Rendered::Text(note),
+            crate::tools::execute::notes_at(outcome),
+            Rendered::Text(note.clone()),
         );
     }
     if stream {
@@ -167,8 +253,10 @@ async fn run_cell(
         &outputs,
         outcome.widgets.clone(),
         domain.settings.output,
-        &full_output_hint(&in_use.name, &cell.id),
+        &full_output_hint(notebook, cell_id),
     ));
-    let output = output.with_meta("cell_version", json!(cell_version(cell)));
-    Ok(with_cell_id(output, &cell.id))
+    // The version of the source that ran (a cell run is always of a code cell).
+    let ran = Cell::new(CellType::Code, execution.code.clone());
+    let output = output.with_meta("cell_version", json!(cell_version(&ran)));
+    Ok(with_cell_id(output, cell_id))
 }
