@@ -185,3 +185,67 @@ async def test_a_write_with_a_stale_version_changes_nothing(jupyter_server, back
         finally:
             if peer is not None:
                 await peer.stop()
+
+
+async def test_a_person_typing_in_jupyterlab_is_never_overwritten_by_a_stale_write(tmp_path):
+    """The person is JupyterLab in headless Chromium. They retype cell 0 after the agent read it;
+    the agent's overwrite with the version it read is refused, and the person's text stays, on
+    screen and on disk."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from conftest import chromium, start_lab
+    from harness import stop_jupyter
+
+    node = shutil.which("node")
+    assert node and os.environ.get("PLAYWRIGHT_CORE_DIR"), "run the suite through tests/run"
+    browser = chromium()
+    lab = start_lab(tmp_path)
+    page = None
+    try:
+        path = f"typed-{uuid.uuid4().hex[:6]}.ipynb"
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("y = 2")]
+        (lab.root / path).write_text(nbformat.writes(nb))
+        artifacts = Path(__file__).resolve().parent / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        driver = Path(__file__).resolve().parent / "browser" / "person.cjs"
+        page = subprocess.Popen(
+            [node, str(driver), f"{lab.url}/lab/tree/{path}?token={lab.token}",
+             str(artifacts / "jupyterlab-person-typed.png")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ, CHROMIUM=browser))
+        assert page.stdout.readline().strip() == "ready", "JupyterLab did not show the notebook"
+
+        def person(**command) -> None:
+            page.stdin.write(json.dumps(command) + "\n")
+            page.stdin.flush()
+            said = page.stdout.readline().strip()
+            assert said == "done", f"the person could not {command}: {said}"
+
+        typed = "x = 'typed by a person'"
+        async with client(lab, "live") as agent:
+            await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
+            read = await call(agent, "read_cell", cell_index=0)
+            seen = read.meta[META + "cell_version"]
+            person(type=typed, cell=0)
+            await wait_for_source(agent, 0, typed)
+            error = await refused(agent, "overwrite_cell_source", cell_index=0, cell_source="x = 'the agent'",
+                                  expected_version=seen)
+            assert typed in error, error
+            person(shows=typed, cell=0)
+            # Jupyter saves the room a moment later: the person's text, never the agent's, on disk.
+            on_disk = await eventually(lambda: (s := disk_sources(lab, path)) and typed in s[0] and s, 30,
+                                       "the person's text saved")
+            assert "the agent" not in on_disk[0], on_disk
+    finally:
+        if page is not None:
+            try:
+                page.stdin.close()
+                page.wait(timeout=30)
+            except (subprocess.TimeoutExpired, BrokenPipeError):
+                page.kill()
+        stop_jupyter(lab)

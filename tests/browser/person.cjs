@@ -1,0 +1,54 @@
+// A person at JupyterLab in headless Chromium, for tests/test_coedit.py.
+// Usage: node person.cjs URL SCREENSHOT. Prints "ready" once the notebook is shown, then takes one
+// JSON command a line from stdin and prints "done" or "failed: why" for each:
+//   {"type": TEXT, "cell": N}   replaces cell N's text by typing, as a person does
+//   {"shows": TEXT, "cell": N}  waits (no reload) until cell N shows TEXT
+// Saves a screenshot when stdin closes, and exits 0 if every command was done.
+const { chromium } = require(process.env.PLAYWRIGHT_CORE_DIR || "playwright-core");
+const readline = require("node:readline");
+
+const [url, screenshot] = process.argv.slice(2);
+
+async function main() {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"],
+  });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  let status = 0;
+  try {
+    await page.goto(url);
+    await page.waitForSelector(".jp-Notebook .jp-Cell .cm-content", { timeout: 90_000 });
+    console.log("ready");
+    for await (const line of readline.createInterface({ input: process.stdin })) {
+      const command = JSON.parse(line);
+      try {
+        const editor = page.locator(".jp-Notebook .jp-Cell").nth(command.cell).locator(".cm-content");
+        if (command.type !== undefined) {
+          await editor.click();
+          await page.keyboard.press("Control+A");
+          await page.keyboard.type(command.type);
+        } else {
+          await page.waitForFunction(([n, text]) => {
+            const cell = document.querySelectorAll(".jp-Notebook .jp-Cell")[n];
+            return (cell?.querySelector(".cm-content")?.textContent || "").includes(text);
+          }, [command.cell, command.shows], { timeout: 30_000, polling: 100 });
+        }
+        console.log("done");
+      } catch (e) {
+        status = 1;
+        console.log(`failed: ${e.message.split("\n")[0]}`);
+      }
+    }
+  } catch (e) {
+    status = 1;
+    console.log(`failed: ${e.message.split("\n")[0]}`);
+  } finally {
+    await page.screenshot({ path: screenshot, fullPage: true }).catch(() => {});
+    await browser.close();
+  }
+  process.exit(status);
+}
+
+main();
