@@ -159,3 +159,22 @@ async def test_a_background_run_still_asks_the_person_first(jupyter_server):
         assert len(person.questions) == 2
         state, text = await state_of(client, execution_id, wait=30)
         assert state == "finished" and "yes 2" in text, text
+
+
+async def test_a_silent_call_still_tells_a_client_that_asked_for_progress(jupyter_server):
+    """Item 6: a foreground run whose tool reports nothing of its own (progress_interval 0) still
+    sends progress at least every --progress-interval seconds to a client with a progress token,
+    so clients that give up on silent calls keep waiting."""
+    async with client_for(jupyter_server, "legacy", "--progress-interval", "1") as client:
+        heard = []
+
+        async def on_progress(progress, total, message):
+            heard.append((progress, message or ""))
+
+        result = await client.call_tool("execute_code", {
+            "code": "import time; time.sleep(3.5); print('slept')", "progress_interval": 0, "timeout": 30,
+        }, progress_callback=on_progress)
+        assert not result.is_error and "slept" in joined(result), joined(result)
+        still = [p for p, m in heard if m.startswith("Still working on execute_code")]
+        assert len(still) >= 2, heard
+        assert still == sorted(still) and len(set(still)) == len(still), "progress must only grow"

@@ -229,6 +229,11 @@ pub struct StartArgs {
     #[arg(long = "kernel-env", value_name = "KEY[=VALUE]")]
     pub kernel_env: Vec<String>,
 
+    /// The longest a call may stay silent towards a client that asked for progress: past it the
+    /// server says it is still working (clients give up on silent calls after a few minutes).
+    #[arg(long, env = "JUPYTER_MCP_PROGRESS_INTERVAL", value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub progress_interval: u64,
+
     /// Upper bound, in seconds, for any execution timeout a call asks for.
     #[arg(long, env = "JUPYTER_MCP_MAX_EXECUTION_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_execution_timeout: u64,

@@ -133,6 +133,8 @@ fn clean_names(names: Vec<String>) -> Vec<String> {
 pub struct ExecutionLimits {
     pub default_timeout: Duration,
     pub max_timeout: Duration,
+    /// `--progress-interval`: the longest silence towards a client that asked for progress.
+    pub keepalive: Duration,
 }
 
 impl ExecutionLimits {
@@ -373,6 +375,7 @@ impl Config {
             execution: ExecutionLimits {
                 default_timeout: Duration::from_secs(args.execution_timeout),
                 max_timeout: Duration::from_secs(args.max_execution_timeout),
+                keepalive: Duration::from_secs(args.progress_interval),
             },
             output: OutputLimits {
                 max_chars: args.max_output_chars,

@@ -22,6 +22,8 @@ pub(super) struct PreparedCall {
     rich_outputs: bool,
     /// The client asked for progress notifications (a progress token).
     progress_to_peer: bool,
+    /// The progress token the client gave, if it gave one.
+    token: Option<rmcp::model::ProgressToken>,
     /// The task running the call, whose status message follows the progress.
     task: Option<rmcp::task_manager::TaskContext>,
     /// Hub mode: whose call this is (their server is made ready before the tool runs).
@@ -45,7 +47,7 @@ impl McpServer {
         let token = context.meta.get_progress_token();
         let progress_to_peer = token.is_some();
         let reporter: Option<ProgressReporter> = (progress_to_peer || as_task).then(|| {
-            let token = token.unwrap_or(rmcp::model::ProgressToken(
+            let token = token.clone().unwrap_or(rmcp::model::ProgressToken(
                 rmcp::model::NumberOrString::Number(0),
             ));
             let reporter: ProgressReporter = Arc::new(move |progress, total, message| {
@@ -72,6 +74,7 @@ impl McpServer {
             log_level: logging::effective_level(context.meta.log_level(), session_level),
             rich_outputs: apps::supported_by(context.client_capabilities().as_ref()),
             progress_to_peer,
+            token,
             task: None,
             caller: caller(context),
             confirmer: Arc::new(super::elicit::PeerConfirmer::for_request(context)),
@@ -183,13 +186,26 @@ impl PreparedCall {
         tokio::pin!(call);
         let peer = self.peer;
         let mut last_progress = f64::NEG_INFINITY;
+        // A client that asked for progress never waits longer than `--progress-interval` without
+        // a word, whatever the tool reports itself (clients give up on silent calls).
+        let started = tokio::time::Instant::now();
+        let keepalive = self.state.domain.settings.execution.keepalive;
+        let silence = tokio::time::sleep(keepalive);
+        tokio::pin!(silence);
         let result = loop {
             tokio::select! {
                 result = &mut call => break result,
                 Some(param) = self.progress.recv() => {
                     deliver(&peer, self.task.as_ref(), self.progress_to_peer, param, &mut last_progress).await;
+                    silence.as_mut().reset(tokio::time::Instant::now() + keepalive);
                 }
                 Some(line) = log_rx.recv() => send_log(&peer, line).await,
+                _ = &mut silence, if self.progress_to_peer => {
+                    if let Some(param) = still_working(&self.request.name, started, last_progress, self.token.as_ref()) {
+                        send_progress(&peer, param, &mut last_progress).await;
+                    }
+                    silence.as_mut().reset(tokio::time::Instant::now() + keepalive);
+                }
             }
         };
         // What was reported just before the end still goes out ahead of the result.
@@ -287,6 +303,20 @@ pub(super) fn tool_view(context: &RequestContext<RoleServer>) -> Option<crate::d
         .get::<::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<crate::dispatch::ToolView>())
         .cloned()
+}
+
+/// The progress that says a call is still at work: its seconds so far (the measure the execution
+/// tools report in), kept above what was sent last, as progress must only grow.
+fn still_working(
+    tool: &str,
+    started: tokio::time::Instant,
+    last: f64,
+    token: Option<&rmcp::model::ProgressToken>,
+) -> Option<ProgressNotificationParam> {
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut param = ProgressNotificationParam::new(token?.clone(), elapsed.max(last + 0.001));
+    param.message = Some(format!("Still working on {tool}: {elapsed:.0}s so far"));
+    Some(param)
 }
 
 /// Sends a progress notification; a report that would not increase progress is dropped.

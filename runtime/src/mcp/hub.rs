@@ -85,6 +85,7 @@ mod tests {
                 execution: crate::config::ExecutionLimits {
                     default_timeout: std::time::Duration::from_secs(1),
                     max_timeout: std::time::Duration::from_secs(1),
+                    keepalive: std::time::Duration::from_secs(1),
                 },
                 output: crate::config::OutputLimits::text(0, true),
                 max_file_bytes: 1,

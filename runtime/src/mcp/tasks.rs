@@ -87,6 +87,7 @@ mod tests {
         let limits = ExecutionLimits {
             default_timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(3600),
+            keepalive: Duration::from_secs(30),
         };
         assert_eq!(ttl(&limits), Duration::from_secs(7800));
     }
