@@ -184,6 +184,13 @@ pub enum Decision {
 
 pub type DecisionFuture<'a> = Pin<Box<dyn Future<Output = Result<Decision, String>> + Send + 'a>>;
 
+/// A `before_*` event as a handler deciding about its call sees it, with the handler's own
+/// context for the pair.
+pub struct Announced<'a> {
+    pub event: &'a HookEvent,
+    pub context: &'a mut Map<String, Value>,
+}
+
 pub trait HookHandler: Send + Sync {
     /// Shown in logs and in the error of a call this handler refused.
     fn name(&self) -> &str;
@@ -199,13 +206,9 @@ pub trait HookHandler: Send + Sync {
     /// `on_event`, then [`Decision::Proceed`]; a handler that guards calls overrides it to ask
     /// for the person's yes. Only a critical handler's `Confirm` is followed (an optional one
     /// observes, and never holds a call); it is logged and ignored otherwise.
-    fn decide<'a>(
-        &'a self,
-        event: &'a HookEvent,
-        context: &'a mut Map<String, Value>,
-    ) -> DecisionFuture<'a> {
+    fn decide<'a>(&'a self, before: Announced<'a>) -> DecisionFuture<'a> {
         Box::pin(async move {
-            self.on_event(event, context)
+            self.on_event(before.event, before.context)
                 .await
                 .map(|()| Decision::Proceed)
         })
@@ -314,19 +317,28 @@ impl Hooks {
     ) -> Result<(), HookError> {
         match handler.on_event(event, context).await {
             Ok(()) => Ok(()),
-            Err(message) if handler.propagate_errors() => Err(HookError {
+            Err(message) => Self::failed(handler, event, message),
+        }
+    }
+
+    /// A handler's failure: the call's refusal when the handler is critical, else a debug line.
+    fn failed(
+        handler: &dyn HookHandler,
+        event: &HookEvent,
+        message: String,
+    ) -> Result<(), HookError> {
+        if handler.propagate_errors() {
+            return Err(HookError {
                 handler: handler.name().to_owned(),
                 message,
-            }),
-            Err(message) => {
-                tracing::debug!(
-                    handler = handler.name(),
-                    event = event.kind().as_str(),
-                    "hook handler failed: {message}"
-                );
-                Ok(())
-            }
+            });
         }
+        tracing::debug!(
+            handler = handler.name(),
+            event = event.kind().as_str(),
+            "hook handler failed: {message}"
+        );
+        Ok(())
     }
 
     /// Delivers a `before_*` event: a critical handler's refusal fails the call, and its
@@ -340,7 +352,7 @@ impl Hooks {
             handler: handler.name().to_owned(),
             message,
         };
-        match handler.decide(event, context).await {
+        match handler.decide(Announced { event, context }).await {
             Ok(Decision::Proceed) => Ok(()),
             Ok(Decision::Confirm(reason)) if handler.propagate_errors() => {
                 let answer = crate::confirm::ask(&question(handler.name(), &reason, event)).await;
@@ -372,15 +384,7 @@ impl Hooks {
                 );
                 Ok(())
             }
-            Err(message) if handler.propagate_errors() => Err(refused(message)),
-            Err(message) => {
-                tracing::debug!(
-                    handler = handler.name(),
-                    event = event.kind().as_str(),
-                    "hook handler failed: {message}"
-                );
-                Ok(())
-            }
+            Err(message) => Self::failed(handler, event, message),
         }
     }
 

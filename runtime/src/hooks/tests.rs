@@ -121,13 +121,9 @@ impl HookHandler for Guard {
     fn on_event<'a>(&'a self, _: &'a HookEvent, _: &'a mut Map<String, Value>) -> HookFuture<'a> {
         Box::pin(async { Ok(()) })
     }
-    fn decide<'a>(
-        &'a self,
-        event: &'a HookEvent,
-        _: &'a mut Map<String, Value>,
-    ) -> DecisionFuture<'a> {
+    fn decide<'a>(&'a self, before: Announced<'a>) -> DecisionFuture<'a> {
         Box::pin(async move {
-            Ok(match event {
+            Ok(match before.event {
                 HookEvent::BeforeExecute { .. } => Decision::Confirm("code from a stranger".into()),
                 _ => Decision::Proceed,
             })
