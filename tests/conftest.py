@@ -200,6 +200,20 @@ def joined(result) -> str:
     return "\n".join(texts(result))
 
 
+async def call(client, tool, **arguments):
+    """A tool call that must succeed."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, f"{tool} failed: {joined(result)}"
+    return result
+
+
+async def refused(client, tool, **arguments) -> str:
+    """A tool call that must be refused; its error text."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, f"{tool} should have been refused: {joined(result)}"
+    return joined(result)
+
+
 def cell_id_of(result) -> str:
     """The id of the cell a tool acted on, from the result's namespaced `_meta`."""
     return result.meta["io.jupyter-mcp/cell_id"]

@@ -17,7 +17,7 @@ import uuid
 import anyio
 import pytest
 
-from conftest import client_for, joined, lose_kernel, server_binary, server_env, start_http_server
+from conftest import call, client_for, joined, lose_kernel, refused, server_binary, server_env, start_http_server
 from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.anyio
@@ -25,18 +25,6 @@ pytestmark = pytest.mark.anyio
 
 def notebook_client(jupyter_server, *args, transport="stdio", **kwargs):
     return client_for(jupyter_server, "auto", "--document-backend", "file", *args, transport=transport, **kwargs)
-
-
-async def call(client, tool, **arguments):
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, f"{tool} failed: {joined(result)}"
-    return result
-
-
-async def refused(client, tool, **arguments) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, f"{tool} should have failed: {joined(result)}"
-    return joined(result)
 
 
 def on_disk(jupyter_server, path) -> dict:

@@ -12,8 +12,8 @@ import uuid
 import nbformat
 import pytest
 
-from conftest import (cell_id_of, client_for, disk_sources, eventually, joined, peer_for, peer_sources,
-                      texts, write_notebook)
+from conftest import (call, cell_id_of, client_for, disk_sources, eventually, joined, peer_for, peer_sources,
+                      refused, texts, write_notebook)
 
 pytestmark = pytest.mark.anyio
 
@@ -28,18 +28,6 @@ def version(cell_type: str, source: str) -> str:
 
 def notebook_version(ids: list[str]) -> str:
     return hashlib.sha256(b"".join(i.encode() + b"\0" for i in ids)).hexdigest()[:8]
-
-
-async def call(client, tool, **arguments):
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, f"{tool} failed: {joined(result)}"
-    return result
-
-
-async def refused(client, tool, **arguments) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error, f"{tool} should have been refused: {joined(result)}"
-    return joined(result)
 
 
 def client(jupyter, backend: str):

@@ -12,7 +12,7 @@ import anyio
 import mcp.types as types
 import pytest
 
-from conftest import client_for, joined
+from conftest import call, client_for, joined
 
 pytestmark = pytest.mark.anyio
 
@@ -21,12 +21,6 @@ ID_KEY = "io.jupyter-mcp/execution_id"
 
 def notebook_client(jupyter_server, *args, **kwargs):
     return client_for(jupyter_server, "auto", "--document-backend", "file", *args, **kwargs)
-
-
-async def call(client, tool, **arguments):
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, f"{tool} failed: {joined(result)}"
-    return result
 
 
 async def started(client, tool, **arguments) -> str:

@@ -17,16 +17,10 @@ import websockets
 from pycrdt import Awareness, Doc, read_message
 from jupyter_nbmodel_client import get_jupyter_notebook_websocket_url
 
-from conftest import cell_id_of, client_for, disk_sources, eventually, joined, peer_for, peer_sources, texts, write_notebook
+from conftest import call, cell_id_of, client_for, disk_sources, eventually, joined, peer_for, peer_sources, texts, write_notebook
 from harness import TcpProxy, restart_jupyter, start_jupyter, stop_jupyter
 
 pytestmark = pytest.mark.anyio
-
-
-async def call(client, tool, **arguments):
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, f"{tool} failed: {joined(result)}"
-    return result
 
 
 def new_path(prefix: str) -> str:

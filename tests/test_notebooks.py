@@ -10,7 +10,7 @@ import anyio
 import nbformat
 import pytest
 
-from conftest import MODES, cell_id_of, client_for, joined, texts
+from conftest import MODES, call, cell_id_of, client_for, joined, texts
 from mcp.shared.exceptions import MCPError
 
 pytestmark = pytest.mark.anyio
@@ -27,12 +27,6 @@ def on_disk(jupyter_server, path):
     nb = nbformat.reads(text, as_version=4)
     nbformat.validate(nb)
     return nb, text
-
-
-async def call(client, tool, **arguments):
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, f"{tool} failed: {joined(result)}"
-    return result
 
 
 async def test_whole_workflow(jupyter_server, transport):

@@ -3,18 +3,13 @@
 // JSON line {"source", "output"} from stdin and waits, without reloading, until the page shows a
 // cell with that source and that output. Prints "seen" (exit 0) or the reason it failed (exit 1);
 // saves a screenshot either way.
-const { chromium } = require(process.env.PLAYWRIGHT_CORE_DIR || "playwright-core");
+const { openPage } = require("./chromium.cjs");
 const readline = require("node:readline");
 
 const [url, screenshot] = process.argv.slice(2);
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"],
-  });
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const { browser, page } = await openPage();
   let status = 1;
   try {
     await page.goto(url);

@@ -4,18 +4,13 @@
 //   {"type": TEXT, "cell": N}   replaces cell N's text by typing, as a person does
 //   {"shows": TEXT, "cell": N}  waits (no reload) until cell N shows TEXT
 // Saves a screenshot when stdin closes, and exits 0 if every command was done.
-const { chromium } = require(process.env.PLAYWRIGHT_CORE_DIR || "playwright-core");
+const { openPage } = require("./chromium.cjs");
 const readline = require("node:readline");
 
 const [url, screenshot] = process.argv.slice(2);
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic"],
-  });
-  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const { browser, page } = await openPage();
   let status = 0;
   try {
     await page.goto(url);
