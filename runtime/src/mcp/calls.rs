@@ -20,9 +20,7 @@ pub(super) struct PreparedCall {
     view: Option<crate::dispatch::ToolView>,
     /// The client renders MCP Apps: output tools keep their MIME bundles for the viewer.
     rich_outputs: bool,
-    /// The client asked for progress notifications (a progress token).
-    progress_to_peer: bool,
-    /// The progress token the client gave, if it gave one.
+    /// The progress token the client gave, if it asked for progress notifications.
     token: Option<rmcp::model::ProgressToken>,
     /// The task running the call, whose status message follows the progress.
     task: Option<rmcp::task_manager::TaskContext>,
@@ -45,8 +43,7 @@ impl McpServer {
         // shows it as its status message, so a client polling tasks/get sees it without a token.
         let (progress_tx, progress) = mpsc::unbounded_channel::<ProgressNotificationParam>();
         let token = context.meta.get_progress_token();
-        let progress_to_peer = token.is_some();
-        let reporter: Option<ProgressReporter> = (progress_to_peer || as_task).then(|| {
+        let reporter: Option<ProgressReporter> = (token.is_some() || as_task).then(|| {
             let token = token.clone().unwrap_or(rmcp::model::ProgressToken(
                 rmcp::model::NumberOrString::Number(0),
             ));
@@ -73,7 +70,6 @@ impl McpServer {
             view: tool_view(context),
             log_level: logging::effective_level(context.meta.log_level(), session_level),
             rich_outputs: apps::supported_by(context.client_capabilities().as_ref()),
-            progress_to_peer,
             token,
             task: None,
             caller: caller(context),
@@ -196,12 +192,13 @@ impl PreparedCall {
             tokio::select! {
                 result = &mut call => break result,
                 Some(param) = self.progress.recv() => {
-                    deliver(&peer, self.task.as_ref(), self.progress_to_peer, param, &mut last_progress).await;
+                    deliver(&peer, self.task.as_ref(), self.token.is_some(), param, &mut last_progress).await;
                     silence.as_mut().reset(tokio::time::Instant::now() + keepalive);
                 }
                 Some(line) = log_rx.recv() => send_log(&peer, line).await,
-                _ = &mut silence, if self.progress_to_peer => {
-                    if let Some(param) = still_working(&self.request.name, started, last_progress, self.token.as_ref()) {
+                _ = &mut silence, if self.token.is_some() => {
+                    if let Some(token) = &self.token {
+                        let param = still_working(&self.request.name, started, last_progress, token);
                         send_progress(&peer, param, &mut last_progress).await;
                     }
                     silence.as_mut().reset(tokio::time::Instant::now() + keepalive);
@@ -216,7 +213,7 @@ impl PreparedCall {
             deliver(
                 &peer,
                 self.task.as_ref(),
-                self.progress_to_peer,
+                self.token.is_some(),
                 param,
                 &mut last_progress,
             )
@@ -311,12 +308,12 @@ fn still_working(
     tool: &str,
     started: tokio::time::Instant,
     last: f64,
-    token: Option<&rmcp::model::ProgressToken>,
-) -> Option<ProgressNotificationParam> {
+    token: &rmcp::model::ProgressToken,
+) -> ProgressNotificationParam {
     let elapsed = started.elapsed().as_secs_f64();
-    let mut param = ProgressNotificationParam::new(token?.clone(), elapsed.max(last + 0.001));
+    let mut param = ProgressNotificationParam::new(token.clone(), elapsed.max(last + 0.001));
     param.message = Some(format!("Still working on {tool}: {elapsed:.0}s so far"));
-    Some(param)
+    param
 }
 
 /// Sends a progress notification; a report that would not increase progress is dropped.
