@@ -96,3 +96,50 @@ def test_the_spans_file_is_created_private(jupyter_server, tmp_path):
         assert stat.S_IMODE(spans.stat().st_mode) == 0o600, oct(spans.stat().st_mode)
     finally:
         server.stop()
+
+
+def run_secret(*args: str, home: Path, stdin: str | None = None):
+    """`jupyter-mcp-server secret …` with HOME (so the default secrets file) under `home`."""
+    import subprocess
+
+    from conftest import server_binary
+
+    env = server_env({"HOME": str(home), "XDG_CONFIG_HOME": ""})
+    env.pop("JUPYTER_MCP_SECRETS_FILE", None)
+    return subprocess.run([server_binary(), "secret", *args], input=stdin, capture_output=True, text=True,
+                          env=env, timeout=30)
+
+
+def test_secret_cli_keeps_values_off_argv_in_a_private_file_and_lists_only_names(tmp_path):
+    value = "sk-test-7d1f0c2a9b"
+    set_one = run_secret("set", "OPENAI_API_KEY", home=tmp_path, stdin=value + "\n")
+    assert set_one.returncode == 0, set_one.stderr
+    assert "secret:OPENAI_API_KEY" in set_one.stderr, "says how to grant it"
+    assert value not in set_one.stdout + set_one.stderr
+    assert run_secret("set", "OTHER", home=tmp_path, stdin="x").returncode == 0
+
+    path = tmp_path / ".config" / "jupyter-mcp-server" / "secrets.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600, oct(path.stat().st_mode)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, oct(path.parent.stat().st_mode)
+    assert json.loads(path.read_text())["secrets"]["OPENAI_API_KEY"] == value, "the trailing newline is dropped"
+
+    listed = run_secret("list", home=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == ["OPENAI_API_KEY", "OTHER"]
+    assert value not in listed.stdout + listed.stderr
+
+    removed = run_secret("rm", "OTHER", home=tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    assert run_secret("list", home=tmp_path).stdout.split() == ["OPENAI_API_KEY"]
+    again = run_secret("rm", "OTHER", home=tmp_path)
+    assert again.returncode != 0 and "secret list" in again.stderr, again.stderr
+
+    # No value on stdin, a bad name, a file others can read: each refused, saying what to do.
+    empty = run_secret("set", "EMPTY", home=tmp_path, stdin="")
+    assert empty.returncode != 0 and "standard input" in empty.stderr, empty.stderr
+    bad = run_secret("set", "no spaces", home=tmp_path, stdin="v")
+    assert bad.returncode != 0 and "not valid" in bad.stderr, bad.stderr
+    path.chmod(0o644)
+    shared = run_secret("list", home=tmp_path)
+    assert shared.returncode != 0 and "chmod 600" in shared.stderr, shared.stderr
+    assert value not in shared.stderr

@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod jupyter;
 pub mod mcp;
 pub mod private_file;
+pub mod secrets;
 pub mod startup;
 pub mod tools;
 #[cfg(feature = "wasm")]

@@ -2,7 +2,9 @@
 
 use anyhow::Context;
 use clap::Parser;
-use jupyter_mcp_server::config::{Cli, Command, Config, ExtensionCommand, GrantArgs, RemoteArgs};
+use jupyter_mcp_server::config::{
+    Cli, Command, Config, ExtensionCommand, GrantArgs, RemoteArgs, SecretCommand,
+};
 use jupyter_mcp_server::mcp::control::{extension_entry, remote_control};
 use reqwest::Method;
 
@@ -92,8 +94,53 @@ fn run() -> anyhow::Result<()> {
             Control::new("policy", args.server, Method::GET, path)
         }
         Command::Stop(remote) => Control::new("stop", remote, Method::DELETE, "api/stop"),
+        Command::Secret(command) => return secret(command),
     };
     call.send(&runtime)
+}
+
+/// `secret set|list|rm`: the local secrets file, no server involved. Output names secrets,
+/// never their values.
+fn secret(command: SecretCommand) -> anyhow::Result<()> {
+    use jupyter_mcp_server::secrets::{SecretStore, read_value};
+    use std::io::IsTerminal as _;
+    match command {
+        SecretCommand::Set(args) => {
+            let store = SecretStore::at(args.file.secrets_file)?;
+            jupyter_mcp_server::secrets::check_name(&args.name)?;
+            let stdin = std::io::stdin();
+            let on_terminal = stdin.is_terminal();
+            let value = read_value(&mut stdin.lock(), on_terminal)
+                .with_context(|| format!("secret set {} failed", args.name))?;
+            store
+                .set(&args.name, &value)
+                .with_context(|| format!("secret set {} failed", args.name))?;
+            eprintln!(
+                "secret {} set in {}; grant it to an extension as secret:{}",
+                args.name,
+                store.path().display(),
+                args.name
+            );
+        }
+        SecretCommand::List(file) => {
+            let store = SecretStore::at(file.secrets_file)?;
+            for name in store.names().context("secret list failed")? {
+                println!("{name}");
+            }
+        }
+        SecretCommand::Rm(args) => {
+            let store = SecretStore::at(args.file.secrets_file)?;
+            store
+                .remove(&args.name)
+                .with_context(|| format!("secret rm {} failed", args.name))?;
+            eprintln!(
+                "secret {} removed from {}",
+                args.name,
+                store.path().display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `grant` / `revoke`: one change of an extension's policy on a running server.

@@ -42,6 +42,38 @@ pub enum Command {
     /// Work with WebAssembly extensions without starting the server.
     #[command(subcommand)]
     Extension(ExtensionCommand),
+    /// Keep secrets for extensions (granted to one as `secret:NAME`) in a file only this user
+    /// can read; a running server sees a change at the extension's next call.
+    #[command(subcommand)]
+    Secret(SecretCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SecretCommand {
+    /// Set (or replace) a secret. Its value is read from standard input, never the command
+    /// line: `printf %s "$TOKEN" | jupyter-mcp-server secret set NAME`, or typed at the prompt.
+    Set(SecretNameArgs),
+    /// List the secrets' names (never their values).
+    List(SecretFileArgs),
+    /// Remove a secret.
+    Rm(SecretNameArgs),
+}
+
+/// Where the secrets are kept.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SecretFileArgs {
+    /// The secrets file (default `$XDG_CONFIG_HOME/jupyter-mcp-server/secrets.json`, else
+    /// `~/.config/jupyter-mcp-server/secrets.json`); created 0600 in a 0700 folder.
+    #[arg(long, env = "JUPYTER_MCP_SECRETS_FILE", value_name = "PATH")]
+    pub secrets_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SecretNameArgs {
+    /// The secret's name (letters, digits, '_', '-', '.'), as in the grant `secret:NAME`.
+    pub name: String,
+    #[command(flatten)]
+    pub file: SecretFileArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -188,6 +220,10 @@ pub struct StartArgs {
     /// `[[extension]]` entries (see README).
     #[arg(long, env = "JUPYTER_MCP_CONFIG")]
     pub config: Option<PathBuf>,
+
+    /// Where extensions' secrets are read from (`jupyter-mcp-server secret set`).
+    #[command(flatten)]
+    pub secrets: SecretFileArgs,
 
     /// Load this WebAssembly component (hook handler or extension): a .wasm file or
     /// oci://REGISTRY/REPO:TAG (or @sha256:DIGEST); repeatable. Also JUPYTER_MCP_EXTENSIONS

@@ -16,6 +16,9 @@ pub struct WasmConfig {
     pub extensions: Vec<ExtensionConfig>,
     /// Where components come from besides the entries: registries, signatures, a watched folder.
     pub sources: ExtensionSources,
+    /// The operator's secrets (`secret set`), which guests granted `secret:NAME` may read;
+    /// `None` when there is no place for them (no HOME and no `--secrets-file`).
+    pub secrets: Option<crate::secrets::SecretStore>,
 }
 
 /// Components from registries and a watched folder, and whose signatures they must carry.
@@ -124,6 +127,7 @@ impl CompileArgs {
             cache_dir: file.cache_dir,
             extensions,
             sources: file.sources,
+            secrets: None,
         })
     }
 }

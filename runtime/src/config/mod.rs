@@ -19,8 +19,8 @@ use crate::jupyter::hub::HubEndpoints;
 
 pub use cli::{
     Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionAddArgs, ExtensionCommand,
-    ExtensionNameArgs, GrantArgs, PolicyArgs, PythonServerArgs, RemoteArgs, StartArgs, StopArgs,
-    Transport, parse_bool,
+    ExtensionNameArgs, GrantArgs, PolicyArgs, PythonServerArgs, RemoteArgs, SecretCommand,
+    SecretFileArgs, SecretNameArgs, StartArgs, StopArgs, Transport, parse_bool,
 };
 pub use extensions::{ExtensionConfig, ExtensionSources, GuestLimits, WasmConfig, is_oci};
 pub use file::ExtensionEntry;
@@ -409,6 +409,9 @@ impl Config {
                     extensions_dir: args.extensions_dir,
                     ..file.sources
                 },
+                // No place for secrets (no HOME) is not a reason to refuse a start: a guest
+                // asking for one is told where to put it.
+                secrets: crate::secrets::SecretStore::at(args.secrets.secrets_file).ok(),
             },
             max_file_bytes: args.max_file_bytes,
             toolset: ToolSelection {
