@@ -178,7 +178,7 @@ async def test_a_write_with_a_stale_version_changes_nothing(jupyter_server, back
 async def test_a_person_typing_in_jupyterlab_is_never_overwritten_by_a_stale_write(tmp_path):
     """The person is JupyterLab in headless Chromium. They retype cell 0 after the agent read it;
     the agent's overwrite with the version it read is refused, and the person's text stays, on
-    screen and on disk."""
+    screen and on disk. The person sees the agent's cursor in the cell it works on."""
     import json
     import os
     import shutil
@@ -229,6 +229,14 @@ async def test_a_person_typing_in_jupyterlab_is_never_overwritten_by_a_stale_wri
             on_disk = await eventually(lambda: (s := disk_sources(lab, path)) and typed in s[0] and s, 30,
                                        "the person's text saved")
             assert "the agent" not in on_disk[0], on_disk
+            # The agent's own awareness: the person sees its cursor (in its colour) in the cell it
+            # works on, and it follows the agent to the next one.
+            await call(agent, "overwrite_cell_source", cell_index=1, cell_source="y = 3")
+            person(cursor="rgb(124, 77, 255)", cell=1)
+            fresh = (await call(agent, "read_cell", cell_index=0)).meta[META + "cell_version"]
+            await call(agent, "overwrite_cell_source", cell_index=0, cell_source=typed + "  # seen",
+                       expected_version=fresh)
+            person(cursor="rgb(124, 77, 255)", cell=0)
     finally:
         if page is not None:
             try:

@@ -3,6 +3,8 @@
 // JSON command a line from stdin and prints "done" or "failed: why" for each:
 //   {"type": TEXT, "cell": N}   replaces cell N's text by typing, as a person does
 //   {"shows": TEXT, "cell": N}  waits (no reload) until cell N shows TEXT
+//   {"cursor": COLOR, "cell": N} waits until cell N's editor draws a collaborator's cursor in
+//                                COLOR (an rgb() string), and no other cell does
 // Saves a screenshot when stdin closes, and exits 0 if every command was done.
 const { openPage } = require("./chromium.cjs");
 const readline = require("node:readline");
@@ -24,6 +26,13 @@ async function main() {
           await editor.click();
           await page.keyboard.press("Control+A");
           await page.keyboard.type(command.type);
+        } else if (command.cursor !== undefined) {
+          await page.waitForFunction(([n, color]) => {
+            const cells = [...document.querySelectorAll(".jp-Notebook .jp-Cell")];
+            const drawn = (cell) => [...cell.querySelectorAll(".jp-remote-cursor")]
+              .some((c) => getComputedStyle(c).borderLeftColor === color);
+            return cells[n] && drawn(cells[n]) && cells.every((cell, i) => i === n || !drawn(cell));
+          }, [command.cell, command.cursor], { timeout: 30_000, polling: 100 });
         } else {
           await page.waitForFunction(([n, text]) => {
             const cell = document.querySelectorAll(".jp-Notebook .jp-Cell")[n];

@@ -206,6 +206,26 @@ impl YNotebook {
         }
     }
 
+    /// A cursor at the end of a cell's source, as y-protocols awareness states carry one (a Y.js
+    /// relative position in JSON, every field present, as JupyterLab's peers send it). Scoped to
+    /// the source's text itself, so it stays at the end whatever is typed before it.
+    pub fn end_of_source(&self, cell_id: &str) -> Option<Value> {
+        let txn = self.doc.transact();
+        let (_, cell) = self.find(&txn, cell_id)?;
+        let Some(Out::YText(text)) = cell.get(&txn, "source") else {
+            return None;
+        };
+        let branch: &yrs::branch::Branch = text.as_ref();
+        let (scope, tname) = match branch.id() {
+            yrs::branch::BranchID::Nested(id) => (
+                serde_json::json!({ "client": id.client, "clock": id.clock }),
+                Value::Null,
+            ),
+            yrs::branch::BranchID::Root(name) => (Value::Null, Value::from(&*name)),
+        };
+        Some(serde_json::json!({ "type": scope, "tname": tname, "item": null, "assoc": 0 }))
+    }
+
     fn find<T: ReadTxn>(&self, txn: &T, cell_id: &str) -> Option<(u32, MapRef)> {
         self.cells
             .iter(txn)

@@ -214,6 +214,14 @@ impl LiveDocument {
             }
         };
         let proof = link.send_update(update);
+        // The room's people see our cursor in the cell we just worked on.
+        if let Some(cell_id) = worked_on(&edits, &next) {
+            link.focus.send_if_modified(|focus| {
+                let changed = focus.as_deref() != Some(cell_id);
+                *focus = Some(cell_id.to_owned());
+                changed
+            });
+        }
         let mut journal = self.journal();
         journal.settle(link.answered());
         journal.record(&base, &edits, proof);
@@ -244,6 +252,22 @@ impl LiveDocument {
             .lock()
             .expect("the journal lock is never poisoned")
     }
+}
+
+/// The cell a batch of edits worked on last, if it is still there (a deleted one is no place for
+/// a cursor).
+fn worked_on<'e>(edits: &'e [Edit], next: &Notebook) -> Option<&'e str> {
+    edits.iter().rev().find_map(|edit| {
+        let id = match edit {
+            Edit::Insert { cell, .. } => cell.id.as_str(),
+            Edit::SetSource { cell_id, .. }
+            | Edit::Move { cell_id, .. }
+            | Edit::SetOutputs { cell_id, .. }
+            | Edit::SetRunning { cell_id, .. } => cell_id.as_str(),
+            _ => return None,
+        };
+        next.cells.iter().any(|c| c.id == id).then_some(id)
+    })
 }
 
 impl Document for LiveDocument {

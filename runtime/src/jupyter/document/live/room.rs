@@ -27,9 +27,11 @@ const JOIN_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often our awareness state is sent again (y-protocols peers drop states older than 30 s).
 const AWARENESS_RENEWAL: Duration = Duration::from_secs(15);
 
-/// Who we are in JupyterLab's list of collaborators.
-fn agent_awareness() -> Value {
-    serde_json::json!({
+/// Who we are in JupyterLab's list of collaborators, and the cell we work on: JupyterLab draws a
+/// peer's `cursors` in the cell editor they point into, in the peer's colour and with its name on
+/// hover; `jupyter_mcp.cell_id` says the same to clients that read it.
+fn agent_awareness(focus: Option<(&str, Value)>) -> Value {
+    let mut state = serde_json::json!({
         "user": {
             "username": "jupyter-mcp-server",
             "name": "AI agent (jupyter-mcp-server)",
@@ -37,7 +39,14 @@ fn agent_awareness() -> Value {
             "initials": "AI",
             "color": "#7c4dff",
         }
-    })
+    });
+    if let Some((cell_id, cursor)) = focus {
+        state["cursors"] = serde_json::json!([
+            { "anchor": cursor, "head": cursor, "primary": true, "empty": true }
+        ]);
+        state["jupyter_mcp"] = serde_json::json!({ "cell_id": cell_id });
+    }
+    state
 }
 
 /// One connection to the room: its document and the task that owns the socket.
@@ -52,6 +61,8 @@ pub(super) struct Link {
     /// The room's latest answer to a save request, and how many we have sent.
     pub(super) saves: watch::Receiver<Option<SaveReply>>,
     pub(super) saves_asked: u64,
+    /// The cell we last worked on, shown to the room's people as our cursor.
+    pub(super) focus: watch::Sender<Option<String>>,
 }
 
 impl Link {
@@ -122,6 +133,7 @@ pub(super) async fn join(
         let (answers_tx, mut answers) = watch::channel(0u64);
         let (closed_tx, closed) = watch::channel(None);
         let (saves_tx, saves) = watch::channel(None);
+        let (focus, focus_rx) = watch::channel(None);
         let room = Room {
             notebook: notebook.clone(),
             answers: answers_tx,
@@ -129,6 +141,7 @@ pub(super) async fn join(
             saves: saves_tx,
             path: path.to_owned(),
             people: people.clone(),
+            focus: focus_rx,
         };
         tokio::spawn(room.run(socket, queued));
         let mut closed_rx = closed.clone();
@@ -147,6 +160,7 @@ pub(super) async fn join(
             closed,
             saves,
             saves_asked: 0,
+            focus,
         })
     };
     tokio::time::timeout(JOIN_TIMEOUT, attempt)
@@ -175,6 +189,7 @@ struct Room {
     saves: watch::Sender<Option<SaveReply>>,
     path: String,
     people: SharedPeople,
+    focus: watch::Receiver<Option<String>>,
 }
 
 impl Room {
@@ -185,14 +200,18 @@ impl Room {
             let awareness = Awareness::new(notebook.doc().clone());
             (step1.encode_v1(), awareness)
         };
-        let _ = awareness.set_local_state(agent_awareness());
+        let _ = awareness.set_local_state(self.awareness_state());
         let mut greeting = vec![hello];
         if let Ok(update) = awareness.update() {
             greeting.push(Message::Awareness(update).encode_v1());
         }
         let reason = match self.greet(&mut socket, greeting).await {
             Err(e) => e,
-            Ok(()) => self.serve(&mut socket, &mut queued, &mut awareness).await,
+            Ok(()) => {
+                let mut focus = self.focus.clone();
+                self.serve(&mut socket, &mut queued, &mut awareness, &mut focus)
+                    .await
+            }
         };
         tracing::debug!("left the collaboration room of '{}': {reason}", self.path);
         let _ = socket.close(None).await;
@@ -209,13 +228,45 @@ impl Room {
         Ok(())
     }
 
+    /// Our awareness state now: who we are and, when we have one, the cell we work on.
+    fn awareness_state(&self) -> Value {
+        let cell_id = self.focus.borrow().clone();
+        let focus = cell_id.and_then(|id| {
+            let cursor = self.lock().end_of_source(&id)?;
+            Some((id, cursor))
+        });
+        agent_awareness(
+            focus
+                .as_ref()
+                .map(|(id, cursor)| (id.as_str(), cursor.clone())),
+        )
+    }
+
+    async fn send_awareness(
+        &self,
+        socket: &mut JupyterSocket,
+        awareness: &mut Awareness,
+    ) -> Result<(), String> {
+        let _ = awareness.set_local_state(self.awareness_state());
+        if let Ok(update) = awareness.update() {
+            let frame = Message::Awareness(update).encode_v1();
+            socket
+                .send(Frame::Binary(frame.into()))
+                .await
+                .map_err(|e| format!("sending failed: {e}"))?;
+        }
+        Ok(())
+    }
+
     /// Relays until the socket ends (returns why) or we leave (all senders dropped).
     async fn serve(
         &self,
         socket: &mut JupyterSocket,
         queued: &mut mpsc::UnboundedReceiver<Vec<u8>>,
         awareness: &mut Awareness,
+        focus: &mut watch::Receiver<Option<String>>,
     ) -> String {
+        let mut focus_open = true;
         let mut renew = tokio::time::interval_at(
             tokio::time::Instant::now() + AWARENESS_RENEWAL,
             AWARENESS_RENEWAL,
@@ -226,14 +277,18 @@ impl Room {
                 biased;
                 _ = renew.tick() => {
                     // Peers forget a collaborator not heard from in 30 s.
-                    let _ = awareness.set_local_state(agent_awareness());
-                    if let Ok(update) = awareness.update() {
-                        let frame = Message::Awareness(update).encode_v1();
-                        if let Err(e) = socket.send(Frame::Binary(frame.into())).await {
-                            return format!("sending failed: {e}");
-                        }
+                    if let Err(e) = self.send_awareness(socket, awareness).await {
+                        return e;
                     }
                 }
+                changed = focus.changed(), if focus_open => match changed {
+                    Ok(()) => {
+                        if let Err(e) = self.send_awareness(socket, awareness).await {
+                            return e;
+                        }
+                    }
+                    Err(_) => focus_open = false,
+                },
                 out = queued.recv() => match out {
                     Some(frame) => {
                         if let Err(e) = socket.send(Frame::Binary(frame.into())).await {
