@@ -17,6 +17,7 @@ pub mod private_file;
 pub mod secrets;
 pub mod startup;
 pub mod tools;
+pub mod user_dirs;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 

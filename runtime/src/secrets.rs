@@ -85,15 +85,7 @@ impl SecretStore {
 
     /// `$XDG_CONFIG_HOME/jupyter-mcp-server/secrets.json`, else `~/.config/…`.
     pub fn default_path() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|h| PathBuf::from(h).join(".config"))
-            })?;
-        Some(base.join("jupyter-mcp-server").join("secrets.json"))
+        crate::user_dirs::config().map(|dir| dir.join("secrets.json"))
     }
 
     pub fn path(&self) -> &Path {

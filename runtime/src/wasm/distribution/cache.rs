@@ -96,15 +96,7 @@ impl CompileCache {
 
     /// `$XDG_CACHE_HOME/jupyter-mcp-server/wasm`, else `~/.cache/...`; never a shared directory.
     pub fn default_dir() -> Option<PathBuf> {
-        let base = std::env::var_os("XDG_CACHE_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|h| PathBuf::from(h).join(".cache"))
-            })?;
-        Some(base.join("jupyter-mcp-server").join("wasm"))
+        crate::user_dirs::cache().map(|dir| dir.join("wasm"))
     }
 
     fn key(engine: &Engine, bytes: &[u8]) -> String {

@@ -1,0 +1,32 @@
+//! The user's own folders as the XDG base-directory spec names them: the variable when it is set
+//! and not empty, else its default under HOME. `None` when neither is set (a service with no
+//! HOME): callers then say where to point instead of guessing a shared place.
+
+use std::path::PathBuf;
+
+/// `$VAR`, else `$HOME/home_default` (e.g. `XDG_CACHE_HOME`, `.cache`).
+pub fn base(var: &str, home_default: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(home_default))
+        })
+}
+
+/// `jupyter-mcp-server`'s folder under `$XDG_CONFIG_HOME` (else `~/.config`).
+pub fn config() -> Option<PathBuf> {
+    base("XDG_CONFIG_HOME", ".config").map(|b| b.join("jupyter-mcp-server"))
+}
+
+/// `jupyter-mcp-server`'s folder under `$XDG_CACHE_HOME` (else `~/.cache`).
+pub fn cache() -> Option<PathBuf> {
+    base("XDG_CACHE_HOME", ".cache").map(|b| b.join("jupyter-mcp-server"))
+}
+
+/// `jupyter-mcp-server`'s folder under `$XDG_STATE_HOME` (else `~/.local/state`).
+pub fn state() -> Option<PathBuf> {
+    base("XDG_STATE_HOME", ".local/state").map(|b| b.join("jupyter-mcp-server"))
+}
