@@ -11,7 +11,6 @@ such argument). Not a test: it measures. Usage: tests/bench/run coedit [--rounds
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import random
@@ -23,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import common  # noqa: E402
 from harness import start_jupyter, stop_jupyter  # noqa: E402
 from jupyter_nbmodel_client import NbModelClient, get_jupyter_notebook_websocket_url  # noqa: E402
 from mcp import Client  # noqa: E402
@@ -105,22 +105,20 @@ async def race(command: str, args: list[str], jupyter, path: str, rounds: int, w
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"))
-    parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"))
     opts = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-coedit-"))
     jupyter = start_jupyter(tmp)
     try:
-        connect = ["--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token]
+        connect = common.connect(jupyter)
         agents = [
             ("ours, expected_version", opts.ours, ["start", *connect, "--document-backend", "live"], True),
             ("ours, no version", opts.ours, ["start", *connect, "--document-backend", "live"], False),
         ]
-        if opts.upstream and Path(opts.upstream).exists():
+        if common.upstream(opts):
             agents.append(("Python server 2.2.4", opts.upstream, ["start", "--transport", "stdio", *connect], False))
         else:
             print("Python server not found (UPSTREAM_JUPYTER_MCP_SERVER); its row is left out", file=sys.stderr)

@@ -7,7 +7,6 @@ nothing; it measures. Usage: tests/bench/run [--calls N] [--upstream-calls N]
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shutil
@@ -19,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import common  # noqa: E402
 from harness import start_jupyter  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
@@ -64,12 +64,9 @@ async def mcp_round_trips(command: str, args: list[str], calls: int, env: dict[s
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--upstream-calls", type=int, default=10)
-    parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"))
-    parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"),
-                        help="the Python server's jupyter-mcp-server command (skipped if absent)")
     opts = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-bench-"))
@@ -81,10 +78,10 @@ def main() -> None:
         plain = raw_round_trips(jupyter, max(10, opts.calls // 4), quickack=False)
         rows.append(("raw kernel websocket, plain client", plain))
         env = dict(os.environ, RUST_LOG="warn")
-        connect = ["--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token]
+        connect = common.connect(jupyter)
         ours = asyncio.run(mcp_round_trips(opts.ours, ["start", *connect], opts.calls, env))
         rows.append(("jupyter-mcp-server (Rust), MCP stdio", ours))
-        if opts.upstream and Path(opts.upstream).exists():
+        if common.upstream(opts):
             upstream = asyncio.run(mcp_round_trips(
                 opts.upstream, ["start", "--transport", "stdio", *connect], opts.upstream_calls, env))
             rows.append(("jupyter-mcp-server 2.2.4 (Python), MCP stdio", upstream))

@@ -10,7 +10,6 @@ Usage: tests/bench/run gateway [--calls N] [--upstream-calls N]
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shutil
@@ -23,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateways import start_enterprise_gateway, start_jupyter_on_gateway, start_kernel_gateway  # noqa: E402
+import common  # noqa: E402
 from harness import start_jupyter, stop_jupyter  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
@@ -58,11 +58,9 @@ async def bounded(measuring):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--upstream-calls", type=int, default=10)
-    parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"))
-    parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"))
     opts = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-bench-gw-"))
@@ -94,7 +92,7 @@ def main() -> None:
             ours = asyncio.run(bounded(measure(opts.ours, ["start", *args], env, opts.calls)))
             print(f"{name}: ours measured", file=sys.stderr, flush=True)
             upstream = None
-            if opts.upstream and Path(opts.upstream).exists():
+            if common.upstream(opts):
                 try:
                     upstream = asyncio.run(bounded(measure(
                         opts.upstream, ["start", "--transport", "stdio", *args], env, opts.upstream_calls)))

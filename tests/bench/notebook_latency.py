@@ -11,7 +11,6 @@ only through collaboration rooms). Not a test: it measures. Usage: tests/bench/r
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from execute_latency import summary  # noqa: E402
+import common  # noqa: E402
 from harness import start_jupyter  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
@@ -171,12 +171,10 @@ async def measure_agent_session(command: str, args: list[str], env: dict, runs: 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = common.parser(__doc__)
     parser.add_argument("--calls", type=int, default=30)
     parser.add_argument("--upstream-calls", type=int, default=10)
     parser.add_argument("--sessions", type=int, default=5, help="agent sessions per configuration")
-    parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"))
-    parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"))
     opts = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-nbbench-"))
@@ -187,7 +185,7 @@ def main() -> None:
             write_notebook(jupyter.root / f"big-{tag}.ipynb", big)
             write_notebook(jupyter.root / f"small-{tag}.ipynb", ["1 + 1"])
         env = dict(os.environ, RUST_LOG="warn")
-        connect = ["--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token]
+        connect = common.connect(jupyter)
         floor = ContentsFloor(jupyter, "small-file.ipynb", "floor-copy.ipynb")
         ours = {
             backend: asyncio.run(measure(opts.ours, ["start", *connect, "--document-backend", backend], env,
@@ -202,7 +200,7 @@ def main() -> None:
                 opts.ours, ["start", *connect], env, opts.sessions, "cold", False)),
         }
         theirs = None
-        if opts.upstream and Path(opts.upstream).exists():
+        if common.upstream(opts):
             theirs = asyncio.run(measure(opts.upstream, ["start", "--transport", "stdio", *connect], env,
                                          opts.upstream_calls, "py"))
             sessions["Python server 2.2.4"] = asyncio.run(measure_agent_session(

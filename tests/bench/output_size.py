@@ -13,7 +13,6 @@ Usage: tests/bench/run output-size
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import io
@@ -26,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import common  # noqa: E402
 from harness import start_jupyter  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
@@ -93,9 +93,7 @@ async def session(command: str, args: list[str], env: dict, tag: str) -> list[tu
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"))
-    parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"))
+    parser = common.parser(__doc__)
     opts = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-sizebench-"))
@@ -104,11 +102,11 @@ def main() -> None:
         for tag in ("ours", "full", "py"):
             chapter(jupyter.root / f"chapter-{tag}.ipynb")
         env = dict(os.environ, RUST_LOG="warn")
-        connect = ["--jupyter-url", jupyter.url, "--jupyter-token", jupyter.token]
+        connect = common.connect(jupyter)
         ours = asyncio.run(session(opts.ours, ["start", *connect], env, "ours"))
         full = asyncio.run(session(opts.ours, ["start", *connect, "--capability", "output.compact=off"], env, "full"))
         theirs = None
-        if opts.upstream and Path(opts.upstream).exists():
+        if common.upstream(opts):
             theirs = asyncio.run(session(opts.upstream, ["start", "--transport", "stdio", *connect], env, "py"))
         else:
             print("(Python server not given: set UPSTREAM_JUPYTER_MCP_SERVER or use tests/bench/run)")
