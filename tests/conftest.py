@@ -95,6 +95,9 @@ def anyio_backend():
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("RUST_LOG", "jupyter_mcp_server=debug,warn")
+    # Each server its own execution store: never the user's, and never one another's (a store
+    # is one process's; a second server on it would keep its records in memory only).
+    env.setdefault("JUPYTER_MCP_STATE_DIR", tempfile.mkdtemp(prefix="jmcp-state-"))
     env.update(extra or {})
     return env
 

@@ -253,7 +253,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tools.select_pending(&config.toolset.only, &exclude);
     }
     let tools = Arc::new(tools);
-    let settings = domain::Settings::of(&config);
+    let mut settings = domain::Settings::of(&config);
+    let store = config.state.clone().and_then(open_store);
+    settings.store = store.clone().map(domain::executions::store::Scope::server);
     let hub = hub.map(|endpoints| {
         tracing::info!(
             "Hub mode: serving every user of the JupyterHub at {}",
@@ -309,6 +311,14 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     #[cfg(feature = "wasm")]
     if let Some(dir) = config.wasm.sources.extensions_dir.clone() {
         wasm::watch_folder(dir, extensions.clone());
+    }
+    if let Some(store) = store {
+        // Before anything else connects to a kernel: the Jupyter Server drops a closed socket's
+        // kept messages once another session connects.
+        if state.hub.is_none() {
+            domain.resume_executions().await;
+        }
+        keep_pruning(store);
     }
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
@@ -400,6 +410,46 @@ async fn pull_components(
     }
     wasm_config.extensions = kept;
     pulled
+}
+
+/// The execution store, or none (memory only) when it cannot be used; the reason is logged.
+fn open_store(settings: config::StateSettings) -> Option<Arc<domain::executions::store::Store>> {
+    let dir = settings.dir.display().to_string();
+    match domain::executions::store::Store::open(settings) {
+        Ok(store) => {
+            tracing::info!("execution records are kept in {}", store.path().display());
+            Some(Arc::new(store))
+        }
+        Err(e) => {
+            tracing::warn!(
+                "{e}; execution records are kept in memory only, so a restart forgets them \
+                 (the state directory was {dir})"
+            );
+            None
+        }
+    }
+}
+
+/// How often the execution store is pruned (retention and size) while the server runs.
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
+
+fn keep_pruning(store: Arc<domain::executions::store::Store>) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(PRUNE_EVERY);
+        every.tick().await; // opening pruned it
+        loop {
+            every.tick().await;
+            let store = store.clone();
+            let pruned =
+                tokio::task::spawn_blocking(move || store.prune(std::time::SystemTime::now()))
+                    .await;
+            match pruned {
+                Ok(Ok(pruned)) => tracing::debug!(?pruned, "execution store pruned"),
+                Ok(Err(e)) => tracing::warn!("could not prune the execution store: {e}"),
+                Err(e) => tracing::warn!("the execution store's pruning failed: {e}"),
+            }
+        }
+    });
 }
 
 /// Resolves only when the guests have all loaded and the operator's settings name something

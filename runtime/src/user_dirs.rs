@@ -1,16 +1,26 @@
 //! The user's own folders as the XDG base-directory spec names them: the variable when it is set
-//! and not empty, else its default under HOME. `None` when neither is set (a service with no
+//! to an absolute path, else its default under HOME. `None` when neither is set (a service with no
 //! HOME): callers then say where to point instead of guessing a shared place.
 
 use std::path::PathBuf;
 
 /// `$VAR`, else `$HOME/home_default` (e.g. `XDG_CACHE_HOME`, `.cache`).
 pub fn base(var: &str, home_default: &str) -> Option<PathBuf> {
-    std::env::var_os(var)
-        .filter(|v| !v.is_empty())
+    base_in(&|key| std::env::var(key).ok(), var, home_default)
+}
+
+/// [`base`] with the environment given (for tests and resolved configs). A relative `$VAR` is
+/// ignored, as the XDG spec says.
+pub fn base_in(
+    env: &impl Fn(&str) -> Option<String>,
+    var: &str,
+    home_default: &str,
+) -> Option<PathBuf> {
+    env(var)
+        .filter(|v| v.starts_with('/'))
         .map(PathBuf::from)
         .or_else(|| {
-            std::env::var_os("HOME")
+            env("HOME")
                 .filter(|v| !v.is_empty())
                 .map(|h| PathBuf::from(h).join(home_default))
         })

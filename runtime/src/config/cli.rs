@@ -295,6 +295,21 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_MAX_FILE_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_file_bytes: u64,
 
+    /// Where execution records outlive a restart: a private (0700) directory holding
+    /// executions.redb; `none` keeps them in memory only [default:
+    /// $XDG_STATE_HOME/jupyter-mcp-server, else ~/.local/state/jupyter-mcp-server].
+    #[arg(long, env = "JUPYTER_MCP_STATE_DIR", value_name = "DIR|none")]
+    pub state_dir: Option<PathBuf>,
+
+    /// How long an ended execution stays answerable (get_execution, list_executions,
+    /// idempotency keys): a number with s, m, h or d (24h, 90m, 3600s).
+    #[arg(long, env = "JUPYTER_MCP_EXECUTION_RETENTION", value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]
+    pub execution_retention: std::time::Duration,
+
+    /// The most the execution store may hold, in MiB; past it the oldest ended records go first.
+    #[arg(long, env = "JUPYTER_MCP_STATE_MAX_MB", value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub state_max_mb: u64,
+
     /// Expose only these tools (names, or the toolset `notebooks` for every core tool);
     /// extension tools count. An unknown name stops the server.
     #[arg(
@@ -439,6 +454,52 @@ pub struct PolicyArgs {
 }
 
 /// Booleans as the Python server reads them.
+/// A duration as people write it: a number and a unit (`s`, `m`, `h`, `d`; bare: seconds),
+/// more than zero.
+pub fn parse_duration(value: &str) -> Result<std::time::Duration, String> {
+    let value = value.trim();
+    let split = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(value.len());
+    let (number, unit) = value.split_at(split);
+    let unit_secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" => 1.0,
+        "m" | "min" | "mins" => 60.0,
+        "h" | "hour" | "hours" => 3600.0,
+        "d" | "day" | "days" => 86_400.0,
+        other => {
+            return Err(format!(
+                "unknown unit {other:?} in {value:?}: write a number with s, m, h or d (24h, 90m, \
+                 3600s)"
+            ));
+        }
+    };
+    let number: f64 = number.parse().map_err(|_| {
+        format!("{value:?} is not a duration: write a number with s, m, h or d (24h, 90m, 3600s)")
+    })?;
+    let secs = number * unit_secs;
+    if !(secs.is_finite() && secs > 0.0 && secs <= 100.0 * 365.0 * 86_400.0) {
+        return Err(format!(
+            "{value:?} must be more than zero and at most 100 years"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// A duration as [`parse_duration`] reads it, in the largest whole unit.
+pub fn humane_duration(duration: std::time::Duration) -> String {
+    let secs = duration.as_secs();
+    if duration.subsec_nanos() != 0 || secs == 0 {
+        return format!("{:.3}s", duration.as_secs_f64());
+    }
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if secs.is_multiple_of(size) {
+            return format!("{}{unit}", secs / size);
+        }
+    }
+    format!("{secs}s")
+}
+
 pub fn parse_bool(value: &str) -> Result<bool, String> {
     match value.trim().to_ascii_lowercase().as_str() {
         "1" | "true" | "t" | "yes" | "y" | "on" => Ok(true),

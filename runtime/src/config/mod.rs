@@ -20,7 +20,8 @@ use crate::jupyter::hub::HubEndpoints;
 pub use cli::{
     Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionAddArgs, ExtensionCommand,
     ExtensionNameArgs, GrantArgs, PolicyArgs, PythonServerArgs, RemoteArgs, SecretCommand,
-    SecretFileArgs, SecretNameArgs, StartArgs, StopArgs, Transport, parse_bool,
+    SecretFileArgs, SecretNameArgs, StartArgs, StopArgs, Transport, humane_duration, parse_bool,
+    parse_duration,
 };
 pub use extensions::{ExtensionConfig, ExtensionSources, GuestLimits, WasmConfig, is_oci};
 pub use file::ExtensionEntry;
@@ -73,6 +74,26 @@ pub struct Config {
     pub kernel_start: crate::jupyter::rest::KernelStart,
     /// Which code needs a person's yes while `execution.confirm` is on (`[execution_confirm]`).
     pub confirm: crate::confirm::Rules,
+    /// Where execution records outlive a restart (`--state-dir`; `None`: memory only).
+    pub state: Option<StateSettings>,
+}
+
+/// The execution store's place and bounds (`--state-dir`, `--execution-retention`,
+/// `--state-max-mb`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateSettings {
+    pub dir: PathBuf,
+    pub retention: Duration,
+    pub max_bytes: u64,
+}
+
+/// `--state-dir` resolved: `none` turns the store off; unset, the user's state directory
+/// (`$XDG_STATE_HOME`, else `~/.local/state`), or none when neither is known.
+fn state_dir(given: Option<PathBuf>, env: &impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(dir) = given {
+        return (dir.as_os_str() != "none").then_some(dir);
+    }
+    crate::user_dirs::base_in(env, "XDG_STATE_HOME", ".local/state").map(|b| b.join("jupyter-mcp-server"))
 }
 
 /// `--kernel-env` and `kernel_env` entries (the file's first, so the command line wins):
@@ -420,6 +441,11 @@ impl Config {
             },
             prewarm: file.prewarm,
             confirm: file.confirm,
+            state: state_dir(args.state_dir, &env).map(|dir| StateSettings {
+                dir,
+                retention: args.execution_retention,
+                max_bytes: args.state_max_mb << 20,
+            }),
             kernel_start: crate::jupyter::rest::KernelStart {
                 timeout: Duration::from_secs(args.kernel_start_timeout),
                 env: kernel_env(file.kernel_env.into_iter().chain(args.kernel_env), &env)?,

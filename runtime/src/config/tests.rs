@@ -342,3 +342,95 @@ fn execution_confirm_rules_from_the_file() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn the_state_dir_defaults_to_the_users_state_directory_and_can_be_turned_off() {
+    let home = |name: &str| (name == "HOME").then(|| "/home/ann".to_owned());
+    let state = Config::from_args_and_env(start_args(&[]), home)
+        .unwrap()
+        .state
+        .expect("on by default");
+    assert_eq!(
+        state.dir,
+        PathBuf::from("/home/ann/.local/state/jupyter-mcp-server")
+    );
+    assert_eq!(state.retention, Duration::from_secs(24 * 3600));
+    assert_eq!(state.max_bytes, 256 << 20);
+
+    let xdg = |name: &str| match name {
+        "XDG_STATE_HOME" => Some("/var/ann-state".to_owned()),
+        "HOME" => Some("/home/ann".to_owned()),
+        _ => None,
+    };
+    let state = Config::from_args_and_env(start_args(&[]), xdg)
+        .unwrap()
+        .state
+        .unwrap();
+    assert_eq!(
+        state.dir,
+        PathBuf::from("/var/ann-state/jupyter-mcp-server")
+    );
+    // A relative XDG_STATE_HOME is ignored, as the XDG spec says.
+    let relative = |name: &str| match name {
+        "XDG_STATE_HOME" => Some("state".to_owned()),
+        "HOME" => Some("/home/ann".to_owned()),
+        _ => None,
+    };
+    let state = Config::from_args_and_env(start_args(&[]), relative)
+        .unwrap()
+        .state
+        .unwrap();
+    assert_eq!(
+        state.dir,
+        PathBuf::from("/home/ann/.local/state/jupyter-mcp-server")
+    );
+    assert!(
+        Config::from_args_and_env(start_args(&[]), |_| None)
+            .unwrap()
+            .state
+            .is_none()
+    );
+
+    let given = Config::from_args_and_env(
+        start_args(&[
+            "--state-dir",
+            "/tmp/s",
+            "--execution-retention",
+            "90m",
+            "--state-max-mb",
+            "8",
+        ]),
+        home,
+    )
+    .unwrap()
+    .state
+    .unwrap();
+    assert_eq!(given.dir, PathBuf::from("/tmp/s"));
+    assert_eq!(given.retention, Duration::from_secs(90 * 60));
+    assert_eq!(given.max_bytes, 8 << 20);
+    let off = Config::from_args_and_env(start_args(&["--state-dir", "none"]), home).unwrap();
+    assert!(off.state.is_none());
+}
+
+#[test]
+fn durations_read_as_people_write_them() {
+    assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
+    assert_eq!(parse_duration("90m"), Ok(Duration::from_secs(5400)));
+    assert_eq!(parse_duration("3600s"), Ok(Duration::from_secs(3600)));
+    assert_eq!(parse_duration("3600"), Ok(Duration::from_secs(3600)));
+    assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86_400)));
+    assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+    assert!(parse_duration("0s").unwrap_err().contains("more than zero"));
+    assert!(parse_duration("soon").unwrap_err().contains("24h"));
+    assert!(
+        parse_duration("3 weeks")
+            .unwrap_err()
+            .contains("unknown unit")
+    );
+    assert!(
+        Cli::try_parse_from(["jupyter-mcp-server", "start", "--execution-retention", "x"]).is_err()
+    );
+    for (duration, shown) in [(86_400, "1d"), (5400, "90m"), (7200, "2h"), (61, "61s")] {
+        assert_eq!(humane_duration(Duration::from_secs(duration)), shown);
+    }
+}

@@ -27,6 +27,7 @@ pub use crate::jupyter::notebook::multiline_text;
 use crate::jupyter::notebook::{Cell, CellType};
 
 /// What an execution produced, and the note to show first when a lost kernel was replaced.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Executed {
     pub outcome: ExecutionOutcome,
     pub replaced: Option<String>,

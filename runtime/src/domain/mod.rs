@@ -50,6 +50,8 @@ pub struct Settings {
     pub kernel_start: crate::jupyter::rest::KernelStart,
     /// Which code needs a person's yes while `execution.confirm` is on.
     pub confirm: crate::confirm::Rules,
+    /// Where execution records outlive the process (`--state-dir`), if anywhere.
+    pub store: Option<executions::store::Scope>,
 }
 
 impl Settings {
@@ -63,13 +65,14 @@ impl Settings {
             prewarm: config.prewarm,
             kernel_start: config.kernel_start.clone(),
             confirm: config.confirm.clone(),
+            store: None,
         }
     }
 }
 
 /// A failure a caller can act on; its message says what to do next. The kinds a tool shows
 /// alike (as their message) stay apart so a guest's host function can say which it was.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum Error {
     #[error("invalid arguments: {0}")]
     InvalidArguments(String),
@@ -151,6 +154,7 @@ impl Domain {
         hooks: Arc<Hooks>,
     ) -> Arc<Self> {
         let jupyter = jupyter.with_kernel_start(settings.kernel_start.clone());
+        let executions = executions::Executions::new(settings.store.clone());
         Arc::new(Domain {
             settings,
             jupyter: RwLock::new(Arc::new(jupyter)),
@@ -158,7 +162,7 @@ impl Domain {
             capabilities,
             hooks,
             kept_outputs: Default::default(),
-            executions: Default::default(),
+            executions,
         })
     }
 

@@ -135,12 +135,20 @@ impl Users {
             let url = self.hub.server_url(&caller.user, None);
             let rest = JupyterRest::with_auth(url, Auth::Rotating(token.clone()));
             // Nothing is prepared (spare kernels) until their server is known to run.
+            // Each user's execution records apart in the one store.
+            let mut settings = self.settings.clone();
+            settings.store = settings.store.map(|scope| scope.for_user(&caller.user));
             let domain = Domain::detached(
-                self.settings.clone(),
+                settings,
                 Jupyter::new(rest, self.hooks.clone()),
                 self.capabilities.clone(),
                 self.hooks.clone(),
             );
+            // The runs a previous process left for this user: followed again or reported lost.
+            if domain.executions.scope().is_some() {
+                let resuming = domain.clone();
+                tokio::spawn(async move { resuming.resume_executions().await });
+            }
             Arc::new(UserState {
                 domain,
                 token,

@@ -92,6 +92,7 @@ mod tests {
                 prewarm: Default::default(),
                 kernel_start: Default::default(),
                 confirm: Default::default(),
+                store: None,
             },
             Arc::default(),
             Arc::default(),

@@ -41,6 +41,7 @@ where
         Begun::Fresh(execution) => execution,
     };
     request.on_output = Some(execution.output_sink());
+    request.on_sent = Some(execution.sent_sink());
     if !background {
         let result = execution.run_here(run(request)).await;
         return shown(&execution, &result, present);
@@ -148,10 +149,10 @@ async fn get_execution(context: ToolContext, args: GetExecutionArgs) -> ToolResu
     let execution = domain.executions.get(&args.execution_id).ok_or_else(|| {
         ToolError::NotFound(format!(
             "No execution '{}' is known to this server: ids come from execute_code, \
-             execute_cell or insert_execute_code_cell, and only the newest {} are kept while the \
-             server runs. Call list_executions to see them.",
+             execute_cell or insert_execute_code_cell, and they are kept {}. Call \
+             list_executions to see them.",
             args.execution_id,
-            crate::domain::executions::KEPT
+            domain.executions.kept_for()
         ))
     })?;
     let wait = super::seconds(args.wait_seconds).min(domain.settings.execution.max_timeout);

@@ -98,6 +98,7 @@ struct Shared {
 pub struct KernelConnection {
     kernel_id: String,
     session_id: String,
+    v1: bool,
     outgoing: mpsc::UnboundedSender<WireMessage>,
     routes: Routes,
     shared: Arc<Shared>,
@@ -130,6 +131,7 @@ impl KernelConnection {
         start_timeout: Duration,
     ) -> Result<Self, ConnectError> {
         let (socket, session_id) = Socket::open(&rest, kernel_id, start_timeout).await?;
+        let v1 = socket.v1;
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         let routes: Routes = Arc::default();
         let shared = Arc::new(Shared {
@@ -157,6 +159,7 @@ impl KernelConnection {
         Ok(KernelConnection {
             kernel_id: kernel_id.to_owned(),
             session_id,
+            v1,
             outgoing,
             routes,
             shared,
@@ -166,6 +169,15 @@ impl KernelConnection {
 
     pub fn kernel_id(&self) -> &str {
         &self.kernel_id
+    }
+
+    /// The session every socket of this connection is opened under (reconnects keep it).
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn v1(&self) -> bool {
+        self.v1
     }
 
     pub fn liveness(&self) -> Liveness {

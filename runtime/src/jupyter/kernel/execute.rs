@@ -69,6 +69,21 @@ impl OutputCollector {
         false
     }
 
+    /// A collector going on from outputs collected elsewhere (a run resumed by another process):
+    /// later stream text joins theirs, and the budget counts what they hold.
+    pub fn resumed(outputs: Vec<Value>) -> Self {
+        let kept_bytes = outputs
+            .iter()
+            .map(json_bytes)
+            .sum::<usize>()
+            .min(MAX_OUTPUT_BYTES);
+        OutputCollector {
+            outputs,
+            kept_bytes,
+            ..OutputCollector::default()
+        }
+    }
+
     pub fn outputs(&self) -> &[Value] {
         &self.outputs
     }
@@ -252,7 +267,7 @@ fn display_id(content: &Value) -> Option<String> {
 }
 
 /// How an execution ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Completion {
     /// The kernel replied and went idle.
     Finished,
@@ -262,7 +277,7 @@ pub enum Completion {
     Cancelled,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ExecutionOutcome {
     pub outputs: Vec<Value>,
     pub execution_count: Option<i64>,
@@ -293,12 +308,27 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 /// Updates while an execution runs (for writing outputs into a notebook as they arrive).
 pub type OutputSink = Arc<dyn Fn(&[Value], Option<i64>) + Send + Sync>;
 
+/// Where an execute request went: enough for another process to find its messages again (the
+/// Jupyter Server keeps a closed socket's messages for the next socket on the same session).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Sent {
+    pub kernel_id: String,
+    pub session_id: String,
+    pub msg_id: String,
+    /// Whether the socket speaks the v1 protocol (a replay must be asked for on the same one).
+    pub v1: bool,
+}
+
+/// Told once the request is on its way to the kernel.
+pub type SentSink = Arc<dyn Fn(&Sent) + Send + Sync>;
+
 pub struct ExecutionRequest {
     pub code: String,
     pub timeout: Duration,
     pub cancel: CancellationToken,
     pub progress: Option<(Duration, ProgressSink)>,
     pub on_output: Option<OutputSink>,
+    pub on_sent: Option<SentSink>,
     /// A silent request: no execution count, no history, nothing broadcast as a result
     /// (used to look at the kernel without changing what the user sees).
     pub silent: bool,
@@ -316,6 +346,7 @@ impl ExecutionRequest {
             cancel: CancellationToken::new(),
             progress: None,
             on_output: None,
+            on_sent: None,
             silent: false,
             user_expressions: serde_json::Map::new(),
             only_if_idle: false,
@@ -376,6 +407,14 @@ pub(super) async fn run(
         kernel,
         msg_id: &msg_id,
     };
+    if let Some(sink) = &request.on_sent {
+        sink(&Sent {
+            kernel_id: kernel.id().to_owned(),
+            session_id: connection.session_id().to_owned(),
+            msg_id: msg_id.clone(),
+            v1: connection.v1(),
+        });
+    }
 
     let mut collector = OutputCollector::default();
     let mut reply_status: Option<String> = None;

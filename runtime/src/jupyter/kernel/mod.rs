@@ -3,6 +3,7 @@
 pub mod codec;
 pub mod connection;
 pub mod execute;
+pub mod resume;
 mod socket;
 pub mod widgets;
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 pub use connection::{ConnectError, GoneReason, KernelConnection, Liveness};
 pub use execute::{
     Completion, ExecuteError, ExecutionOutcome, ExecutionRequest, OutputSink, Progress,
-    ProgressSink,
+    ProgressSink, Sent, SentSink,
 };
 
 use crate::jupyter::rest::{JupyterRest, RestError};

@@ -16,7 +16,6 @@ use crate::domain::execution::{Completion, Executed, ExecutionRequest};
 use crate::domain::executions::{Execution, NewExecution, Place};
 use crate::domain::notebooks::NotebookInUse;
 use crate::domain::outputs::Output;
-use crate::domain::versions::cell_version;
 use crate::tools::execute::{progress_sink, render_execution};
 use crate::tools::executions::{recorded, repeated};
 use crate::tools::format::{cell_uri, format_secs, full_output_hint};
@@ -256,7 +255,9 @@ pub fn present_cell(
         &full_output_hint(notebook, cell_id),
     ));
     // The version of the source that ran (a cell run is always of a code cell).
-    let ran = Cell::new(CellType::Code, execution.code.clone());
-    let output = output.with_meta("cell_version", json!(cell_version(&ran)));
+    let output = match &execution.cell_version {
+        Some(version) => output.with_meta("cell_version", json!(version)),
+        None => output,
+    };
     Ok(with_cell_id(output, cell_id))
 }

@@ -10,7 +10,7 @@
 
 use std::hash::Hash;
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
@@ -262,28 +262,8 @@ impl Disk {
 /// Creates the cache directory (0700) if needed, checks it is ours alone, and returns the key
 /// kept in it (made on first use).
 fn open_private_dir(dir: &Path) -> Result<[u8; 32], String> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| format!("cannot create it ({e})"))?;
+    private_file::dir(dir, false)?;
     let uid = nix::unistd::Uid::effective().as_raw();
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot inspect it ({e})"))?;
-    if meta.file_type().is_symlink() {
-        return Err("it is a symbolic link".into());
-    }
-    if meta.uid() != uid {
-        return Err(format!(
-            "it belongs to user id {}, not to us ({uid})",
-            meta.uid()
-        ));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "other users may write to it (mode {:o}); `chmod go-w` it",
-            meta.mode() & 0o7777
-        ));
-    }
     let key_path = dir.join(KEY_FILE);
     // Two servers starting at once: one creates the key, the other may find it still empty.
     for _ in 0..50 {

@@ -3,17 +3,24 @@
 //! carry the caller's idempotency key. A background run (`background: true`) is spawned and
 //! answered at once; `get_execution` and `list_executions` read the records.
 //!
-//! The records are kept in memory for now (the newest [`KEPT`] of this domain: the server's, or
-//! in Hub mode one user's); [`Executions`] is the one owner of them, so a store can be put behind
-//! its few methods later. The code itself runs through `execution.rs`'s paths (kernel readiness,
-//! the `execution.confirm` gate, hooks), which this module only wraps.
+//! [`Executions`] is the one owner of the records of a domain (the server's, or in Hub mode one
+//! user's): the newest [`KEPT`] in memory, and with `--state-dir` every one within the retention
+//! in the store (`store.rs`), which its reads fall back to, so an id this server handed out is
+//! answered after a restart too. A run a previous process left running is followed again or
+//! reported lost at start (`resume.rs`). The code itself runs through `execution.rs`'s paths
+//! (kernel readiness, the `execution.confirm` gate, hooks), which this module only wraps.
+
+pub mod resume;
+pub mod store;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -21,13 +28,15 @@ use super::Error;
 use super::execution::{Completion, Executed, PAST_GATE};
 use crate::confirm;
 use crate::hooks::{CALL_SCOPE, CallScope};
-use crate::jupyter::kernel::OutputSink;
+use crate::jupyter::kernel::{OutputSink, Sent, SentSink};
+use store::{EndRecord, Record, Scope};
 
 /// How many executions a domain remembers; the oldest finished ones go first.
 pub const KEPT: usize = 256;
 
 /// Where an execution runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Place {
     /// execute_code: a kernel, described as the caller named it.
     Code { kernel: String },
@@ -55,7 +64,8 @@ impl Place {
 }
 
 /// How an execution stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", content = "reason", rename_all = "snake_case")]
 pub enum State {
     Running,
     Finished,
@@ -63,7 +73,8 @@ pub enum State {
     Failed(String),
     /// Stopped by an interrupt, a timeout or a cancellation.
     Interrupted(String),
-    /// Its end will never be known (reserved for records that outlive the server's process).
+    /// Its end will never be known: the server restarted while it ran, and it could not be
+    /// followed again (the reason says why).
     Lost(String),
 }
 
@@ -135,20 +146,32 @@ pub struct NewExecution {
 pub struct Execution {
     pub id: String,
     pub place: Place,
-    pub code: String,
+    /// sha256 of the code (hex); the code itself is not kept.
+    pub code_sha256: String,
+    /// The version of the source a cell run ran (`versions::cell_version`).
+    pub cell_version: Option<String>,
     pub timeout: Duration,
     pub background: bool,
     pub started: SystemTime,
+    idempotency_key: Option<String>,
     clock: Instant,
     live: Mutex<Live>,
     ended: watch::Sender<bool>,
     /// The id under which execute_code's whole outputs are kept (`execution://ID`), once shown.
     pub kept: OnceLock<Option<String>>,
+    /// Where the record is kept beyond this process, if anywhere.
+    scope: Option<Scope>,
+    /// When the outputs were last written to the store.
+    flushed: Mutex<Option<Instant>>,
 }
+
+/// How often a running execution's outputs are written to the store, at most.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Live {
     outputs: Vec<Value>,
+    sent: Option<Sent>,
     end: Option<Ended>,
 }
 
@@ -169,24 +192,155 @@ pub struct Snapshot {
 }
 
 impl Execution {
-    /// Where the kernel layer reports outputs as they come.
+    fn new(id: String, new: NewExecution, scope: Option<Scope>) -> Execution {
+        let cell_version = matches!(new.place, Place::Cell { .. }).then(|| {
+            super::versions::cell_version(&crate::jupyter::notebook::Cell::new(
+                crate::jupyter::notebook::CellType::Code,
+                new.code.clone(),
+            ))
+        });
+        Execution {
+            id,
+            place: new.place,
+            code_sha256: sha256_hex(&new.code),
+            cell_version,
+            timeout: new.timeout,
+            background: new.background,
+            started: SystemTime::now(),
+            idempotency_key: new.idempotency_key,
+            clock: Instant::now(),
+            live: Mutex::default(),
+            ended: watch::channel(false).0,
+            kept: OnceLock::new(),
+            scope,
+            flushed: Mutex::new(None),
+        }
+    }
+
+    /// An execution a previous process recorded: ended as it ended, or (`resumed`) running again,
+    /// its outputs so far as that process last wrote them.
+    fn restored(record: Record, scope: Option<Scope>) -> Execution {
+        let since = SystemTime::now()
+            .duration_since(record_started(&record))
+            .unwrap_or_default();
+        let clock = Instant::now()
+            .checked_sub(since)
+            .unwrap_or_else(Instant::now);
+        let end = record.end.map(|end| Ended {
+            elapsed: end.elapsed,
+            state: end.state,
+            result: Arc::new(end.result),
+        });
+        let done = end.is_some();
+        Execution {
+            id: record.id,
+            place: record.place,
+            code_sha256: record.code_sha256,
+            cell_version: record.cell_version,
+            timeout: record.timeout,
+            background: record.background,
+            started: record_started_ms(record.started_ms),
+            idempotency_key: record.idempotency_key,
+            clock,
+            live: Mutex::new(Live {
+                outputs: record.outputs,
+                sent: record.sent,
+                end,
+            }),
+            ended: watch::channel(done).0,
+            kept: OnceLock::new(),
+            scope,
+            flushed: Mutex::new(None),
+        }
+    }
+
+    /// The record as the store keeps it.
+    fn record(&self) -> Record {
+        let live = self.live.lock().expect("execution lock");
+        Record {
+            id: self.id.clone(),
+            place: self.place.clone(),
+            code_sha256: self.code_sha256.clone(),
+            cell_version: self.cell_version.clone(),
+            timeout: self.timeout,
+            background: self.background,
+            started_ms: store::unix_ms(self.started),
+            idempotency_key: self.idempotency_key.clone(),
+            sent: live.sent.clone(),
+            // Once ended, the result holds them.
+            outputs: match live.end {
+                Some(_) => Vec::new(),
+                None => live.outputs.clone(),
+            },
+            end: live.end.as_ref().map(|end| EndRecord {
+                elapsed: end.elapsed,
+                state: end.state.clone(),
+                result: (*end.result).clone(),
+            }),
+        }
+    }
+
+    fn write(&self) {
+        if let Some(scope) = &self.scope {
+            scope.put(&self.record());
+        }
+    }
+
+    /// Where the kernel layer reports outputs as they come (written to the store at most every
+    /// [`FLUSH_EVERY`], so a restart loses at most that much of a run's output).
     pub fn output_sink(self: &Arc<Self>) -> OutputSink {
         let execution = Arc::downgrade(self);
         Arc::new(move |outputs: &[Value], _count| {
             if let Some(execution) = execution.upgrade() {
                 execution.live.lock().expect("execution lock").outputs = outputs.to_vec();
+                execution.flush();
+            }
+        })
+    }
+
+    fn flush(&self) {
+        if self.scope.is_none() {
+            return;
+        }
+        {
+            let mut flushed = self.flushed.lock().expect("execution lock");
+            if flushed.is_some_and(|at| at.elapsed() < FLUSH_EVERY) {
+                return;
+            }
+            *flushed = Some(Instant::now());
+        }
+        self.write();
+    }
+
+    /// Where the kernel layer says the request went, so a later process can follow it.
+    pub fn sent_sink(self: &Arc<Self>) -> SentSink {
+        let execution = Arc::downgrade(self);
+        Arc::new(move |sent: &Sent| {
+            if let Some(execution) = execution.upgrade() {
+                execution.live.lock().expect("execution lock").sent = Some(sent.clone());
+                execution.write();
             }
         })
     }
 
     fn finish(&self, result: Result<Executed, Error>) -> Arc<Result<Executed, Error>> {
+        let state = State::of(&result, self.timeout);
+        self.finish_as(result, state)
+    }
+
+    fn finish_as(
+        &self,
+        result: Result<Executed, Error>,
+        state: State,
+    ) -> Arc<Result<Executed, Error>> {
         let result = Arc::new(result);
         let ended = Ended {
             elapsed: self.clock.elapsed(),
-            state: State::of(&result, self.timeout),
+            state,
             result: result.clone(),
         };
         self.live.lock().expect("execution lock").end = Some(ended);
+        self.write();
         self.ended.send_replace(true);
         result
     }
@@ -273,10 +427,27 @@ impl Execution {
     }
 }
 
+fn sha256_hex(code: &str) -> String {
+    Sha256::digest(code.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn record_started_ms(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+fn record_started(record: &Record) -> SystemTime {
+    record_started_ms(record.started_ms)
+}
+
 /// The executions of one domain (the server's, or in Hub mode one user's).
 #[derive(Default)]
 pub struct Executions {
     table: Mutex<Table>,
+    /// The store behind the memory (`--state-dir`), if any.
+    scope: Option<Scope>,
 }
 
 #[derive(Default)]
@@ -295,63 +466,123 @@ pub enum Begun {
 }
 
 impl Executions {
+    /// Records kept in memory, and in the store when there is one.
+    pub fn new(scope: Option<Scope>) -> Self {
+        Executions {
+            table: Mutex::default(),
+            scope,
+        }
+    }
+
+    pub fn scope(&self) -> Option<&Scope> {
+        self.scope.as_ref()
+    }
+
+    /// How long an id stays answerable, for messages.
+    pub fn kept_for(&self) -> String {
+        match &self.scope {
+            Some(scope) => format!(
+                "for {} (--execution-retention), across restarts",
+                crate::config::humane_duration(scope.store.settings().retention)
+            ),
+            None => format!("the newest {KEPT}, while the server runs"),
+        }
+    }
+
     /// A new execution's record, or the one an earlier call with the same key began.
     pub fn begin(&self, new: NewExecution) -> Begun {
         let mut table = self.table.lock().expect("executions lock");
-        if let Some(key) = &new.idempotency_key
-            && let Some(earlier) = table.by_key.get(key).and_then(|id| table.by_id.get(id))
-        {
-            return Begun::Repeated(earlier.clone());
+        if let Some(key) = &new.idempotency_key {
+            if let Some(earlier) = table.by_key.get(key).and_then(|id| table.by_id.get(id)) {
+                return Begun::Repeated(earlier.clone());
+            }
+            if let Some(record) = self.scope.as_ref().and_then(|s| s.by_key(key)) {
+                return Begun::Repeated(Arc::new(Execution::restored(record, self.scope.clone())));
+            }
         }
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
-        let execution = Arc::new(Execution {
-            id: id.clone(),
-            place: new.place,
-            code: new.code,
-            timeout: new.timeout,
-            background: new.background,
-            started: SystemTime::now(),
-            clock: Instant::now(),
-            live: Mutex::default(),
-            ended: watch::channel(false).0,
-            kept: OnceLock::new(),
-        });
-        if let Some(key) = new.idempotency_key {
+        let key = new.idempotency_key.clone();
+        let execution = Arc::new(Execution::new(id.clone(), new, self.scope.clone()));
+        execution.write();
+        if let Some(key) = key {
             table.by_key.insert(key, id.clone());
         }
-        table.by_id.insert(id.clone(), execution.clone());
-        table.order.push_back(id);
-        table.forget_beyond(KEPT);
+        table.remember(execution.clone());
         Begun::Fresh(execution)
+    }
+
+    /// A run a previous process recorded as running, followed again in this one.
+    fn adopt(&self, record: Record) -> Arc<Execution> {
+        let execution = Arc::new(Execution::restored(record, self.scope.clone()));
+        let mut table = self.table.lock().expect("executions lock");
+        if let Some(key) = &execution.idempotency_key {
+            table.by_key.insert(key.clone(), execution.id.clone());
+        }
+        table.remember(execution.clone());
+        execution
+    }
+
+    fn in_memory(&self, id: &str) -> bool {
+        let table = self.table.lock().expect("executions lock");
+        table.by_id.contains_key(id)
     }
 
     /// The execution an earlier call with `key` began, if one did.
     pub fn earlier(&self, key: &str) -> Option<Arc<Execution>> {
-        let table = self.table.lock().expect("executions lock");
-        table
-            .by_key
-            .get(key)
-            .and_then(|id| table.by_id.get(id))
-            .cloned()
+        let found = {
+            let table = self.table.lock().expect("executions lock");
+            table
+                .by_key
+                .get(key)
+                .and_then(|id| table.by_id.get(id))
+                .cloned()
+        };
+        found.or_else(|| {
+            let record = self.scope.as_ref()?.by_key(key)?;
+            Some(Arc::new(Execution::restored(record, self.scope.clone())))
+        })
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Execution>> {
-        let table = self.table.lock().expect("executions lock");
-        table.by_id.get(id).cloned()
+        let found = {
+            let table = self.table.lock().expect("executions lock");
+            table.by_id.get(id).cloned()
+        };
+        found.or_else(|| {
+            let record = self.scope.as_ref()?.get(id)?;
+            Some(Arc::new(Execution::restored(record, self.scope.clone())))
+        })
     }
 
-    /// Every remembered execution, oldest first.
+    /// Every remembered execution, oldest first: the store's, and those in memory.
     pub fn list(&self) -> Vec<Arc<Execution>> {
         let table = self.table.lock().expect("executions lock");
-        table
-            .order
+        let mut listed: Vec<Arc<Execution>> = self
+            .scope
             .iter()
-            .filter_map(|id| table.by_id.get(id).cloned())
-            .collect()
+            .flat_map(Scope::list)
+            .filter(|record| !table.by_id.contains_key(&record.id))
+            .map(|record| Arc::new(Execution::restored(record, self.scope.clone())))
+            .collect();
+        listed.extend(
+            table
+                .order
+                .iter()
+                .filter_map(|id| table.by_id.get(id).cloned()),
+        );
+        listed.sort_by_key(|e| e.started);
+        listed
     }
 }
 
 impl Table {
+    fn remember(&mut self, execution: Arc<Execution>) {
+        let id = execution.id.clone();
+        self.by_id.insert(id.clone(), execution);
+        self.order.push_back(id);
+        self.forget_beyond(KEPT);
+    }
+
     /// Drops the oldest ended executions beyond `bound` (running ones stay: their ids are out).
     fn forget_beyond(&mut self, bound: usize) {
         while self.order.len() > bound {
@@ -436,6 +667,51 @@ mod tests {
         );
         assert_eq!(state(ended(vec![], Completion::TimedOut)), "interrupted");
         assert_eq!(state(Err(Error::Failed("no".into()))), "failed");
+    }
+
+    #[test]
+    fn a_new_process_reads_the_records_an_earlier_one_wrote() {
+        let dir = std::env::temp_dir().join(format!(
+            "jupyter-mcp-executions-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        let settings = crate::config::StateSettings {
+            dir: dir.clone(),
+            retention: Duration::from_secs(3600),
+            max_bytes: 1 << 20,
+        };
+        let output = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "42\n"});
+        let (id, running) = {
+            let store = Arc::new(store::Store::open(settings.clone()).unwrap());
+            let executions = Executions::new(Some(Scope::server(store)));
+            let Begun::Fresh(done) = executions.begin(new(Some("k"))) else {
+                panic!()
+            };
+            done.finish(ended(vec![output.clone()], Completion::Finished));
+            let Begun::Fresh(running) = executions.begin(new(None)) else {
+                panic!()
+            };
+            (done.id.clone(), running.id.clone())
+        };
+        let store = Arc::new(store::Store::open(settings).unwrap());
+        let executions = Executions::new(Some(Scope::server(store)));
+        let again = executions.get(&id).expect("from the store");
+        let snapshot = again.snapshot();
+        assert_eq!(snapshot.state, State::Finished);
+        let result = snapshot.result.expect("ended");
+        assert_eq!(
+            result.as_ref().as_ref().unwrap().outcome.outputs,
+            vec![output]
+        );
+        assert!(again.code_sha256.len() == 64);
+        assert!(matches!(executions.begin(new(Some("k"))), Begun::Repeated(e) if e.id == id));
+        let listed: Vec<String> = executions.list().iter().map(|e| e.id.clone()).collect();
+        assert_eq!(listed, [id, running.clone()]);
+        assert_eq!(
+            executions.get(&running).unwrap().snapshot().state,
+            State::Running
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -1,0 +1,400 @@
+//! The durable side of the execution records (`--state-dir`): one redb database file,
+//! `executions.redb`, in a private (0700) directory, the file itself 0600. A record is written
+//! when an execution starts, when it reaches a kernel, while its outputs grow (at most once a
+//! second) and when it ends; records older than the retention, and the oldest ended ones beyond
+//! the size cap, are pruned at start and every few minutes.
+//!
+//! What is kept: where the run was (tool's place: kernel description or notebook, path, cell),
+//! a hash of its code (not the code), its timeout, the idempotency key, the kernel, session and
+//! message ids of its request, its outputs and how it ended. Never a token, a password or an
+//! environment.
+//!
+//! Why redb: an embedded, pure-Rust, ACID key-value store (copy-on-write B-trees, crash-safe
+//! commits, a file lock against a second writer) with no dependencies of its own, well kept and
+//! widely used; SQLite would bring a C library and a SQL layer for two tables of JSON values.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use redb::{Database, Durability, ReadableTable, TableDefinition};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Place, State};
+use crate::config::StateSettings;
+use crate::domain::Error;
+use crate::domain::execution::Executed;
+use crate::jupyter::kernel::{ExecutionOutcome, Sent};
+
+/// owner \0 execution id → the record as JSON.
+const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("executions");
+/// owner \0 idempotency key → execution id.
+const KEYS: TableDefinition<&str, &str> = TableDefinition::new("idempotency_keys");
+
+/// The database's file name in the state directory.
+pub const FILE: &str = "executions.redb";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the state directory {dir} cannot be used: {reason}")]
+    Dir { dir: String, reason: String },
+    #[error(
+        "the execution store {path} is in use by another jupyter-mcp-server; give this one its \
+         own --state-dir (or --state-dir none)"
+    )]
+    InUse { path: String },
+    #[error("the execution store {path} could not be opened: {reason}")]
+    Open { path: String, reason: String },
+    #[error("the execution store failed: {0}")]
+    Database(String),
+}
+
+macro_rules! from_redb {
+    ($($error:ty),*) => {$(
+        impl From<$error> for StoreError {
+            fn from(error: $error) -> Self {
+                StoreError::Database(error.to_string())
+            }
+        }
+    )*};
+}
+
+from_redb!(
+    redb::StorageError,
+    redb::TableError,
+    redb::TransactionError,
+    redb::CommitError
+);
+
+/// An execution as the store keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Record {
+    pub id: String,
+    pub place: Place,
+    /// sha256 of the code, hex: enough to tell two runs apart without keeping the code.
+    pub code_sha256: String,
+    /// The version (hash) of the code a cell ran, for a cell run's answer.
+    #[serde(default)]
+    pub cell_version: Option<String>,
+    pub timeout: Duration,
+    pub background: bool,
+    /// Milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    pub idempotency_key: Option<String>,
+    /// Where the request went, once it reached a kernel.
+    pub sent: Option<Sent>,
+    /// The outputs so far while it runs (once ended, the result holds them).
+    pub outputs: Vec<Value>,
+    pub end: Option<EndRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndRecord {
+    pub elapsed: Duration,
+    pub state: State,
+    pub result: Result<Executed, Error>,
+}
+
+impl Record {
+    /// When it last changed as far as pruning goes: its end, else its start.
+    fn settled_ms(&self) -> u64 {
+        let elapsed = self.end.as_ref().map_or(0, |end| millis(end.elapsed));
+        self.started_ms.saturating_add(elapsed)
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+pub fn unix_ms(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, millis)
+}
+
+fn row(owner: &str, id: &str) -> String {
+    format!("{owner}\0{id}")
+}
+
+/// How many records a prune removed, and why.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pruned {
+    pub expired: usize,
+    pub over_size: usize,
+}
+
+/// The database, shared by every domain of the server (Hub mode: each user's records apart).
+pub struct Store {
+    db: Database,
+    path: PathBuf,
+    settings: StateSettings,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `settings.dir`, made private first, and prunes it.
+    pub fn open(settings: StateSettings) -> Result<Store, StoreError> {
+        let dir_error = |reason: String| StoreError::Dir {
+            dir: settings.dir.display().to_string(),
+            reason,
+        };
+        crate::private_file::dir(&settings.dir, true).map_err(dir_error)?;
+        let path = settings.dir.join(FILE);
+        let file = crate::private_file::open_rw(&path).map_err(|e| StoreError::Open {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let mut db = match Database::builder().create_file(file) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(StoreError::InUse {
+                    path: path.display().to_string(),
+                });
+            }
+            Err(e) => {
+                return Err(StoreError::Open {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                });
+            }
+        };
+        let txn = db.begin_write()?;
+        txn.open_table(RECORDS)?;
+        txn.open_table(KEYS)?;
+        txn.commit()?;
+        let store_settings = settings.clone();
+        let pruned = {
+            let store = Store {
+                db,
+                path: path.clone(),
+                settings: store_settings,
+            };
+            let pruned = store.prune(SystemTime::now())?;
+            db = store.db;
+            pruned
+        };
+        if pruned != Pruned::default() {
+            // What a prune freed is given back to the file system only by a compaction.
+            if let Err(e) = db.compact() {
+                tracing::debug!("the execution store was not compacted: {e}");
+            }
+        }
+        tracing::debug!(path = %path.display(), ?pruned, "execution store open");
+        Ok(Store { db, path, settings })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn settings(&self) -> &StateSettings {
+        &self.settings
+    }
+
+    /// Writes a record (replacing the one with its id), with its idempotency key; on disk
+    /// before it returns.
+    pub fn put(&self, owner: &str, record: &Record) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Database(e.to_string()))?;
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate);
+        {
+            let mut records = txn.open_table(RECORDS)?;
+            records.insert(row(owner, &record.id).as_str(), bytes.as_slice())?;
+            if let Some(key) = &record.idempotency_key {
+                let mut keys = txn.open_table(KEYS)?;
+                keys.insert(row(owner, key).as_str(), record.id.as_str())?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    pub fn get(&self, owner: &str, id: &str) -> Result<Option<Record>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let records = txn.open_table(RECORDS)?;
+        let Some(bytes) = records.get(row(owner, id).as_str())? else {
+            return Ok(None);
+        };
+        Ok(decode(bytes.value()))
+    }
+
+    /// The record an earlier call with this idempotency key began.
+    pub fn by_key(&self, owner: &str, key: &str) -> Result<Option<Record>, StoreError> {
+        let id = {
+            let txn = self.db.begin_read()?;
+            let keys = txn.open_table(KEYS)?;
+            let Some(id) = keys.get(row(owner, key).as_str())? else {
+                return Ok(None);
+            };
+            id.value().to_owned()
+        };
+        self.get(owner, &id)
+    }
+
+    /// Every record of `owner`, oldest first.
+    pub fn list(&self, owner: &str) -> Result<Vec<Record>, StoreError> {
+        let txn = self.db.begin_read()?;
+        let records = txn.open_table(RECORDS)?;
+        let prefix = format!("{owner}\0");
+        let mut listed = Vec::new();
+        for entry in records.range(prefix.as_str()..)? {
+            let (key, value) = entry?;
+            if !key.value().starts_with(&prefix) {
+                break;
+            }
+            listed.extend(decode(value.value()));
+        }
+        listed.sort_by_key(|r| r.started_ms);
+        Ok(listed)
+    }
+
+    /// Removes the records settled longer ago than the retention, then the oldest ended ones
+    /// while the records hold more than the size cap. A running one is kept for its timeout
+    /// beyond the retention (no run outlives its timeout by much).
+    pub fn prune(&self, now: SystemTime) -> Result<Pruned, StoreError> {
+        let now_ms = unix_ms(now);
+        let retention_ms = millis(self.settings.retention);
+        let mut pruned = Pruned::default();
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(Durability::Immediate);
+        {
+            let mut records = txn.open_table(RECORDS)?;
+            let mut keys = txn.open_table(KEYS)?;
+            // (row, settled, size, ended, idempotency key)
+            let mut rows: Vec<(String, u64, u64, bool, Option<String>)> = Vec::new();
+            for entry in records.iter()? {
+                let (key, value) = entry?;
+                let size = value.value().len() as u64 + key.value().len() as u64;
+                let row_key = key.value().to_owned();
+                match decode(value.value()) {
+                    Some(record) => {
+                        let settled = match record.end {
+                            Some(_) => record.settled_ms(),
+                            None => record.started_ms.saturating_add(millis(record.timeout)),
+                        };
+                        let ended = record.end.is_some();
+                        let key = record.idempotency_key.clone();
+                        rows.push((row_key, settled, size, ended, key));
+                    }
+                    // Unreadable (a later version's layout): pruned as if very old.
+                    None => rows.push((row_key, 0, size, true, None)),
+                }
+            }
+            let mut remove = |row_key: &str, key: &Option<String>| -> Result<(), StoreError> {
+                records.remove(row_key)?;
+                if let (Some(key), Some((owner, _))) = (key, row_key.split_once('\0')) {
+                    keys.remove(row(owner, key).as_str())?;
+                }
+                Ok(())
+            };
+            rows.sort_by_key(|r| r.1);
+            let mut kept = Vec::new();
+            for entry in rows {
+                if now_ms.saturating_sub(entry.1) > retention_ms {
+                    remove(&entry.0, &entry.4)?;
+                    pruned.expired += 1;
+                } else {
+                    kept.push(entry);
+                }
+            }
+            let mut total: u64 = kept.iter().map(|r| r.2).sum();
+            for entry in &kept {
+                if total <= self.settings.max_bytes {
+                    break;
+                }
+                if entry.3 {
+                    remove(&entry.0, &entry.4)?;
+                    total -= entry.2;
+                    pruned.over_size += 1;
+                }
+            }
+        }
+        txn.commit()?;
+        Ok(pruned)
+    }
+}
+
+fn decode(bytes: &[u8]) -> Option<Record> {
+    match serde_json::from_slice(bytes) {
+        Ok(record) => Some(record),
+        Err(e) => {
+            tracing::warn!("ignoring an unreadable execution record: {e}");
+            None
+        }
+    }
+}
+
+/// One domain's view of the store: the server's (owner ""), or in Hub mode one user's.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub store: Arc<Store>,
+    pub owner: String,
+}
+
+impl Scope {
+    pub fn server(store: Arc<Store>) -> Scope {
+        Scope {
+            store,
+            owner: String::new(),
+        }
+    }
+
+    /// The same store, for one Hub user.
+    pub fn for_user(&self, user: &str) -> Scope {
+        Scope {
+            store: self.store.clone(),
+            owner: format!("user:{user}"),
+        }
+    }
+
+    /// Writes, logging a failure: a store that cannot write costs durability, never the call.
+    pub fn put(&self, record: &Record) {
+        if let Err(e) = self.store.put(&self.owner, record) {
+            tracing::warn!(execution = %record.id, "could not record the execution: {e}");
+        }
+    }
+
+    pub fn get(&self, id: &str) -> Option<Record> {
+        self.store
+            .get(&self.owner, id)
+            .inspect_err(|e| tracing::warn!("could not read execution {id}: {e}"))
+            .ok()
+            .flatten()
+    }
+
+    pub fn by_key(&self, key: &str) -> Option<Record> {
+        self.store
+            .by_key(&self.owner, key)
+            .inspect_err(|e| tracing::warn!("could not read the executions by key: {e}"))
+            .ok()
+            .flatten()
+    }
+
+    pub fn list(&self) -> Vec<Record> {
+        self.store
+            .list(&self.owner)
+            .inspect_err(|e| tracing::warn!("could not list the recorded executions: {e}"))
+            .unwrap_or_default()
+    }
+}
+
+/// An outcome as a resumed run reports it (no widget state: that lived in the old process).
+pub fn outcome_of(outputs: Vec<Value>, elapsed: Duration) -> ExecutionOutcome {
+    ExecutionOutcome {
+        outputs,
+        execution_count: None,
+        reply_status: None,
+        completion: crate::jupyter::kernel::Completion::Finished,
+        elapsed,
+        user_expressions: None,
+        widgets: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
