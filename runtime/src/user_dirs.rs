@@ -35,8 +35,3 @@ pub fn config() -> Option<PathBuf> {
 pub fn cache() -> Option<PathBuf> {
     base("XDG_CACHE_HOME", ".cache").map(|b| b.join("jupyter-mcp-server"))
 }
-
-/// `jupyter-mcp-server`'s folder under `$XDG_STATE_HOME` (else `~/.local/state`).
-pub fn state() -> Option<PathBuf> {
-    base("XDG_STATE_HOME", ".local/state").map(|b| b.join("jupyter-mcp-server"))
-}
