@@ -11,15 +11,15 @@
 
 use std::collections::BTreeMap;
 
-#[allow(deprecated)]
-use rmcp::model::{CreateMessageRequest, CreateMessageRequestParams};
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
     RequestId, ServerRequest,
 };
-use serde_json::Value;
+#[allow(deprecated)]
+use rmcp::model::{CreateMessageRequest, CreateMessageRequestParams};
 use rmcp::service::{OriginatingRequestId, RequestContext};
 use rmcp::{Peer, RoleServer};
+use serde_json::Value;
 
 use crate::client_link::{ClientLink, Elicitation, LinkFuture, Unreached};
 use crate::confirm::{Answer, AnswerFuture, Confirmer};
@@ -195,7 +195,9 @@ impl ClientLink for PeerClient {
             match self.send(ServerRequest::ElicitRequest(request)).await? {
                 ClientResult::ElicitResult(result) => Ok(match result.action {
                     ElicitationAction::Accept => Elicitation::Accepted(
-                        result.content.unwrap_or_else(|| Value::Object(Default::default())),
+                        result
+                            .content
+                            .unwrap_or_else(|| Value::Object(Default::default())),
                     ),
                     ElicitationAction::Decline => Elicitation::Declined,
                     _ => Elicitation::Cancelled,
@@ -219,7 +221,10 @@ impl ClientLink for PeerClient {
                     ))
                 })?;
             let request = CreateMessageRequest::new(params);
-            match self.send(ServerRequest::CreateMessageRequest(request)).await? {
+            match self
+                .send(ServerRequest::CreateMessageRequest(request))
+                .await?
+            {
                 ClientResult::CreateMessageResult(result) => serde_json::to_value(&*result)
                     .map_err(|e| Unreached::Failed(format!("the client's answer: {e}"))),
                 _ => Err(Unreached::Failed(

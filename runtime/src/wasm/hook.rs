@@ -14,7 +14,9 @@ use serde_json::{Map, Value};
 
 use super::guest::{CallKind, Guest, GuestError};
 use super::slot::GuestSlot;
-use crate::hooks::{Announced, Decision, DecisionFuture, HookEvent, HookFuture, HookHandler, HookKind};
+use crate::hooks::{
+    Announced, Decision, DecisionFuture, HookEvent, HookFuture, HookHandler, HookKind,
+};
 
 const UNDECIDED: u8 = 0;
 const OPTIONAL: u8 = 1;

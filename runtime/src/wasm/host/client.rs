@@ -115,8 +115,8 @@ impl ClientHost<'_> {
             }
         }
         let answer = self.talk(ClientFunction::Sample, summary, |link| async move {
-            let params = params
-                .map_err(|e| Unreached::Invalid(format!("the request is not JSON: {e}")))?;
+            let params =
+                params.map_err(|e| Unreached::Invalid(format!("the request is not JSON: {e}")))?;
             link.sample(params).await
         });
         answer.map(|result| result.to_string())

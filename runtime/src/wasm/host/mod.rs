@@ -38,5 +38,5 @@ mod unit;
 
 pub use client::Elicited;
 pub use notebook::CellAt;
-pub use unit::HostCallError;
 pub use state::{GuestState, link};
+pub use unit::HostCallError;

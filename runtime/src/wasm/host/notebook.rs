@@ -23,9 +23,9 @@ use wasmtime_wasi::WasiCtxBuilder;
 use super::unit::{HostCallError, HostResult, HostUnit};
 use crate::domain::Domain;
 use crate::domain::cells::{self, Expected, Overwrite, resolve_cell};
-use crate::domain::versions;
 use crate::domain::notebooks::NotebookInUse;
 use crate::domain::outputs::{Output, StreamName};
+use crate::domain::versions;
 use crate::hooks::{CallScope, GuestUse};
 use crate::jupyter::document::Edit;
 use crate::jupyter::kernel::ExecutionRequest;
@@ -335,7 +335,6 @@ fn seen_in(seen: &Seen, notebook: &str, at: &CellAt) -> Option<(String, String)>
         CellAt::Index(i) => seen.nth(*i as usize).cloned(),
     }
 }
-
 
 /// The refusal, with a line in the operator's log saying how to grant it.
 fn refuse(
