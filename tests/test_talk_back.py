@@ -83,7 +83,7 @@ async def test_elicit_accepted_declined_and_a_client_without_elicitation(jupyter
             assert answer.startswith("unsupported-by-client: "), answer
             assert "'elicitation'" in answer, answer
         log = log_of(server)
-        assert "talks.wasm (critical hook handler) (extension 'talks', 5 tools)" in log, log
+        assert "talks.wasm (critical hook handler) (extension 'talks', 6 tools)" in log, log
     finally:
         server.stop()
 
@@ -141,6 +141,29 @@ async def test_a_granted_secret_without_a_store_is_a_typed_error(jupyter_server,
             answer = await text_of(c, "talk_secret", name="API_KEY")
             # Until the server's secret store is connected, no secret is read.
             assert answer.startswith(("not-available: ", "not-found: ")), answer
+    finally:
+        server.stop()
+
+
+async def test_edits_with_versions_are_checked_as_the_tools_check_them(jupyter_server, tmp_path):
+    server = talks_server(jupyter_server, tmp_path,
+                          grants=["read-cells", "overwrite-cell", "insert-cell"])
+    try:
+        async with http_client(server, "legacy") as c:
+            await notebook_with_kernel(c, jupyter_server, "nb")
+            await c.call_tool("insert_cell", {"cell_index": 0, "cell_type": "code", "cell_source": "first = 1"})
+            answer = await text_of(c, "talk_versions")
+            lines = answer.splitlines()
+            read_version, written = lines[0].removeprefix("read ").split(", wrote ")
+            assert read_version and written and written != read_version, answer
+            # The stale version is refused with the tools' conflict message, nothing changed.
+            assert lines[1].startswith("stale cell: conflict: "), answer
+            assert f"you expected version {read_version}, it is now version {written}" in answer, answer
+            assert "\nstale notebook: conflict: The notebook's cells changed since you read it" in answer, answer
+            assert "expected_notebook_version" in answer, answer
+            cells = joined(await c.call_tool("read_notebook", {"notebook_name": "nb", "response_format": "detailed"}))
+            assert "rewritten = 1" in cells and "inserted = 1" in cells, cells
+            assert "again = 1" not in cells and "late = 1" not in cells, cells
     finally:
         server.stop()
 

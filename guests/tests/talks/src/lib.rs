@@ -1,14 +1,16 @@
 //! Talks back to the client of the call it runs in (WIT 0.3.0 through the SDK), for the
 //! end-to-end tests: `talk_ask` asks the person (elicitation), `talk_model` asks the client's
-//! model (sampling), `talk_count` reports progress, `talk_secret` reads a secret; each answers
+//! model (sampling), `talk_count` reports progress, `talk_secret` reads a secret,
+//! `talk_versions` edits with cell and notebook versions; each answers
 //! what it got, a host error as its case and the host's words, so the tests check both. As a
 //! critical hook handler it asks the person before code that contains `%pip install` runs.
 
 use jupyter_mcp_extension::client::{self, Answer};
+use jupyter_mcp_extension::notebook::{self, CellRef};
 use jupyter_mcp_extension::serde_json::json;
 use jupyter_mcp_extension::{
-    self as ext, Extension, HookEvent, HostError, NoArguments, Reply, Tool, register_extension,
-    secrets,
+    self as ext, CellKind, Extension, HookEvent, HostError, NoArguments, Reply, Tool,
+    register_extension, secrets,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -101,6 +103,30 @@ impl Talks {
         })
     }
 
+    /// Overwrites the first cell of the current notebook at the version it read, then again at
+    /// that (now stale) version; inserts at the notebook's version, then again at the stale one.
+    fn talk_versions(&self, _: NoArguments) -> ext::Result<String> {
+        let cells = notebook::read_cells("")?;
+        let first = cells.first().ok_or("the notebook has no cell")?;
+        let at = CellRef::from(first);
+        let read = first.version.clone();
+        let written = notebook::overwrite_cell("", &at, "rewritten = 1", None, Some(&read))?;
+        let stale = notebook::overwrite_cell("", &at, "again = 1", None, Some(&read));
+        let structure = notebook::notebook_version("")?;
+        notebook::insert_cell("", None, CellKind::Code, "inserted = 1", Some(&structure))?;
+        let moved_on =
+            notebook::insert_cell("", None, CellKind::Code, "late = 1", Some(&structure));
+        let shown = |r: Result<String, HostError>| match r {
+            Ok(_) => "written".to_owned(),
+            Err(e) => reported(e),
+        };
+        Ok(format!(
+            "read {read}, wrote {written}\nstale cell: {}\nstale notebook: {}",
+            shown(stale),
+            shown(moved_on)
+        ))
+    }
+
     fn talk_version(&self, _: NoArguments) -> ext::Result<String> {
         Ok(ext::host::api_version())
     }
@@ -129,6 +155,11 @@ impl Extension for Talks {
                 "talk_version",
                 "The host's API version.",
                 Self::talk_version,
+            ),
+            Tool::new(
+                "talk_versions",
+                "Edits the first cell with versions.",
+                Self::talk_versions,
             ),
         ]
     }
