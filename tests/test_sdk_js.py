@@ -40,7 +40,7 @@ def test_sdk_unit_tests_under_node():
     ran = subprocess.run(["node", "--import", "./test/register.mjs", "--test", "test/sdk.test.mjs"], cwd=JS,
                          capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "# pass 5" in ran.stdout and "# fail 0" in ran.stdout, ran.stdout
+    assert "# pass 6" in ran.stdout and "# fail 0" in ran.stdout, ran.stdout
 
 
 def test_typings_are_generated_from_the_wit(tmp_path):
@@ -73,6 +73,6 @@ def test_the_guide_shows_the_javascript_example_as_built():
 
 
 def test_the_package_carries_the_wit_it_builds_against():
-    """npm packs no symlink: the package holds a copy of wit/v0.2.0, which must stay the same."""
-    assert (JS / "wit" / "extension.wit").read_text() == (ROOT / "wit" / "v0.2.0" / "extension.wit").read_text(), \
-        "guests/js/wit is stale: cp wit/v0.2.0/extension.wit guests/js/wit/"
+    """npm packs no symlink: the package holds a copy of wit/v0.3.0, which must stay the same."""
+    assert (JS / "wit" / "extension.wit").read_text() == (ROOT / "wit" / "v0.3.0" / "extension.wit").read_text(), \
+        "guests/js/wit is stale: cp wit/v0.3.0/extension.wit guests/js/wit/"
