@@ -27,11 +27,11 @@ def test_sdk_unit_tests_under_cpython(tmp_path):
     """The SDK and the examples under plain CPython against componentize-py's generated bindings,
     the host stubbed (guests/python/tests/unit.py): every kind of exception, defaults, resources,
     prompts, hooks, print and logging."""
-    subprocess.run(["componentize-py", "-d", str(ROOT / "wit" / "v0.2.0"), "-w", "extension-with-hooks", "bindings",
+    subprocess.run(["componentize-py", "-d", str(ROOT / "wit" / "v0.3.0"), "-w", "extension-with-hooks", "bindings",
                     str(tmp_path)], check=True, capture_output=True)
     ran = subprocess.run([sys.executable, "tests/unit.py", str(tmp_path)], cwd=PY, capture_output=True, text=True)
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "Ran 5 tests" in ran.stderr and ran.stderr.rstrip().endswith("OK"), ran.stderr
+    assert "Ran 6 tests" in ran.stderr and ran.stderr.rstrip().endswith("OK"), ran.stderr
 
 
 def test_the_guide_shows_the_python_example_as_built():
