@@ -3,7 +3,7 @@
 // Build: jupyter-mcp-js build app.js --world hook-handler -o audit.wasm
 import { confirm, defineHooks, log } from 'jupyter-mcp-extension';
 
-const PIP_INSTALL = /[%!]pip\s+install\b/;
+const installs = (code) => code.includes('%pip install') || code.includes('!pip install');
 
 export const hooks = defineHooks({
   // Critical, so that the host honours its confirmation; it fails no call otherwise.
@@ -19,7 +19,7 @@ export const hooks = defineHooks({
   },
   beforeExecute({ code }) {
     // The host asks the person through the client; a no (or a client that cannot ask) refuses.
-    if (PIP_INSTALL.test(code)) return confirm('audit-js: this code installs packages with pip; run it?');
+    if (installs(code)) return confirm('this code installs packages with pip; run it?');
   },
   kernelLifecycle({ change, kernelId }) {
     log.info(`audit-js: kernel ${kernelId} ${change.tag}`);

@@ -4,14 +4,11 @@ guests/python):
 componentize-py -d ../../wit/v0.3.0 -w hook-handler componentize -p . -p examples/audit app -o audit.wasm
 """
 
-import re
-
 from jupyter_mcp_extension import Hooks, confirm, log
 from componentize_py_types import Ok
 
 # Critical, so that the host honours its confirmation; it fails no call otherwise.
 audit = Hooks(propagate_errors=True)
-PIP_INSTALL = re.compile(r"[%!]pip\s+install\b")
 
 
 @audit.on("before_tool_call")
@@ -30,8 +27,8 @@ def after(call, context):
 @audit.on("before_execute")
 def execute(execution, context):
     # The host asks the person through the client; a no (or a client that cannot ask) refuses.
-    if PIP_INSTALL.search(execution.code):
-        return confirm("audit-py: this code installs packages with pip; run it?")
+    if "%pip install" in execution.code or "!pip install" in execution.code:
+        return confirm("this code installs packages with pip; run it?")
 
 
 @audit.on("kernel_lifecycle")
