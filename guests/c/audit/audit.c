@@ -34,7 +34,7 @@ static bool on_event(const jmcp_event *event, const jmcp_json *context, jmcp_rep
       jmcp_log(JMCP_INFO, "c-audit: before_execute %zu bytes of code", event->val.before_execute.code.len);
       /* The host asks the person through the client; a no (or a client that cannot ask) refuses. */
       if (strstr(code, "%pip install") || strstr(code, "!pip install"))
-        jmcp_confirm(reply, "this code installs packages with pip; run it?");
+        jmcp_confirm(reply, "the code installs packages with pip");
       free(code);
       return true;
     }

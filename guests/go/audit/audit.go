@@ -30,7 +30,7 @@ func onEvent(event jmcp.HookEvent, context map[string]any) (jmcp.Reply, error) {
 		jmcp.Log("go-audit: before_execute %d bytes of code", len(code))
 		// The host asks the person through the client; a no (or a client that cannot ask) refuses.
 		if strings.Contains(code, "%pip install") || strings.Contains(code, "!pip install") {
-			return jmcp.Reply{Confirm: "this code installs packages with pip; run it?"}, nil
+			return jmcp.Reply{Confirm: "the code installs packages with pip"}, nil
 		}
 	default:
 		jmcp.Log("go-audit: %s", jmcp.EventName(event))

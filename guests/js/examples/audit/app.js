@@ -19,7 +19,7 @@ export const hooks = defineHooks({
   },
   beforeExecute({ code }) {
     // The host asks the person through the client; a no (or a client that cannot ask) refuses.
-    if (installs(code)) return confirm('this code installs packages with pip; run it?');
+    if (installs(code)) return confirm('the code installs packages with pip');
   },
   kernelLifecycle({ change, kernelId }) {
     log.info(`audit-js: kernel ${kernelId} ${change.tag}`);

@@ -28,7 +28,7 @@ def after(call, context):
 def execute(execution, context):
     # The host asks the person through the client; a no (or a client that cannot ask) refuses.
     if "%pip install" in execution.code or "!pip install" in execution.code:
-        return confirm("this code installs packages with pip; run it?")
+        return confirm("the code installs packages with pip")
 
 
 @audit.on("kernel_lifecycle")
