@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from sdk_examples import ROOT, check_guide_shows, check_refused_without_grant, check_word_count
+from sdk_examples import (ROOT, check_guide_shows, check_pip_install_asks_the_person, check_refused_without_grant,
+                          check_word_count)
 
 pytestmark = pytest.mark.anyio
 PY = ROOT / "guests" / "python"
@@ -17,6 +18,10 @@ PY = ROOT / "guests" / "python"
 
 async def test_word_count_and_audit_in_python(jupyter_server, tmp_path):
     await check_word_count(jupyter_server, tmp_path, "py")
+
+
+async def test_the_python_audit_handler_asks_before_a_pip_install(jupyter_server, tmp_path):
+    await check_pip_install_asks_the_person(jupyter_server, tmp_path, "py")
 
 
 async def test_python_word_count_is_refused_without_its_grant(jupyter_server, tmp_path):
