@@ -47,12 +47,12 @@ async def test_javascript_guest_asks_the_person_and_the_model_through_the_client
     asked, sampled = [], []
 
     async def person(context, params) -> types.ElicitResult:
-        asked.append((params.message, params.requestedSchema))
+        asked.append((params.message, params.requested_schema))
         return types.ElicitResult(action="accept", content={"name": "Ada"})
 
     async def model(context, params) -> types.CreateMessageResult:
         sampled.append(params)
-        return types.CreateMessageResult(role="assistant", model="test-model", stopReason="endTurn",
+        return types.CreateMessageResult(role="assistant", model="test-model", stop_reason="endTurn",
                                          content=types.TextContent(type="text", text="four"))
 
     body = extension_entry(guest("ask-js"), grants=["elicit", "sample"])
@@ -66,7 +66,7 @@ async def test_javascript_guest_asks_the_person_and_the_model_through_the_client
             answered = await client.call_tool("ask_model", {"question": "2 + 2?"})
             assert not answered.is_error and joined(answered) == "test-model said: four", joined(answered)
             (params,) = sampled
-            assert params.maxTokens == 50 and params.messages[0].content.text == "2 + 2?", params
+            assert params.max_tokens == 50 and params.messages[0].content.text == "2 + 2?", params
         async with http_client(server, "legacy") as client:
             for tool, arguments, what in (("ask_name", {}, "elicitation"), ("ask_model", {"question": "?"}, "sampling")):
                 fallback = await client.call_tool(tool, arguments)
