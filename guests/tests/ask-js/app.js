@@ -2,7 +2,7 @@
 // the client (elicit), `ask_model` asks the client's model (sample) and reports progress. A client
 // that cannot is answered with a fallback, as guests/README.md shows (grants: elicit, sample).
 // Build: guests/tests/ask-js/build OUT_DIR
-import { defineExtension, elicit, progress, sample, unsupportedByClient } from 'jupyter-mcp-extension';
+import { defineExtension, elicit, progress, sample, unsupportedByClient } from '../../js/src/index.js'; // the SDK in this repository
 
 // The call's answer when the client cannot: what it said is missing.
 function orFallback(ask) {
