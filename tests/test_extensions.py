@@ -255,11 +255,11 @@ async def test_an_extension_declares_only_under_its_own_name(jupyter_server, tmp
 # ---- guests get the domain's rules, exactly as tools do ----
 
 # The guest that runs code through `execute-code`, per WIT version: (guest, tool, how it words a
-# host error). 0.1.0's host-error is a string (declares answers its Debug form); 0.2.0's is a
-# typed variant (runs answers its case, then the message), and a gone kernel is a `kernel` error.
+# host error). 0.1.0's host-error is a string (declares answers its Debug form); the SDK's (0.3.0) is
+# a typed variant (runs answers its case, then the message), and a gone kernel is a `kernel` error.
 EXECUTE_CODE_GUESTS = [
     pytest.param("declares", "declares_run", None, id="wit-0.1.0"),
-    pytest.param("runs", "runs_code", "kernel: ", id="wit-0.2.0"),
+    pytest.param("runs", "runs_code", "kernel: ", id="wit-0.3.0"),
 ]
 
 

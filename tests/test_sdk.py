@@ -1,4 +1,4 @@
-"""WIT 0.2.0 guests built with the Rust SDK (`guests/sdk`), through the real binary and the official
+"""WIT 0.3.0 guests built with the Rust SDK (`guests/sdk`), through the real binary and the official
 MCP client: the word-count example (a tool with a derived schema and structured output, a cell
 edit by id that meets someone else's change as a conflict, a resource, a resource template and a
 prompt served through the core paths on every transport and protocol era, list_changed as it
@@ -65,7 +65,7 @@ async def test_wordcount_example_counts_edits_by_id_and_handles_hooks(jupyter_se
         assert "wordcount.wasm (optional hook handler) (extension 'wordcount', 2 tools)" in log, log
         assert "policy.wasm (critical hook handler)" in log, log
         # The guest read the host's API version through host-info.
-        assert "wordcount runs on jupyter-mcp API 0.2.0" in log, log
+        assert "wordcount runs on jupyter-mcp API 0.3.0" in log, log
         async with http_client(server, "legacy") as client:
             path = await notebook_with_prose(client)
             tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -243,10 +243,10 @@ def test_a_guest_newer_than_the_host_is_refused_with_both_versions(jupyter_serve
     server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
     try:
         log = log_of(server)
-        assert ("too-new.wasm: it was built against WIT jupyter-mcp:extension@0.3.0, newer than this "
-                "server's API version 0.2.0") in log, log
-        assert "upgrade jupyter-mcp-server to a release that implements 0.3.0, or rebuild the guest against " \
-               "wit/v0.2.0" in log, log
+        assert ("too-new.wasm: it was built against WIT jupyter-mcp:extension@0.4.0, newer than this "
+                "server's API version 0.3.0") in log, log
+        assert "upgrade jupyter-mcp-server to a release that implements 0.4.0, or rebuild the guest against " \
+               "wit/v0.3.0" in log, log
         # The others load and the server serves.
         assert "(extension 'wordcount', 2 tools)" in log, log
     finally:

@@ -6,6 +6,7 @@
 
 pub mod capabilities;
 pub mod catalog;
+pub mod client_link;
 pub mod config;
 pub mod confirm;
 pub mod dispatch;

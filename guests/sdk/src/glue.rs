@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use crate::bindings::jupyter_mcp::extension::types;
-use crate::hooks::HookEvent;
+use crate::hooks::{HookEvent, Reply};
 use crate::items::PromptArguments;
 use crate::{Capability, Error, Extension, Identity, Tool};
 
@@ -85,11 +85,18 @@ impl<E: Extension> Registered<E> {
         self.extension.propagate_errors()
     }
 
-    /// One event; the context comes back only when the handler changed it.
-    pub fn on_event(&self, event: HookEvent, context: &str) -> GuestResult<Option<String>> {
+    /// One event; the context comes back only when the handler changed it, and beside it the
+    /// reason to ask the person first, if the handler wants that.
+    pub fn on_event(&self, event: HookEvent, context: &str) -> GuestResult<types::HookReply> {
         let before: Map<String, Value> = serde_json::from_str(context).unwrap_or_default();
         let mut after = before.clone();
-        self.extension.on_event(&event, &mut after)?;
-        Ok((after != before).then(|| Value::Object(after).to_string()))
+        let reply = self.extension.decide(&event, &mut after)?;
+        Ok(types::HookReply {
+            context: (after != before).then(|| Value::Object(after).to_string()),
+            confirm: match reply {
+                Reply::Proceed => None,
+                Reply::Confirm(reason) => Some(reason),
+            },
+        })
     }
 }

@@ -17,3 +17,12 @@ impl HookEvent {
         }
     }
 }
+
+/// What a hook handler decides about the call a `before_*` event announces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Let it go on.
+    Proceed,
+    /// Go on only once the person says yes; the reason is shown to them.
+    Confirm(String),
+}

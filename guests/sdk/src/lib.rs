@@ -1,5 +1,5 @@
 //! Write a jupyter-mcp-server extension or hook handler in Rust, against WIT
-//! `jupyter-mcp:extension@0.2.0` (vendored in this crate's `wit/`): implement [`Extension`]
+//! `jupyter-mcp:extension@0.3.0` (vendored in this crate's `wit/`): implement [`Extension`]
 //! (every method has a default, so implement only what you offer), then
 //! [`register_extension!`] (or [`register_hook_handler!`]), and build for `wasm32-wasip2` as a
 //! `cdylib`.
@@ -9,7 +9,12 @@
 //!   `schemars::JsonSchema`), and the call is routed to it by name.
 //! - A host function's error converts into [`Error`], so `?` passes it on to the caller.
 //! - Resources, resource templates and prompts are listed and served like the core ones.
-//! - Hook events arrive typed ([`HookEvent`]).
+//! - Hook events arrive typed ([`HookEvent`]); a critical handler can ask the person before a
+//!   call goes on ([`Extension::decide`] answering [`Reply::Confirm`]).
+//! - A guest can talk back to the client of the call it runs in ([`client`]: ask the person, ask
+//!   the client's model, report progress) and read the operator's secrets ([`secrets`]), each
+//!   when granted.
+//! - Cells carry their version, and edits can name the version they expect ([`notebook`]).
 //! - The WIT version is stamped into the component, so a server older than this SDK refuses it
 //!   at load with both versions named, instead of failing at the first call.
 //!
@@ -58,11 +63,13 @@ pub mod bindings {
             path: "wit",
             world: "extension",
             with: {
-                "jupyter-mcp:extension/types@0.2.0": crate::bindings::jupyter_mcp::extension::types,
-                "jupyter-mcp:extension/log@0.2.0": crate::bindings::jupyter_mcp::extension::log,
-                "jupyter-mcp:extension/config@0.2.0": crate::bindings::jupyter_mcp::extension::config,
-                "jupyter-mcp:extension/host-info@0.2.0": crate::bindings::jupyter_mcp::extension::host_info,
-                "jupyter-mcp:extension/notebook@0.2.0": crate::bindings::jupyter_mcp::extension::notebook,
+                "jupyter-mcp:extension/types@0.3.0": crate::bindings::jupyter_mcp::extension::types,
+                "jupyter-mcp:extension/log@0.3.0": crate::bindings::jupyter_mcp::extension::log,
+                "jupyter-mcp:extension/config@0.3.0": crate::bindings::jupyter_mcp::extension::config,
+                "jupyter-mcp:extension/host-info@0.3.0": crate::bindings::jupyter_mcp::extension::host_info,
+                "jupyter-mcp:extension/notebook@0.3.0": crate::bindings::jupyter_mcp::extension::notebook,
+                "jupyter-mcp:extension/client@0.3.0": crate::bindings::jupyter_mcp::extension::client,
+                "jupyter-mcp:extension/secrets@0.3.0": crate::bindings::jupyter_mcp::extension::secrets,
             },
             pub_export_macro: true,
             export_macro_name: "__export_extension",
@@ -75,11 +82,13 @@ pub mod bindings {
             path: "wit",
             world: "hook-handler",
             with: {
-                "jupyter-mcp:extension/types@0.2.0": crate::bindings::jupyter_mcp::extension::types,
-                "jupyter-mcp:extension/log@0.2.0": crate::bindings::jupyter_mcp::extension::log,
-                "jupyter-mcp:extension/config@0.2.0": crate::bindings::jupyter_mcp::extension::config,
-                "jupyter-mcp:extension/host-info@0.2.0": crate::bindings::jupyter_mcp::extension::host_info,
-                "jupyter-mcp:extension/notebook@0.2.0": crate::bindings::jupyter_mcp::extension::notebook,
+                "jupyter-mcp:extension/types@0.3.0": crate::bindings::jupyter_mcp::extension::types,
+                "jupyter-mcp:extension/log@0.3.0": crate::bindings::jupyter_mcp::extension::log,
+                "jupyter-mcp:extension/config@0.3.0": crate::bindings::jupyter_mcp::extension::config,
+                "jupyter-mcp:extension/host-info@0.3.0": crate::bindings::jupyter_mcp::extension::host_info,
+                "jupyter-mcp:extension/notebook@0.3.0": crate::bindings::jupyter_mcp::extension::notebook,
+                "jupyter-mcp:extension/client@0.3.0": crate::bindings::jupyter_mcp::extension::client,
+                "jupyter-mcp:extension/secrets@0.3.0": crate::bindings::jupyter_mcp::extension::secrets,
             },
             pub_export_macro: true,
             export_macro_name: "__export_hook_handler",
@@ -95,7 +104,7 @@ mod tools;
 
 use bindings::jupyter_mcp::extension::types;
 
-pub use hooks::{AfterExecute, AfterToolCall, BeforeExecute, BeforeToolCall, HookEvent};
+pub use hooks::{AfterExecute, AfterToolCall, BeforeExecute, BeforeToolCall, HookEvent, Reply};
 pub use hooks::{KernelChange, KernelLifecycle};
 pub use items::{Prompt, PromptArguments, PromptResult, Resource, ResourceContents};
 pub use items::{ResourceTemplate, Role};
@@ -108,10 +117,10 @@ pub use types::{Capability, CellKind, HostError};
 pub use glue::Registered;
 
 /// The WIT version this SDK builds against (stamped into every component it builds).
-pub const API_VERSION: &str = "0.2.0";
+pub const API_VERSION: &str = "0.3.0";
 
 #[doc(hidden)]
-pub const API_VERSION_BYTES: [u8; 5] = *b"0.2.0";
+pub const API_VERSION_BYTES: [u8; 5] = *b"0.3.0";
 
 const _: () = assert!(API_VERSION.len() == API_VERSION_BYTES.len());
 
@@ -207,6 +216,8 @@ impl HostError {
             | HostError::Conflict(m)
             | HostError::Kernel(m)
             | HostError::Invalid(m)
+            | HostError::UnsupportedByClient(m)
+            | HostError::Refused(m)
             | HostError::Failed(m) => m,
         }
     }
@@ -234,7 +245,13 @@ impl CellKind {
 /// Host functions on notebooks, under the rules the MCP tools obey. `notebook` is a name given
 /// to `use_notebook`; `""` is the current one. A cell is named by a [`CellRef`]: by id (stable
 /// while others edit) or by index. Each function is refused (`HostError::NotGranted`) unless
-/// the operator lists it in this extension's `grants` (`read-cell` needs `read-cells`).
+/// the operator lists it in this extension's `grants` (`read-cell` and `notebook-version` need
+/// `read-cells`).
+///
+/// Versions: a [`Cell`](notebook::Cell) carries its `version`; pass it as an edit's
+/// `expected_version` (and [`notebook_version`](notebook::notebook_version) as
+/// `insert_cell`'s `expected_notebook_version`) to have the edit refused with
+/// `HostError::Conflict` if someone changed it since; `overwrite_cell` returns the new version.
 pub mod notebook {
     pub use crate::bindings::jupyter_mcp::extension::notebook::*;
     pub use crate::bindings::jupyter_mcp::extension::types::{Cell, CellId, CellKind, CellRef};
@@ -255,6 +272,82 @@ pub mod notebook {
         fn from(cell: &Cell) -> Self {
             CellRef::Id(cell.id.clone())
         }
+    }
+}
+
+/// Talking back to the MCP client of the call this guest runs in (a tool call, or the call a
+/// hook event belongs to). Each waits no longer than the guest's wall-clock limit for the call
+/// (`limits.wall_ms_per_call`): give it room for a person to answer.
+pub mod client {
+    use crate::HostError;
+    use crate::bindings::jupyter_mcp::extension::client as wit;
+
+    /// The person's answer to [`elicit`].
+    #[derive(Debug, Clone, PartialEq)]
+    pub enum Answer {
+        /// Their answer: an object matching the requested schema.
+        Accept(serde_json::Value),
+        Decline,
+        Cancel,
+    }
+
+    /// Asks the person `message` with a form: `schema` is a JSON Schema object of flat primitive
+    /// properties (MCP elicitation). Needs the grant `elicit`; a client without elicitation
+    /// answers `HostError::UnsupportedByClient`.
+    pub fn elicit(message: &str, schema: &serde_json::Value) -> Result<Answer, HostError> {
+        Ok(match wit::elicit(message, &schema.to_string())? {
+            wit::ElicitAnswer::Accept(content) => {
+                Answer::Accept(serde_json::from_str(&content).unwrap_or_default())
+            }
+            wit::ElicitAnswer::Decline => Answer::Decline,
+            wit::ElicitAnswer::Cancel => Answer::Cancel,
+        })
+    }
+
+    /// Asks the client's model: `request` is MCP `sampling/createMessage`'s params
+    /// (`messages`, `maxTokens`, ...), the answer its result (`role`, `content`, `model`,
+    /// `stopReason`). Needs the grant `sample`; a client without sampling answers
+    /// `HostError::UnsupportedByClient`.
+    pub fn sample(request: &serde_json::Value) -> Result<serde_json::Value, HostError> {
+        let answer = wit::sample(&request.to_string())?;
+        Ok(serde_json::from_str(&answer).unwrap_or_default())
+    }
+
+    /// Asks the client's model one question (`prompt` as the user's message) and returns the
+    /// text of its answer.
+    pub fn ask_model(prompt: &str, max_tokens: u32) -> Result<String, HostError> {
+        let answer = sample(&serde_json::json!({
+            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+            "maxTokens": max_tokens,
+        }))?;
+        let content = &answer["content"];
+        let text = match content {
+            serde_json::Value::Array(items) => items
+                .iter()
+                .filter_map(|c| c["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            other => other["text"].as_str().unwrap_or_default().to_owned(),
+        };
+        Ok(text)
+    }
+
+    /// Reports progress on the current call (sent when the client asked for progress; the host
+    /// drops reports closer than 100 ms apart, except the last). No grant needed.
+    pub fn progress(done: f64, total: Option<f64>, message: Option<&str>) {
+        wit::progress(done, total, message)
+    }
+}
+
+/// The operator's secrets (`jupyter-mcp-server secret set NAME`), by name: each needs the grant
+/// `secret:NAME`. The host redacts a value read from this guest's own log lines and errors.
+pub mod secrets {
+    use crate::HostError;
+
+    /// The secret's value: `HostError::NotGranted` without `secret:NAME`, `HostError::NotFound`
+    /// when the operator stored none by that name.
+    pub fn get(name: &str) -> Result<String, HostError> {
+        crate::bindings::jupyter_mcp::extension::secrets::get(name)
     }
 }
 
@@ -282,7 +375,7 @@ pub mod log {
 pub mod host {
     use crate::bindings::jupyter_mcp::extension::host_info;
 
-    /// The WIT version the server implements, e.g. `0.2.0`.
+    /// The WIT version the server implements, e.g. `0.3.0`.
     pub fn api_version() -> String {
         host_info::api_version()
     }
@@ -386,6 +479,15 @@ pub trait Extension: Sized + Send + Sync + 'static {
     fn on_event(&self, event: &HookEvent, context: &mut Context) -> Result<()> {
         let _ = (event, context);
         Ok(())
+    }
+
+    /// For a hook handler: one event, and what to do about the call a `before_*` event
+    /// announces. By default [`Extension::on_event`], then [`Reply::Proceed`]. A critical
+    /// handler (`propagate_errors`) answering [`Reply::Confirm`] on a before event holds the
+    /// call until the person says yes through the client; a no, or a client that cannot ask,
+    /// refuses it. Ignored on after events and from optional handlers.
+    fn decide(&self, event: &HookEvent, context: &mut Context) -> Result<Reply> {
+        self.on_event(event, context).map(|()| Reply::Proceed)
     }
 }
 
@@ -512,7 +614,7 @@ macro_rules! __impl_hooks {
                 event: $crate::bindings::jupyter_mcp::extension::types::HookEvent,
                 context: ::std::string::String,
             ) -> ::std::result::Result<
-                ::std::option::Option<::std::string::String>,
+                $crate::bindings::jupyter_mcp::extension::types::HookReply,
                 $crate::bindings::jupyter_mcp::extension::types::GuestError,
             > {
                 __jupyter_mcp_guest().on_event(event, &context)

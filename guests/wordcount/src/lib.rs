@@ -132,6 +132,7 @@ impl WordCount {
             &CellRef::id(&cell.id),
             &source,
             Some(&expected),
+            None,
         )?;
         Ok(format!(
             "replaced {replaced} occurrence(s) of '{}' in cell {}",

@@ -28,6 +28,8 @@ pub(super) struct PreparedCall {
     caller: Option<Caller>,
     /// Who asks the person when the call needs their yes (`execution.confirm`, hooks).
     confirmer: Arc<dyn crate::confirm::Confirmer>,
+    /// The client as guests talk back to it (questions, sampling, progress).
+    client: Arc<dyn crate::client_link::ClientLink>,
 }
 
 impl McpServer {
@@ -55,6 +57,10 @@ impl McpServer {
             });
             reporter
         });
+        let client = Arc::new(super::elicit::PeerClient::for_request(
+            context,
+            reporter.clone(),
+        ));
         let session_level = *self.log_level.lock().expect("log level lock");
         PreparedCall {
             state: self.state.clone(),
@@ -74,6 +80,7 @@ impl McpServer {
             task: None,
             caller: caller(context),
             confirmer: Arc::new(super::elicit::PeerConfirmer::for_request(context)),
+            client,
         }
     }
 
@@ -131,6 +138,7 @@ impl PreparedCall {
         let (state, view, name) = (&self.state, self.view.as_ref(), &self.request.name);
         let traceparent = self.traceparent;
         let confirmer = self.confirmer;
+        let client = self.client;
         let call = async move {
             let mut tool_context = tool_context;
             // Hub mode: the caller's own server, started first when it is not running (an
@@ -159,6 +167,7 @@ impl PreparedCall {
                 traceparent,
             );
             let dispatched = crate::confirm::asking(confirmer, dispatched);
+            let dispatched = crate::client_link::linked(client, dispatched);
             match hub {
                 Some((hub, caller)) => Box::pin(watched(hub, caller, dispatched, cancel)).await,
                 None => dispatched.await,

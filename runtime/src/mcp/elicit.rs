@@ -1,6 +1,8 @@
 //! The person behind a tool call, asked through MCP elicitation (`elicitation/create`, form
 //! mode, no fields: the message is the question, accept/decline/cancel the answer). It is the
-//! [`Confirmer`] the confirm service asks while the call runs.
+//! [`Confirmer`] the confirm service asks while the call runs. Beside it, [`PeerClient`], the
+//! [`ClientLink`] guests talk back through: questions with a form of their own, sampling
+//! (`sampling/createMessage`), and progress into the call's queue.
 //!
 //! The question rides the stream of the request it belongs to (the request's id is put on it,
 //! so Streamable HTTP sends it on that request's response stream even from a guest's host
@@ -9,14 +11,19 @@
 
 use std::collections::BTreeMap;
 
+#[allow(deprecated)]
+use rmcp::model::{CreateMessageRequest, CreateMessageRequestParams};
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
     RequestId, ServerRequest,
 };
+use serde_json::Value;
 use rmcp::service::{OriginatingRequestId, RequestContext};
 use rmcp::{Peer, RoleServer};
 
+use crate::client_link::{ClientLink, Elicitation, LinkFuture, Unreached};
 use crate::confirm::{Answer, AnswerFuture, Confirmer};
+use crate::tools::ProgressReporter;
 
 /// Whether this request's client can be asked, and how.
 enum Reach {
@@ -98,5 +105,133 @@ impl Confirmer for PeerConfirmer {
                 Err(e) => Answer::Unavailable(format!("the question could not be put ({e})")),
             }
         })
+    }
+}
+
+/// Why a stateless request cannot carry a request to its client.
+const STATELESS: &str = "this request is a stateless 2026-07-28 one, on which a server may not \
+                         send requests to its client; connect with a 2025-11-25 session \
+                         (initialize)";
+
+/// The request's client as guests reach it: what it declared, and the call's progress queue.
+pub(super) struct PeerClient {
+    peer: Peer<RoleServer>,
+    origin: RequestId,
+    stateless: bool,
+    /// It declared form elicitation.
+    form: bool,
+    /// It declared sampling.
+    sampling: bool,
+    progress: Option<ProgressReporter>,
+}
+
+impl PeerClient {
+    pub(super) fn for_request(
+        context: &RequestContext<RoleServer>,
+        progress: Option<ProgressReporter>,
+    ) -> Self {
+        let capabilities = context.client_capabilities();
+        PeerClient {
+            peer: context.peer.clone(),
+            origin: context.id.clone(),
+            stateless: context
+                .meta
+                .protocol_version()
+                .is_some_and(|v| !v.has_initialize()),
+            form: capabilities
+                .as_ref()
+                .and_then(|c| c.elicitation.as_ref())
+                .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+            sampling: capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
+            progress,
+        }
+    }
+
+    /// `Err` when the client cannot be sent `what` (it lacks `declared`).
+    fn reachable(&self, declared: bool, capability: &str) -> Result<(), Unreached> {
+        if self.stateless {
+            return Err(Unreached::Unsupported(STATELESS.to_owned()));
+        }
+        if !declared {
+            return Err(Unreached::Unsupported(format!(
+                "the MCP client of this call did not declare the '{capability}' capability at \
+                 initialize, so it cannot be asked; connect with a client that supports MCP \
+                 {capability}"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn send(&self, request: ServerRequest) -> Result<ClientResult, Unreached> {
+        let mut request = request;
+        let extensions = match &mut request {
+            ServerRequest::ElicitRequest(r) => &mut r.extensions,
+            ServerRequest::CreateMessageRequest(r) => &mut r.extensions,
+            _ => unreachable!("only elicitation and sampling are sent"),
+        };
+        extensions.insert(OriginatingRequestId(self.origin.clone()));
+        self.peer
+            .send_request(request)
+            .await
+            .map_err(|e| Unreached::Failed(format!("the client did not answer the request ({e})")))
+    }
+}
+
+impl ClientLink for PeerClient {
+    fn elicit<'a>(&'a self, message: &'a str, schema: Value) -> LinkFuture<'a, Elicitation> {
+        Box::pin(async move {
+            self.reachable(self.form, "elicitation")?;
+            let schema: ElicitationSchema = serde_json::from_value(schema).map_err(|e| {
+                Unreached::Invalid(format!(
+                    "the requested schema is not an MCP elicitation schema (an object of flat \
+                     primitive properties): {e}"
+                ))
+            })?;
+            let request = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message: message.to_owned(),
+                requested_schema: schema,
+            });
+            match self.send(ServerRequest::ElicitRequest(request)).await? {
+                ClientResult::ElicitResult(result) => Ok(match result.action {
+                    ElicitationAction::Accept => Elicitation::Accepted(
+                        result.content.unwrap_or_else(|| Value::Object(Default::default())),
+                    ),
+                    ElicitationAction::Decline => Elicitation::Declined,
+                    _ => Elicitation::Cancelled,
+                }),
+                _ => Err(Unreached::Failed(
+                    "the client answered with something other than an elicitation result".into(),
+                )),
+            }
+        })
+    }
+
+    #[allow(deprecated)] // Sampling: deprecated in 2026-07-28, still served to 2025-11-25 clients.
+    fn sample(&self, params: Value) -> LinkFuture<'_, Value> {
+        Box::pin(async move {
+            self.reachable(self.sampling, "sampling")?;
+            let params: CreateMessageRequestParams =
+                serde_json::from_value(params).map_err(|e| {
+                    Unreached::Invalid(format!(
+                        "the request is not sampling/createMessage params (messages, maxTokens, \
+                         ...): {e}"
+                    ))
+                })?;
+            let request = CreateMessageRequest::new(params);
+            match self.send(ServerRequest::CreateMessageRequest(request)).await? {
+                ClientResult::CreateMessageResult(result) => serde_json::to_value(&*result)
+                    .map_err(|e| Unreached::Failed(format!("the client's answer: {e}"))),
+                _ => Err(Unreached::Failed(
+                    "the client answered with something other than a sampling result".into(),
+                )),
+            }
+        })
+    }
+
+    fn progress(&self, done: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(report) = &self.progress {
+            report(done, total, message.unwrap_or_default());
+        }
     }
 }

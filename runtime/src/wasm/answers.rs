@@ -42,3 +42,22 @@ pub struct PromptAnswer {
     pub description: Option<String>,
     pub messages: Vec<(Role, AnswerContent)>,
 }
+
+/// A hook handler's answer to one event, whatever WIT version it was built against.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookReply {
+    /// JSON text replacing the handler's context for the pair; `None` leaves it.
+    pub context: Option<String>,
+    /// Asks the person before the call goes on, with this reason (WIT 0.3.0 on).
+    pub confirm: Option<String>,
+}
+
+impl HookReply {
+    /// What a handler of a version without confirmation answers.
+    pub fn context(context: Option<String>) -> Self {
+        HookReply {
+            context,
+            confirm: None,
+        }
+    }
+}

@@ -6,20 +6,21 @@
 use wasmtime::Store;
 use wasmtime::component::{Instance, InstancePre};
 
-use super::answers::{PromptAnswer, ResourceAnswer, ToolAnswer};
+use super::answers::{HookReply, PromptAnswer, ResourceAnswer, ToolAnswer};
 use super::distribution::manifest::{
     CapabilityDeclaration, PromptDeclaration, ResourceDeclaration, TemplateDeclaration,
     ToolDeclaration,
 };
 use super::host::GuestState;
-use super::{v0_1_0, v0_2_0};
+use super::{v0_1_0, v0_2_0, v0_3_0};
 use crate::hooks::HookEvent;
 
 /// The newest WIT version this host implements (`host-info.api-version`).
-pub const API_VERSION: &str = v0_2_0::API_VERSION;
+pub const API_VERSION: &str = v0_3_0::API_VERSION;
 
 /// The export names of each version, newest first: what a guest may export.
-pub const EXPORTS: [(&str, &str); 2] = [
+pub const EXPORTS: [(&str, &str); 3] = [
+    (v0_3_0::HOOKS_EXPORT, v0_3_0::EXTENSION_EXPORT),
     (v0_2_0::HOOKS_EXPORT, v0_2_0::EXTENSION_EXPORT),
     (v0_1_0::HOOKS_EXPORT, v0_1_0::EXTENSION_EXPORT),
 ];
@@ -29,7 +30,11 @@ type IndicesOf =
     fn(&InstancePre<GuestState>, &[String]) -> Result<Option<Box<dyn VersionIndices>>, String>;
 
 /// Each version's `IndicesOf`, in the order of `EXPORTS`.
-const INDICES_OF: [IndicesOf; 2] = [v0_2_0::Indices::of, v0_1_0::Indices::of];
+const INDICES_OF: [IndicesOf; 3] = [
+    v0_3_0::Indices::of,
+    v0_2_0::Indices::of,
+    v0_1_0::Indices::of,
+];
 
 /// Whether `exports` include a hook-handler export of any version.
 pub fn handles_hooks(exports: &[String]) -> bool {
@@ -48,7 +53,7 @@ pub trait GuestApi: Send {
         store: &mut Store<GuestState>,
         event: &HookEvent,
         context: &str,
-    ) -> wasmtime::Result<Result<Option<String>, String>>;
+    ) -> wasmtime::Result<Result<HookReply, String>>;
 
     /// The name it declares.
     fn identity(&self, store: &mut Store<GuestState>) -> wasmtime::Result<String>;

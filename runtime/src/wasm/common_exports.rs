@@ -4,8 +4,9 @@
 
 /// Defines `Indices` (a `VersionIndices`) and `Exports` (a `GuestApi`) for the version in
 /// scope, whose module provides `HOOKS_EXPORT`, `EXTENSION_EXPORT`, `hooks_export`,
-/// `extension_export` and a `convert` with `hook_event`, `guest_error` (a guest's error in the
-/// caller's words), `capability_declaration`, `tool_declaration` and `tool_answer`.
+/// `extension_export` and a `convert` with `hook_event`, `hook_reply` (its `on-event` answer as a
+/// `HookReply`), `guest_error` (a guest's error in the caller's words), `capability_declaration`,
+/// `tool_declaration` and `tool_answer`.
 ///
 /// `wit` names the WIT in the error of an export that does not match it. `lists` and `answers`
 /// are the `GuestApi` methods the version adds to those every version has: a list an
@@ -107,10 +108,10 @@ macro_rules! guest_exports {
                 store: &mut wasmtime::Store<crate::wasm::host::GuestState>,
                 event: &crate::hooks::HookEvent,
                 context: &str,
-            ) -> wasmtime::Result<Result<Option<String>, String>> {
+            ) -> wasmtime::Result<Result<crate::wasm::answers::HookReply, String>> {
                 let event = convert::hook_event(event);
                 let answer = self.hooks()?.call_on_event(store, &event, context)?;
-                Ok(answer.map_err(convert::guest_error))
+                Ok(answer.map(convert::hook_reply).map_err(convert::guest_error))
             }
 
             fn identity(

@@ -273,6 +273,11 @@ impl Guest {
         self.template.settings.name()
     }
 
+    /// `text` with the secret values the guest obtained redacted.
+    pub fn redact(&self, text: &str) -> String {
+        self.template.settings.revealed.redact(text)
+    }
+
     /// Its policy as it is now.
     pub fn policy(&self) -> Arc<super::policy::Policy> {
         self.template.settings.policy.get()

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::guest::{CallKind, Guest, GuestError};
 use super::slot::GuestSlot;
-use crate::hooks::{HookEvent, HookFuture, HookHandler, HookKind};
+use crate::hooks::{Announced, Decision, DecisionFuture, HookEvent, HookFuture, HookHandler, HookKind};
 
 const UNDECIDED: u8 = 0;
 const OPTIONAL: u8 = 1;
@@ -81,12 +81,13 @@ impl WasmHookHandler {
         }
     }
 
-    /// One event into the guest; `Ok(Some(map))` replaces the handler's context.
+    /// One event into the guest; `Ok(Some(map))` replaces the handler's context, and the
+    /// reason beside it asks the person first (WIT 0.3.0's hook reply).
     pub async fn deliver(
         guest: &Arc<Guest>,
         event: &HookEvent,
         context: &Map<String, Value>,
-    ) -> Result<Result<Option<Map<String, Value>>, String>, GuestError> {
+    ) -> Result<Result<(Option<Map<String, Value>>, Option<String>), String>, GuestError> {
         let event = event.clone();
         let context = Value::Object(context.clone()).to_string();
         let answer = guest
@@ -94,16 +95,65 @@ impl WasmHookHandler {
                 api.on_event(store, &event, &context)
             })
             .await?;
-        match answer {
-            Ok(Some(text)) => match serde_json::from_str(&text) {
-                Ok(Value::Object(map)) => Ok(Ok(Some(map))),
-                _ => Err(GuestError::BadAnswer {
-                    guest: guest.name().to_owned(),
-                    reason: "the context it returned is not a JSON object".into(),
-                }),
+        let reply = match answer {
+            Ok(reply) => reply,
+            Err(refusal) => return Ok(Err(guest.redact(&refusal))),
+        };
+        let context = match reply.context {
+            Some(text) => match serde_json::from_str(&text) {
+                Ok(Value::Object(map)) => Some(map),
+                _ => {
+                    return Err(GuestError::BadAnswer {
+                        guest: guest.name().to_owned(),
+                        reason: "the context it returned is not a JSON object".into(),
+                    });
+                }
             },
-            Ok(None) => Ok(Ok(None)),
-            Err(refusal) => Ok(Err(refusal)),
+            None => None,
+        };
+        Ok(Ok((context, reply.confirm)))
+    }
+
+    /// An event through the guest, whatever its kind: the handler's context updated, and the
+    /// confirmation its guest asks for (if any).
+    async fn handle(
+        &self,
+        event: &HookEvent,
+        context: &mut Map<String, Value>,
+    ) -> Result<Option<String>, String> {
+        let guest = match self.guest().await {
+            Ok(Some(guest)) => guest,
+            Ok(None) => return Ok(None),
+            Err(refusal) => return Err(refusal),
+        };
+        if guest.is_stopped() {
+            // Shutting down: the clean-up's events skip the guest; a critical one still
+            // refuses what it guards.
+            let guards = matches!(
+                event.kind(),
+                HookKind::BeforeToolCall | HookKind::BeforeExecute
+            );
+            return if self.critical() && guards {
+                Err(format!(
+                    "'{}' is stopped: the server is shutting down",
+                    self.name()
+                ))
+            } else {
+                Ok(None)
+            };
+        }
+        match Self::deliver(&guest, event, context).await {
+            Ok(Ok((replaced, confirm))) => {
+                if let Some(map) = replaced {
+                    *context = map;
+                }
+                Ok(confirm)
+            }
+            Ok(Err(refusal)) => Err(refusal),
+            // A critical guest that cannot answer fails the call it guards (fail closed: a
+            // policy that can be crashed must not be a way around it); the guest's failure
+            // was logged where it happened.
+            Err(e) => Err(e.to_string()),
         }
     }
 }
@@ -123,39 +173,25 @@ impl HookHandler for WasmHookHandler {
         context: &'a mut Map<String, Value>,
     ) -> HookFuture<'a> {
         Box::pin(async move {
-            let guest = match self.guest().await {
-                Ok(Some(guest)) => guest,
-                Ok(None) => return Ok(()),
-                Err(refusal) => return Err(refusal),
-            };
-            if guest.is_stopped() {
-                // Shutting down: the clean-up's events skip the guest; a critical one still
-                // refuses what it guards.
-                let guards = matches!(
-                    event.kind(),
-                    HookKind::BeforeToolCall | HookKind::BeforeExecute
+            if let Some(reason) = self.handle(event, context).await? {
+                // Only a before event's confirmation holds a call (`decide`).
+                tracing::debug!(
+                    handler = self.name(),
+                    event = event.kind().as_str(),
+                    "the hook handler asked for confirmation ({reason}) on an event that holds \
+                     no call; ignored"
                 );
-                return if self.critical() && guards {
-                    Err(format!(
-                        "'{}' is stopped: the server is shutting down",
-                        self.name()
-                    ))
-                } else {
-                    Ok(())
-                };
             }
-            match Self::deliver(&guest, event, context).await {
-                Ok(Ok(Some(map))) => {
-                    *context = map;
-                    Ok(())
-                }
-                Ok(Ok(None)) => Ok(()),
-                Ok(Err(refusal)) => Err(refusal),
-                // A critical guest that cannot answer fails the call it guards (fail closed: a
-                // policy that can be crashed must not be a way around it); the guest's failure
-                // was logged where it happened.
-                Err(e) => Err(e.to_string()),
-            }
+            Ok(())
+        })
+    }
+
+    /// A before event: the guest's `confirm` becomes the bus's `Decision::Confirm`, which the
+    /// bus follows for a critical handler (and logs and ignores for an optional one).
+    fn decide<'a>(&'a self, before: Announced<'a>) -> DecisionFuture<'a> {
+        Box::pin(async move {
+            let confirm = self.handle(before.event, before.context).await?;
+            Ok(confirm.map_or(Decision::Proceed, Decision::Confirm))
         })
     }
 

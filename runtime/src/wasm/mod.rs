@@ -1,11 +1,12 @@
 //! WebAssembly guests: hook handlers and extensions built as components against the WIT in
 //! `wit/`, run sandboxed on wasmtime.
 //!
-//! - `v0_1_0/`, `v0_2_0/`: one WIT version each: its bindings, its host functions and every
+//! - `v0_1_0/`, `v0_2_0/`, `v0_3_0/`: one WIT version each: its bindings, its host functions and every
 //!   conversion between its types and ours; `api` picks a guest's version, so nothing else names
 //!   a binding type;
 //! - `host/`: the host capabilities a guest may be granted (notebook, outgoing HTTP, storage,
-//!   env), one unit each, and `GuestState`, the store data that is their sum;
+//!   env, the call's client, secrets), one unit each, and `GuestState`, the store data that is
+//!   their sum;
 //! - `served`: an extension's resources and prompts in the server's catalog;
 //! - `cache`: compiled components on disk, so nothing is compiled on a request path;
 //! - `component_file`: a guest file read and checked (a component, importing nothing we lack);
@@ -52,6 +53,7 @@ mod common_exports;
 mod common_host;
 mod v0_1_0;
 mod v0_2_0;
+mod v0_3_0;
 mod wait;
 
 use std::path::{Path, PathBuf};
@@ -61,7 +63,7 @@ use std::time::Duration;
 use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
-pub use answers::{AnswerContent, ToolAnswer};
+pub use answers::{AnswerContent, HookReply, ToolAnswer};
 pub use api::API_VERSION;
 use api::{GuestApi, LoadQuestion};
 pub use distribution::cache::CompileCache;
@@ -79,7 +81,7 @@ pub use lifecycle::loading::{Loader, Loading};
 pub use lifecycle::watch::watch_folder;
 pub use policy::grants::{Grants, HostFunction};
 pub use policy::{Policies, Policy, PolicyError};
-pub use settings::{GuestSettings, HostLink};
+pub use settings::{GuestSettings, HostLink, SecretSource};
 pub use slot::{GuestSlot, SlotError};
 use tool::extension_tools;
 pub use tool::{GuestTool, ToolTable};
@@ -207,7 +209,7 @@ impl WasmHost {
             let (hooks, extension) = api::EXPORTS[0];
             return Err(format!(
                 "it exports neither {hooks} nor {extension} (it exports: {}); build it against a \
-                 world of wit/v{API_VERSION} (guests of wit/v0.1.0 load too)",
+                 world of wit/v{API_VERSION} (guests of wit/v0.2.0 and wit/v0.1.0 load too)",
                 if exports.is_empty() {
                     "nothing".into()
                 } else {

@@ -88,7 +88,7 @@ impl GuestOutput {
         let mut buffers = self.buffers();
         let partial = std::mem::take(&mut buffers.stderr);
         if !partial.trim_ascii().is_empty() {
-            let line = cut(&String::from_utf8_lossy(&partial));
+            let line = cut(&self.settings.revealed.redact(&String::from_utf8_lossy(&partial)));
             self.log(Stream::Stderr, &line);
             push_tail(&mut buffers.tail, line);
         }
@@ -113,7 +113,7 @@ impl GuestOutput {
             let rest = pending.split_off((end + 1).min(pending.len()));
             let raw = std::mem::replace(pending, rest);
             let text = String::from_utf8_lossy(&raw);
-            let line = cut(text.trim_end_matches(['\n', '\r']));
+            let line = cut(&self.settings.revealed.redact(text.trim_end_matches(['\n', '\r'])));
             if line.trim().is_empty() {
                 continue;
             }

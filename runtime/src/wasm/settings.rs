@@ -9,7 +9,7 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use super::limits::LogBudget;
-use super::policy::{Policies, Policy, PolicyCell};
+use super::policy::{Policies, Policy, PolicyCell, Revealed};
 use crate::config::GuestLimits;
 use crate::domain::Domain;
 
@@ -32,6 +32,8 @@ pub struct GuestSettings {
     /// ends at once.
     pub stop: CancellationToken,
     pub log_budget: LogBudget,
+    /// The secret values it obtained, redacted from its log lines and errors.
+    pub revealed: Revealed,
 }
 
 impl GuestSettings {
@@ -51,6 +53,7 @@ impl GuestSettings {
             link,
             stop: CancellationToken::new(),
             log_budget: LogBudget::default(),
+            revealed: Revealed::default(),
         }
     }
 
@@ -97,6 +100,14 @@ impl super::policy::Governed for GuestSettings {
     }
 }
 
+/// The operator's secrets as the `secrets` host functions read them: the server's secret store
+/// behind it (`jupyter-mcp-server secret set NAME`), connected by whoever starts the server.
+pub trait SecretSource: Send + Sync {
+    /// The secret's value, `Ok(None)` when there is none by that name; an error says why the
+    /// store could not be read (never a value).
+    fn get(&self, name: &str) -> Result<Option<String>, String>;
+}
+
 /// Where host functions reach the server. Guests load before the domain exists, so it is
 /// connected afterwards; until then notebook functions answer `not-available`.
 #[derive(Default)]
@@ -104,9 +115,20 @@ pub struct HostLink {
     server: OnceLock<(Weak<Domain>, Handle)>,
     /// Every guest's policy, for the management routes.
     pub policies: Arc<Policies>,
+    /// The operator's secrets; until connected, `secrets.get` answers `not-available`.
+    secrets: OnceLock<Arc<dyn SecretSource>>,
 }
 
 impl HostLink {
+    /// Connects the secret store (once).
+    pub fn provide_secrets(&self, source: Arc<dyn SecretSource>) {
+        let _ = self.secrets.set(source);
+    }
+
+    pub(super) fn secrets(&self) -> Option<Arc<dyn SecretSource>> {
+        self.secrets.get().cloned()
+    }
+
     /// Called once, on the async runtime, when the domain exists.
     pub fn connect(&self, domain: &Arc<Domain>) {
         let _ = self.server.set((Arc::downgrade(domain), Handle::current()));

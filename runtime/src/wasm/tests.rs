@@ -95,7 +95,7 @@ fn with_custom_section(mut bytes: Vec<u8>, name: &str, data: &[u8]) -> Vec<u8> {
 
 #[test]
 #[ignore = "needs the built guests (guests/build); tests/run runs it"]
-fn an_sdk_guest_speaks_0_2_0_and_declares_resources_and_prompts() {
+fn an_sdk_guest_speaks_0_3_0_and_declares_resources_and_prompts() {
     let dir = policy_guest().parent().map(Path::to_path_buf).unwrap();
     let bytes = std::fs::read(dir.join("wordcount.wasm")).unwrap();
     // The SDK stamps the version it builds against; it survives the component's making.
@@ -110,7 +110,7 @@ fn an_sdk_guest_speaks_0_2_0_and_declares_resources_and_prompts() {
             _ => None,
         })
         .collect();
-    assert_eq!(stamps, [b"0.2.0".to_vec()]);
+    assert_eq!(stamps, [b"0.3.0".to_vec()]);
     assert_eq!(
         imports::check(&bytes, API_VERSION),
         Ok(()),
@@ -156,7 +156,7 @@ fn an_sdk_guest_speaks_0_2_0_and_declares_resources_and_prompts() {
 #[ignore = "needs the built guests (guests/build); tests/run runs it"]
 fn a_guest_newer_than_the_host_is_refused_naming_both_versions() {
     let dir = policy_guest().parent().map(Path::to_path_buf).unwrap();
-    // Built against a WIT 0.3.0 (its imports and exports say so).
+    // Built against a WIT 0.4.0 (its imports and exports say so).
     let refused = host()
         .load(&ExtensionConfig::with_defaults(dir.join("too-new.wasm")))
         .err()
@@ -164,16 +164,16 @@ fn a_guest_newer_than_the_host_is_refused_naming_both_versions() {
         .to_string();
     assert!(
         refused.contains(
-            "built against WIT jupyter-mcp:extension@0.3.0, newer than this \
-             server's API version 0.2.0"
-        ) && refused.contains("rebuild the guest against wit/v0.2.0"),
+            "built against WIT jupyter-mcp:extension@0.4.0, newer than this \
+             server's API version 0.3.0"
+        ) && refused.contains("rebuild the guest against wit/v0.3.0"),
         "{refused}"
     );
     // Stamped newer by its SDK, though its imports would link.
     let hello = std::fs::read(dir.join("hello.wasm")).unwrap();
-    let stamped = with_custom_section(hello, imports::API_VERSION_SECTION, b"0.3.1");
+    let stamped = with_custom_section(hello, imports::API_VERSION_SECTION, b"0.4.1");
     let refused = imports::check(&stamped, API_VERSION).unwrap_err();
-    assert!(refused.contains("jupyter-mcp:extension@0.3.1"), "{refused}");
+    assert!(refused.contains("jupyter-mcp:extension@0.4.1"), "{refused}");
 }
 
 #[test]

@@ -119,8 +119,9 @@ impl GuestTool {
         let outcome = match answer {
             Ok(Ok(result)) => shape(result),
             Ok(Err(message)) => Err(Error::Failed(format!(
-                "extension '{}' failed: {message}",
-                self.extension
+                "extension '{}' failed: {}",
+                self.extension,
+                guest.redact(&message)
             ))),
             Err(error) => Err(error),
         };

@@ -1,5 +1,5 @@
 //! One tool, `runs_code`, that runs `code` in the current notebook's kernel through the granted
-//! `execute-code` (WIT 0.2.0, the SDK): the 0.2.0 twin of `declares_run`, so the end-to-end tests
+//! `execute-code` (the SDK's WIT, 0.3.0 now): the SDK twin of `declares_run`, so the end-to-end tests
 //! can check that both versions' guests follow the kernel's rules (readiness, auto-restart)
 //! exactly as the `execute_cell` tool does.
 
@@ -24,6 +24,8 @@ fn kind(error: &HostError) -> &'static str {
         HostError::Conflict(_) => "conflict",
         HostError::Kernel(_) => "kernel",
         HostError::Invalid(_) => "invalid",
+        HostError::UnsupportedByClient(_) => "unsupported-by-client",
+        HostError::Refused(_) => "refused",
         HostError::Failed(_) => "failed",
     }
 }

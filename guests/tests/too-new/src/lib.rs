@@ -1,4 +1,4 @@
-//! A guest of a WIT version newer than the host's (its own `wit/`, package 0.3.0).
+//! A guest of a WIT version newer than the host's (its own `wit/`, package 0.4.0).
 
 wit_bindgen::generate!({ path: "wit", world: "extension" });
 

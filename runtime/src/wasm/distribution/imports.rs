@@ -49,6 +49,18 @@ const EXTENSION: &str = "jupyter-mcp:extension";
 
 /// Our own interfaces a guest may import, per WIT version (`major.minor.`), newest first.
 const EXTENSION_VERSIONS: &[(&str, &[&str])] = &[
+    (
+        "0.3.",
+        &[
+            "types",
+            "log",
+            "config",
+            "host-info",
+            "notebook",
+            "client",
+            "secrets",
+        ],
+    ),
     ("0.2.", &["types", "log", "config", "host-info", "notebook"]),
     ("0.1.", &["types", "log", "config", "notebook"]),
 ];
@@ -208,7 +220,10 @@ mod tests {
         assert!(offered("jupyter-mcp:extension/notebook@0.2.0"));
         assert!(offered("jupyter-mcp:extension/host-info@0.2.0"));
         assert!(!offered("jupyter-mcp:extension/host-info@0.1.0"));
-        assert!(!offered("jupyter-mcp:extension/notebook@0.3.0"));
+        assert!(offered("jupyter-mcp:extension/client@0.3.0"));
+        assert!(offered("jupyter-mcp:extension/secrets@0.3.0"));
+        assert!(!offered("jupyter-mcp:extension/client@0.2.0"));
+        assert!(!offered("jupyter-mcp:extension/notebook@0.4.0"));
     }
 
     #[test]
@@ -241,6 +256,13 @@ mod tests {
                 "0.2.0"
             ),
             Some("0.10.1".into())
+        );
+        assert_eq!(
+            newer_than(
+                &surface(&["jupyter-mcp:extension/client@0.4.0"], &[], &[]),
+                "0.3.0"
+            ),
+            Some("0.4.0".into())
         );
         // A patch release of the same minor version is no newer API.
         assert_eq!(newer_than(&surface(&[], &[], &["0.2.7"]), "0.2.0"), None);

@@ -23,14 +23,20 @@
 //! - `outgoing`: `wasi:http` requests checked against `allowed_hosts`, capped and recorded;
 //! - `storage`: the granted directories, their revocation, and their opens recorded;
 //! - `env`: the granted environment variables;
+//! - `client`: talking back to the call's MCP client (questions, sampling, progress);
+//! - `secrets`: the operator's secrets, by granted name;
 //! - `state`: `GuestState`, the sum, and the linking of every unit.
 
+mod client;
 mod env;
 mod notebook;
 mod outgoing;
+mod secrets;
 mod state;
 mod storage;
 mod unit;
 
-pub use notebook::{CellAt, HostCallError};
+pub use client::Elicited;
+pub use notebook::CellAt;
+pub use unit::HostCallError;
 pub use state::{GuestState, link};

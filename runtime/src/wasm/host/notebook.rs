@@ -20,21 +20,22 @@ use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime_wasi::WasiCtxBuilder;
 
-use super::unit::HostUnit;
+use super::unit::{HostCallError, HostResult, HostUnit};
 use crate::domain::Domain;
-use crate::domain::cells::{self, Overwrite, resolve_cell};
+use crate::domain::cells::{self, Expected, Overwrite, resolve_cell};
+use crate::domain::versions;
 use crate::domain::notebooks::NotebookInUse;
 use crate::domain::outputs::{Output, StreamName};
 use crate::hooks::{CallScope, GuestUse};
 use crate::jupyter::document::Edit;
 use crate::jupyter::kernel::ExecutionRequest;
 use crate::jupyter::notebook::{Cell, CellType, Notebook};
-use crate::wasm::limits::{CallClock, Stopped};
+use crate::wasm::limits::CallClock;
 use crate::wasm::policy::Snapshot;
 use crate::wasm::policy::grants::HostFunction;
 use crate::wasm::settings::GuestSettings;
 use crate::wasm::wait::time_boxed;
-use crate::wasm::{v0_1_0, v0_2_0};
+use crate::wasm::{v0_1_0, v0_2_0, v0_3_0};
 
 /// The cells read by notebook name: (id, source) in order.
 type Seen = HashMap<String, Vec<(String, String)>>;
@@ -68,10 +69,11 @@ pub struct NotebookHost<'a> {
 /// The `notebook` interface of every WIT version, for store data implementing each version's.
 pub fn link<T>(linker: &mut Linker<T>) -> wasmtime::Result<()>
 where
-    T: v0_1_0::notebook::Host + v0_2_0::notebook::Host + 'static,
+    T: v0_1_0::notebook::Host + v0_2_0::notebook::Host + v0_3_0::notebook::Host + 'static,
 {
     v0_1_0::notebook::add_to_linker::<T, HasSelf<T>>(linker, |s| s)?;
-    v0_2_0::notebook::add_to_linker::<T, HasSelf<T>>(linker, |s| s)
+    v0_2_0::notebook::add_to_linker::<T, HasSelf<T>>(linker, |s| s)?;
+    v0_3_0::notebook::add_to_linker::<T, HasSelf<T>>(linker, |s| s)
 }
 
 /// A cell as a guest names it: by id (stable) or by index (0-based, as it is when the edit is
@@ -160,6 +162,13 @@ impl NotebookHost<'_> {
         Ok((index, cell))
     }
 
+    /// The notebook's structure version (needs the `read-cells` grant).
+    pub fn notebook_version(&mut self, notebook: &str) -> HostResult<String> {
+        self.on_notebook(HostFunction::ReadCells, notebook, |in_use, _| async move {
+            Ok(versions::notebook_version(&cells::read(&in_use).await?))
+        })
+    }
+
     fn saw(&mut self, name: String, notebook: &Notebook) {
         let seen = notebook
             .cells
@@ -169,18 +178,26 @@ impl NotebookHost<'_> {
         self.state.seen.insert(name, seen);
     }
 
-    /// Inserts a cell before `before` (`None`: at the end); returns its id.
+    /// Inserts a cell before `before` (`None`: at the end); returns its id. With
+    /// `expected_notebook`, refused as a conflict unless the notebook's structure is still at
+    /// that version.
     pub fn insert_cell(
         &mut self,
         notebook: &str,
         before: Option<CellAt>,
         kind: CellType,
         source: String,
+        expected_notebook: Option<String>,
     ) -> HostResult<String> {
         self.on_notebook(HostFunction::InsertCell, notebook, |in_use, _| async move {
             let cell = Cell::new(kind, source);
             let id = cell.id.clone();
+            let expected = Expected {
+                cell: None,
+                notebook: expected_notebook,
+            };
             cells::update(&in_use, move |nb| {
+                expected.check_structure(nb)?;
                 let index = match &before {
                     Some(at) => at.before(nb)?,
                     None => nb.cells.len(),
@@ -192,16 +209,18 @@ impl NotebookHost<'_> {
         })
     }
 
-    /// Replaces a cell's source (a code cell's outputs are cleared). The cell must still hold
-    /// `expected` when given, else the source this call read, else anything: otherwise the
-    /// edit is a conflict, as for the overwrite tool.
+    /// Replaces a cell's source (a code cell's outputs are cleared); returns its new version.
+    /// The cell must still hold `expected` when given and be at `expected_version` when given;
+    /// with neither, it must hold the source this call read (if it read it): otherwise the edit
+    /// is a conflict, as for the overwrite tool.
     pub fn overwrite_cell(
         &mut self,
         notebook: &str,
         at: CellAt,
         source: String,
         expected: Option<String>,
-    ) -> HostResult<()> {
+        expected_version: Option<String>,
+    ) -> HostResult<String> {
         let seen = self.state.seen.clone();
         self.on_notebook(
             HostFunction::OverwriteCell,
@@ -214,8 +233,15 @@ impl NotebookHost<'_> {
                     (_, Some((id, _))) | (CellAt::Id(id), None) => (None, Some(id.clone())),
                     (CellAt::Index(i), None) => (Some(i64::from(*i)), None),
                 };
-                let expected = expected.or(read.map(|(_, source)| source));
-                cells::overwrite(
+                let expected = match &expected_version {
+                    Some(_) => expected,
+                    None => expected.or(read.map(|(_, source)| source)),
+                };
+                let versions = Expected {
+                    cell: expected_version,
+                    notebook: None,
+                };
+                let overwritten = cells::overwrite_if(
                     &in_use,
                     Overwrite {
                         index,
@@ -224,23 +250,32 @@ impl NotebookHost<'_> {
                         expected,
                         clear_outputs: true,
                     },
+                    &versions,
                 )
                 .await?;
-                Ok(())
+                Ok(overwritten.version)
             },
         )
     }
 
-    /// Moves a cell so that it ends up before `before` (`None`: at the end).
+    /// Moves a cell so that it ends up before `before` (`None`: at the end); with
+    /// `expected_version`, refused unless the cell is still at that version.
     pub fn move_cell(
         &mut self,
         notebook: &str,
         at: CellAt,
         before: Option<CellAt>,
+        expected_version: Option<String>,
     ) -> HostResult<()> {
         self.on_notebook(HostFunction::MoveCell, notebook, |in_use, _| async move {
+            let expected = Expected {
+                cell: expected_version,
+                notebook: None,
+            };
+            let checked = in_use.clone();
             cells::update(&in_use, move |nb| {
                 let from = at.find(nb)?;
+                expected.check(&checked, nb, from)?;
                 let before = match &before {
                     Some(target) => target.before(nb)?,
                     None => nb.cells.len(),
@@ -273,10 +308,19 @@ impl NotebookHost<'_> {
         })
     }
 
-    /// Deletes a cell.
-    pub fn delete_cell(&mut self, notebook: &str, at: CellAt) -> HostResult<()> {
+    /// Deletes a cell; with `expected_version`, refused unless it is still at that version.
+    pub fn delete_cell(
+        &mut self,
+        notebook: &str,
+        at: CellAt,
+        expected_version: Option<String>,
+    ) -> HostResult<()> {
         self.on_notebook(HostFunction::DeleteCell, notebook, |in_use, _| async move {
-            cells::delete(&in_use, |nb| Ok(vec![at.find(nb)?])).await?;
+            let expected = Expected {
+                cell: expected_version,
+                notebook: None,
+            };
+            cells::delete_if(&in_use, |nb| Ok(vec![at.find(nb)?]), &expected).await?;
             Ok(())
         })
     }
@@ -292,40 +336,6 @@ fn seen_in(seen: &Seen, notebook: &str, at: &CellAt) -> Option<(String, String)>
     }
 }
 
-/// Why a grantable host function did not do what was asked (each WIT version has its own type
-/// for this; see its conversions).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HostCallError {
-    NotGranted(String),
-    NotAvailable(String),
-    /// No such notebook in use, or no such cell.
-    NotFound(String),
-    /// The cell changed since the guest saw it.
-    Conflict(String),
-    /// The kernel is gone or failed.
-    Kernel(String),
-    /// The arguments make no sense (an index past the end, ...).
-    Invalid(String),
-    Failed(String),
-    /// The call's deadline passed (or the server stopped) while the host function waited.
-    Stopped(Stopped),
-}
-
-impl From<crate::domain::Error> for HostCallError {
-    fn from(error: crate::domain::Error) -> Self {
-        use crate::domain::Error;
-        let message = error.to_string();
-        match error {
-            Error::InvalidArguments(_) => HostCallError::Invalid(message),
-            Error::NotFound(_) => HostCallError::NotFound(message),
-            Error::Conflict(_) => HostCallError::Conflict(message),
-            Error::Kernel(_) => HostCallError::Kernel(message),
-            Error::Failed(_) => HostCallError::Failed(message),
-        }
-    }
-}
-
-pub type HostResult<R> = Result<R, HostCallError>;
 
 /// The refusal, with a line in the operator's log saying how to grant it.
 fn refuse(

@@ -17,16 +17,18 @@ use wasmtime_wasi::p2::bindings::sync::io::poll;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtxView, WasiHttpView};
 
+use super::client::{self, ClientHost, ClientState};
 use super::env::EnvState;
 use super::notebook::{self, NotebookHost, NotebookState};
 use super::outgoing::{self, OutgoingState};
+use super::secrets::{self, SecretsState};
 use super::storage::{self, StorageState};
 use super::unit::{Holds, HostUnit};
 use crate::wasm::limits::{CallClock, MemoryCap, Stopped};
 use crate::wasm::output::GuestOutput;
 use crate::wasm::settings::GuestSettings;
 use crate::wasm::wait::waited;
-use crate::wasm::{v0_1_0, v0_2_0};
+use crate::wasm::{v0_1_0, v0_2_0, v0_3_0};
 
 pub struct GuestState {
     // What every unit shares.
@@ -43,6 +45,8 @@ pub struct GuestState {
     pub outgoing: OutgoingState,
     pub storage: StorageState,
     pub env: EnvState,
+    pub client: ClientState,
+    pub secrets: SecretsState,
 }
 
 impl GuestState {
@@ -55,6 +59,8 @@ impl GuestState {
         let outgoing = OutgoingState::new(&settings, &policy, &mut wasi);
         let storage = StorageState::new(&settings, &policy, &mut wasi);
         let env = EnvState::new(&settings, &policy, &mut wasi);
+        let client = ClientState::new(&settings, &policy, &mut wasi);
+        let secrets = SecretsState::new(&settings, &policy, &mut wasi);
         GuestState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
@@ -67,6 +73,8 @@ impl GuestState {
             outgoing,
             storage,
             env,
+            client,
+            secrets,
         }
     }
 
@@ -81,6 +89,8 @@ impl GuestState {
         self.outgoing.start_call(deadline);
         self.storage.start_call(deadline);
         self.env.start_call(deadline);
+        self.client.start_call(deadline);
+        self.secrets.start_call(deadline);
         self.output.start_call();
     }
 
@@ -92,9 +102,25 @@ impl GuestState {
         }
     }
 
-    /// A line the guest logs through the WIT's `log`, tagged with its name.
+    /// The client functions, with the call's clock.
+    pub fn client(&mut self) -> ClientHost<'_> {
+        ClientHost {
+            state: &mut self.client,
+            clock: &mut self.clock,
+        }
+    }
+
+    /// A secret, read off the guest's CPU clock.
+    pub fn secret(&mut self, name: &str) -> super::unit::HostResult<String> {
+        let secrets = &mut self.secrets;
+        self.clock.off_the_clock(|| secrets.get(name))
+    }
+
+    /// A line the guest logs through the WIT's `log`, tagged with its name (the secret values
+    /// it obtained redacted).
     pub fn log(&self, level: tracing::Level, message: &str) {
         let guest = self.settings.name();
+        let message = &self.settings.revealed.redact(message);
         match level {
             tracing::Level::TRACE => tracing::trace!(guest, "{message}"),
             tracing::Level::DEBUG => tracing::debug!(guest, "{message}"),
@@ -163,10 +189,13 @@ pub fn link(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     link_poll(linker)?;
     v0_1_0::link_common(linker)?;
     v0_2_0::link_common(linker)?;
+    v0_3_0::link_common(linker)?;
     // The units.
     notebook::link(linker)?;
     outgoing::link(linker)?;
     storage::link(linker)?;
+    client::link(linker)?;
+    secrets::link(linker)?;
     Ok(())
 }
 

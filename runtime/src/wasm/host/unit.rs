@@ -1,10 +1,12 @@
-//! What every host capability's unit implements, so `GuestState` can be their sum.
+//! What every host capability's unit implements, so `GuestState` can be their sum, and the
+//! error every grantable host function answers with.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use wasmtime_wasi::WasiCtxBuilder;
 
+use crate::wasm::limits::Stopped;
 use crate::wasm::policy::Snapshot;
 use crate::wasm::settings::GuestSettings;
 
@@ -23,3 +25,42 @@ pub trait HostUnit: Send + Sized + 'static {
 pub trait Holds<U: HostUnit> {
     fn unit(&mut self) -> &mut U;
 }
+
+/// Why a grantable host function did not do what was asked (each WIT version has its own type
+/// for this; see its conversions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostCallError {
+    NotGranted(String),
+    NotAvailable(String),
+    /// No such notebook in use, or no such cell.
+    NotFound(String),
+    /// The cell changed since the guest saw it.
+    Conflict(String),
+    /// The kernel is gone or failed.
+    Kernel(String),
+    /// The arguments make no sense (an index past the end, ...).
+    Invalid(String),
+    Failed(String),
+    /// The call's MCP client cannot do it (no elicitation, no sampling, no client at all).
+    UnsupportedByClient(String),
+    /// The person said no, or the request was cancelled.
+    Refused(String),
+    /// The call's deadline passed (or the server stopped) while the host function waited.
+    Stopped(Stopped),
+}
+
+impl From<crate::domain::Error> for HostCallError {
+    fn from(error: crate::domain::Error) -> Self {
+        use crate::domain::Error;
+        let message = error.to_string();
+        match error {
+            Error::InvalidArguments(_) => HostCallError::Invalid(message),
+            Error::NotFound(_) => HostCallError::NotFound(message),
+            Error::Conflict(_) => HostCallError::Conflict(message),
+            Error::Kernel(_) => HostCallError::Kernel(message),
+            Error::Failed(_) => HostCallError::Failed(message),
+        }
+    }
+}
+
+pub type HostResult<R> = Result<R, HostCallError>;

@@ -1,6 +1,7 @@
 //! What the operator granted a guest: host functions, each for every notebook in use or for one
-//! by name. Parsed once when the guest loads (a misspelt grant refuses the guest); each call then
-//! checks a typed set.
+//! by name; talking back to the call's client (`elicit`, `sample`); and secrets by name
+//! (`secret:NAME`). Parsed once when the guest loads (a misspelt grant refuses the guest); each
+//! call then checks a typed set.
 
 use std::fmt;
 
@@ -47,16 +48,59 @@ impl fmt::Display for HostFunction {
     }
 }
 
+/// A way of talking back to the MCP client of the call (WIT 0.3.0's `client`), by its grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientFunction {
+    /// `elicit`: ask the person.
+    Elicit,
+    /// `sample`: ask the client's model.
+    Sample,
+}
+
+impl ClientFunction {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientFunction::Elicit => "elicit",
+            ClientFunction::Sample => "sample",
+        }
+    }
+}
+
+impl fmt::Display for ClientFunction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One entry of `grants`: `read-cells` covers every notebook in use, `read-cells:nb1` only the
-/// notebook in use under the name `nb1`.
+/// notebook in use under the name `nb1`; `elicit` and `sample` the call's client; `secret:NAME`
+/// one of the operator's secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Grant {
-    pub function: HostFunction,
-    pub notebook: Option<String>,
+pub enum Grant {
+    Function {
+        function: HostFunction,
+        notebook: Option<String>,
+    },
+    Client(ClientFunction),
+    Secret(String),
 }
 
 impl Grant {
     pub fn parse(grant: &str) -> Result<Self, String> {
+        match grant {
+            "elicit" => return Ok(Grant::Client(ClientFunction::Elicit)),
+            "sample" => return Ok(Grant::Client(ClientFunction::Sample)),
+            _ => {}
+        }
+        if let Some(name) = grant.strip_prefix("secret:") {
+            if !is_secret_name(name) {
+                return Err(format!(
+                    "its grant '{grant}' names no secret after 'secret:' (letters, digits, '_', \
+                     '-', '.'); write 'secret:NAME' for the secret the operator stored as NAME"
+                ));
+            }
+            return Ok(Grant::Secret(name.to_owned()));
+        }
         let (function, notebook) = match grant.split_once(':') {
             Some((function, notebook)) => (function, Some(notebook)),
             None => (grant, None),
@@ -65,7 +109,8 @@ impl Grant {
             let names: Vec<&str> = HostFunction::ALL.iter().map(|f| f.name()).collect();
             return Err(format!(
                 "its grants name '{function}', which is no host function; grantable: {} (each \
-                 optionally followed by :NOTEBOOK to cover only that notebook)",
+                 optionally followed by :NOTEBOOK to cover only that notebook), elicit, sample, \
+                 secret:NAME",
                 names.join(", ")
             ));
         };
@@ -75,11 +120,20 @@ impl Grant {
                  notebook in use or '{function}:NAME' for one"
             ));
         }
-        Ok(Grant {
+        Ok(Grant::Function {
             function: parsed,
             notebook: notebook.map(str::to_owned),
         })
     }
+}
+
+/// A secret's name as a grant may carry it.
+pub fn is_secret_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 /// Every grant of one guest.
@@ -98,10 +152,28 @@ impl Grants {
 
     /// Whether `function` is granted for some notebook (`notebook` is `None`), or for `notebook`.
     pub fn allows(&self, function: HostFunction, notebook: Option<&str>) -> bool {
-        self.0.iter().any(|g| {
-            g.function == function
-                && (g.notebook.is_none() || notebook.is_none() || g.notebook.as_deref() == notebook)
+        self.0.iter().any(|g| match g {
+            Grant::Function {
+                function: granted,
+                notebook: scope,
+            } => {
+                *granted == function
+                    && (scope.is_none() || notebook.is_none() || scope.as_deref() == notebook)
+            }
+            _ => false,
         })
+    }
+
+    /// Whether the guest may talk back to its client this way.
+    pub fn allows_client(&self, function: ClientFunction) -> bool {
+        self.0.contains(&Grant::Client(function))
+    }
+
+    /// Whether the guest may read the secret `name`.
+    pub fn allows_secret(&self, name: &str) -> bool {
+        self.0
+            .iter()
+            .any(|g| matches!(g, Grant::Secret(granted) if granted == name))
     }
 }
 
@@ -122,5 +194,12 @@ mod tests {
                 .unwrap_err()
                 .contains("no host function")
         );
+        let talk = Grants::parse(&["elicit".into(), "secret:API_KEY".into()]).unwrap();
+        assert!(talk.allows_client(ClientFunction::Elicit));
+        assert!(!talk.allows_client(ClientFunction::Sample));
+        assert!(talk.allows_secret("API_KEY") && !talk.allows_secret("OTHER"));
+        assert!(!talk.allows(HostFunction::ReadCells, None));
+        assert!(Grants::parse(&["secret:".into()]).is_err());
+        assert!(Grants::parse(&["secret:a b".into()]).is_err());
     }
 }

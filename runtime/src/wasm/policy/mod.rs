@@ -206,6 +206,56 @@ impl Policy {
     }
 }
 
+/// The secret values a guest obtained (WIT 0.3.0's `secrets`), redacted from what it writes to
+/// the log and from its errors, as `redact` hides the arguments and query values it names.
+/// Shared by the guest's instances; kept while the guest is loaded.
+#[derive(Default)]
+pub struct Revealed {
+    values: RwLock<Vec<String>>,
+}
+
+impl std::fmt::Debug for Revealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count = self.values.read().map(|v| v.len()).unwrap_or(0);
+        write!(f, "Revealed({count} values)")
+    }
+}
+
+/// Shorter values are not redacted: they would cut every word that holds them.
+const SHORTEST_REDACTED: usize = 4;
+
+impl Revealed {
+    pub fn add(&self, value: &str) {
+        if value.len() < SHORTEST_REDACTED {
+            return;
+        }
+        let mut values = self
+            .values
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !values.iter().any(|v| v == value) {
+            values.push(value.to_owned());
+            // Longest first, so a value containing another is redacted whole.
+            values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        }
+    }
+
+    /// `text` with every revealed value replaced by `[redacted]`.
+    pub fn redact(&self, text: &str) -> String {
+        let values = self
+            .values
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = text.to_owned();
+        for value in values.iter() {
+            if out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), "[redacted]");
+            }
+        }
+        out
+    }
+}
+
 fn add(list: &mut Vec<String>, value: &str) -> bool {
     if list.iter().any(|v| v == value) {
         return false;
@@ -467,5 +517,21 @@ mod tests {
             .granting(&PolicyGrant::parse("storage:../up").unwrap())
             .unwrap_err();
         assert!(stored.contains("no '..'"), "{stored}");
+        assert_eq!(
+            PolicyGrant::parse("secret:API_KEY").unwrap(),
+            PolicyGrant::Function("secret:API_KEY".into())
+        );
+    }
+
+    #[test]
+    fn revealed_values_are_redacted_and_short_ones_left() {
+        let revealed = Revealed::default();
+        revealed.add("s3cr3t-token");
+        revealed.add("s3cr3t");
+        revealed.add("ab");
+        assert_eq!(
+            revealed.redact("key s3cr3t-token and s3cr3t, ab"),
+            "key [redacted] and [redacted], ab"
+        );
     }
 }

@@ -16,7 +16,9 @@ conversions! {
         | HostCallError::Conflict(m)
         | HostCallError::Kernel(m)
         | HostCallError::Invalid(m)
-        | HostCallError::Failed(m) => types::HostError::Failed(m),
+        | HostCallError::Failed(m)
+        | HostCallError::UnsupportedByClient(m)
+        | HostCallError::Refused(m) => types::HostError::Failed(m),
     }
     hook_event: {
         HookEvent::AfterToolCall { tool_name, arguments, result, error } => {
@@ -53,4 +55,9 @@ pub fn to_wit(cell: &Cell) -> types::Cell {
 /// A 0.1.0 guest's errors are plain text already.
 pub fn guest_error(message: String) -> String {
     message
+}
+
+/// This version's handlers answer only a context; they cannot ask for confirmation.
+pub fn hook_reply(context: Option<String>) -> crate::wasm::answers::HookReply {
+    crate::wasm::answers::HookReply::context(context)
 }

@@ -26,12 +26,13 @@ notebook_host! {
         source: String,
     ) -> HostResult<String> {
         let before = Some(CellAt::Index(index));
-        self.notebook().insert_cell(&notebook, before, cell_type(kind), source)
+        self.notebook().insert_cell(&notebook, before, cell_type(kind), source, None)
             .map_err(host_error)
     }
 
     fn overwrite_cell(&mut self, notebook: String, at: u32, source: String) -> HostResult<()> {
-        self.notebook().overwrite_cell(&notebook, CellAt::Index(at), source, None)
+        self.notebook().overwrite_cell(&notebook, CellAt::Index(at), source, None, None)
+            .map(drop)
             .map_err(host_error)
     }
 
@@ -40,6 +41,6 @@ notebook_host! {
     }
 
     fn delete_cell(&mut self, notebook: String, at: u32) -> HostResult<()> {
-        self.notebook().delete_cell(&notebook, CellAt::Index(at)).map_err(host_error)
+        self.notebook().delete_cell(&notebook, CellAt::Index(at), None).map_err(host_error)
     }
 }

@@ -22,6 +22,9 @@ conversions! {
         HostCallError::Kernel(m) => types::HostError::Kernel(m),
         HostCallError::Invalid(m) => types::HostError::Invalid(m),
         HostCallError::Failed(m) => types::HostError::Failed(m),
+        // 0.2.0 guests never call what answers these (the client and secrets came with 0.3.0).
+        HostCallError::UnsupportedByClient(m) => types::HostError::NotAvailable(m),
+        HostCallError::Refused(m) => types::HostError::Failed(m),
     }
     // An outcome instead of two options, and the kernel's change as a case.
     hook_event: {
@@ -166,4 +169,9 @@ pub fn prompt_answer(result: types::PromptResult) -> PromptAnswer {
             })
             .collect(),
     }
+}
+
+/// This version's handlers answer only a context; they cannot ask for confirmation.
+pub fn hook_reply(context: Option<String>) -> crate::wasm::answers::HookReply {
+    crate::wasm::answers::HookReply::context(context)
 }

@@ -46,7 +46,7 @@ notebook_host! {
         source: String,
     ) -> HostResult<String> {
         let before = before.map(cell_at);
-        self.notebook().insert_cell(&notebook, before, cell_type(kind), source)
+        self.notebook().insert_cell(&notebook, before, cell_type(kind), source, None)
             .map_err(host_error)
     }
 
@@ -57,7 +57,8 @@ notebook_host! {
         source: String,
         expected_source: Option<String>,
     ) -> HostResult<()> {
-        self.notebook().overwrite_cell(&notebook, cell_at(cell), source, expected_source)
+        self.notebook().overwrite_cell(&notebook, cell_at(cell), source, expected_source, None)
+            .map(drop)
             .map_err(host_error)
     }
 
@@ -67,11 +68,11 @@ notebook_host! {
         cell: types::CellRef,
         before: Option<types::CellRef>,
     ) -> HostResult<()> {
-        self.notebook().move_cell(&notebook, cell_at(cell), before.map(cell_at))
+        self.notebook().move_cell(&notebook, cell_at(cell), before.map(cell_at), None)
             .map_err(host_error)
     }
 
     fn delete_cell(&mut self, notebook: String, cell: types::CellRef) -> HostResult<()> {
-        self.notebook().delete_cell(&notebook, cell_at(cell)).map_err(host_error)
+        self.notebook().delete_cell(&notebook, cell_at(cell), None).map_err(host_error)
     }
 }
