@@ -1,8 +1,11 @@
 """The word-count example (the same in every language: guests/README.md) and the audit hook handler
 each guest SDK ships, driven through the real binary and the official MCP client. Each language's
-test file calls these with its suffix (`js`, `py`, ...): the guests are `wordcount-<suffix>.wasm`
-and `audit-<suffix>.wasm`, loaded as `wordcount-<suffix>` (the example's name comes from its
-config), the audit handler's log lines start `audit-<suffix>: `."""
+test file calls these with its suffix (`js`, `py`, `c`, `go`): the guests are
+`wordcount-<suffix>.wasm` and `audit-<suffix>.wasm`, loaded as `wordcount-<suffix>` (the
+example's name comes from its config), the JS and Python audit handlers' log lines start
+`audit-<suffix>: `. Every audit handler asks the person (a hook reply's `confirm`) before code
+that installs packages with pip runs: `check_pip_install_asks_the_person` is the same for all
+four."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import uuid
 from pathlib import Path
 
 import nbformat
+
+import mcp.types as types
 
 from conftest import extension_entry, guest, http_client, joined, log_of, serve_guests, wait_for_log, write_config
 
@@ -53,7 +58,7 @@ async def check_word_count(jupyter_server, tmp_path, lang: str) -> None:
     try:
         log = log_of(server)
         assert re.search(rf"loaded wasm guest \S*{name}\.wasm .*\(extension '{name}', 2 tools\)", log), log
-        assert f"audit-{lang}.wasm (optional hook handler)" in log, log
+        assert f"audit-{lang}.wasm (critical hook handler)" in log, log
         async with http_client(server, "legacy") as client:
             assert {"word_count", "replace_word"} <= {t.name for t in (await client.list_tools()).tools}
             path = f"wc-{lang}-{uuid.uuid4().hex[:8]}.ipynb"
@@ -126,6 +131,72 @@ async def check_word_count(jupyter_server, tmp_path, lang: str) -> None:
         assert f"audit-{lang}: tool word_count succeeded (paired)" in log, log
         assert f"audit-{lang}: tool insert_cell succeeded (paired)" in log, log
         assert not re.search(r"trap|wasm backtrace", log), log
+    finally:
+        server.stop()
+
+
+class Person:
+    """The client's elicitation callback: answers what `next` says, remembering every question."""
+
+    def __init__(self) -> None:
+        self.next = "accept"
+        self.questions: list[str] = []
+
+    async def __call__(self, context, params) -> types.ElicitResult:
+        self.questions.append(params.message)
+        return types.ElicitResult(action=self.next)
+
+
+async def defined(client, name: str) -> bool:
+    """Whether the default kernel holds `name` (code without pip runs unasked)."""
+    result = await ok(client, "execute_code", code=f"print({name!r} in globals())")
+    return joined(result).strip() == "True"
+
+
+async def check_pip_install_asks_the_person(jupyter_server, tmp_path, lang: str) -> None:
+    """The audit handler answers a `%pip install` (or `!pip install`) with a confirmation: the host
+    asks the person through the official client's elicitation callback, the code runs on a yes
+    (checked in the kernel), and on a no, or with a client that cannot ask, nothing runs and the
+    error says who refused. Other code runs without a question."""
+    handler = f"audit-{lang}"
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, extension_entry(guest(handler)))))
+    # Installs nothing and needs no network; the line before it shows whether the cell ran.
+    pip = "%pip install --no-index --find-links . no-such-package-here"
+    try:
+        assert f"{handler}.wasm (critical hook handler)" in log_of(server), log_of(server)
+        person = Person()
+        async with http_client(server, "legacy", elicitation_callback=person) as client:
+            assert await defined(client, "nothing_here") is False
+            assert person.questions == [], person.questions
+
+            ran = await client.call_tool("execute_code", {"code": f"accepted_{lang} = 42\n{pip}"})
+            assert not ran.is_error, joined(ran)
+            (question,) = person.questions
+            assert question.startswith("Run this code in kernel "), question
+            assert f"(Asked by hook handler '{handler}': the code installs packages with pip.)" in question, question
+            assert pip in question, question
+            assert await defined(client, f"accepted_{lang}")
+
+            for answer, said in (("decline", "the person declined"), ("cancel", "the person cancelled the question")):
+                person.next = answer
+                refused = await client.call_tool("execute_code", {"code": f"{answer}d_{lang} = 1\n!pip install x"})
+                assert refused.is_error, joined(refused)
+                text = joined(refused)
+                assert f"refused by hook handler '{handler}': Nothing ran in kernel " in text, text
+                assert f"{said} (hook handler '{handler}' asked them first)" in text, text
+                person.next = "accept"
+                assert not await defined(client, f"{answer}d_{lang}"), f"the {answer}d code ran"
+            assert len(person.questions) == 3, person.questions
+
+        # A client without elicitation: nobody can say yes, so nothing runs, and the error says why.
+        async with http_client(server, "legacy") as client:
+            refused = await client.call_tool("execute_code", {"code": f"unasked_{lang} = 1\n{pip}"})
+            assert refused.is_error, joined(refused)
+            text = joined(refused)
+            assert f"hook handler '{handler}' needs a person's yes before code runs" in text, text
+            assert "elicitation" in text, text
+            assert not await defined(client, f"unasked_{lang}")
+        assert not re.search(r"trap|wasm backtrace", log_of(server)), log_of(server)
     finally:
         server.stop()
 

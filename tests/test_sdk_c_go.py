@@ -19,6 +19,7 @@ import pytest
 
 from conftest import (extension_entry, guest, http_client, joined, log_of, serve_guests,
                       wait_for_log, write_config)
+from sdk_examples import check_pip_install_asks_the_person
 
 pytestmark = pytest.mark.anyio
 
@@ -252,10 +253,14 @@ async def test_word_count_without_the_grant(language, jupyter_server, tmp_path):
 async def test_hook_handler_sees_events(language, jupyter_server, tmp_path):
     body = extension_entry(guest(f"audit-{language}"))
     with served(jupyter_server, tmp_path, body) as server:
-        assert f"audit-{language}.wasm (optional hook handler)" in log_of(server), log_of(server)
+        assert f"audit-{language}.wasm (critical hook handler)" in log_of(server), log_of(server)
         async with http_client(server, "legacy") as client:
             listed = await client.call_tool("list_kernels", {})
             assert not listed.is_error, joined(listed)
         wait_for_log(server, f"{language}-audit: before_tool_call list_kernels")
         # The tool's name reached after_tool_call through the context the handler set.
         wait_for_log(server, f"{language}-audit: after_tool_call list_kernels ok")
+
+
+async def test_hook_handler_asks_before_a_pip_install(language, jupyter_server, tmp_path):
+    await check_pip_install_asks_the_person(jupyter_server, tmp_path, language)

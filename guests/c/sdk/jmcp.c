@@ -128,9 +128,14 @@ bool jmcp_host_failed(jmcp_error *err, jmcp_host_error *host) {
 }
 
 const char *jmcp_host_error_kind(const jmcp_host_error *e) {
-  static const char *const kinds[] = {"not-granted", "not-available", "not-found", "conflict",
-                                      "kernel",      "invalid",       "failed"};
+  static const char *const kinds[] = {"not-granted", "not-available", "not-found",
+                                      "conflict",    "kernel",        "invalid",
+                                      "failed",      "unsupported-by-client", "refused"};
   return e->tag < JMCP_COUNT(kinds) ? kinds[e->tag] : "failed";
+}
+
+bool jmcp_unsupported_by_client(const jmcp_host_error *e) {
+  return e->tag == JUPYTER_MCP_EXTENSION_TYPES_HOST_ERROR_UNSUPPORTED_BY_CLIENT;
 }
 
 const jmcp_string *jmcp_host_error_message(const jmcp_host_error *e) {
@@ -186,6 +191,42 @@ bool jmcp_execute_code(const char *notebook, const char *code, jmcp_string *outp
                        jmcp_host_error *err) {
   jmcp_string name = jmcp_str(notebook), source = jmcp_str(code);
   return jupyter_mcp_extension_notebook_execute_code(&name, &source, NULL, outputs, err);
+}
+
+bool jmcp_elicit(const char *message, const char *requested_schema, jmcp_action *action,
+                 jmcp_json **content, jmcp_host_error *err) {
+  jmcp_string text = jmcp_str(message), schema = jmcp_str(requested_schema);
+  jupyter_mcp_extension_client_elicit_answer_t answer;
+  *content = NULL;
+  if (!jupyter_mcp_extension_client_elicit(&text, &schema, &answer, err)) return false;
+  switch (answer.tag) {
+    case JUPYTER_MCP_EXTENSION_CLIENT_ELICIT_ANSWER_ACCEPT:
+      *action = JMCP_ACCEPT;
+      *content = jmcp_json_parse((const char *)answer.val.accept.ptr, answer.val.accept.len, NULL);
+      break;
+    case JUPYTER_MCP_EXTENSION_CLIENT_ELICIT_ANSWER_DECLINE:
+      *action = JMCP_DECLINE;
+      break;
+    default:
+      *action = JMCP_CANCEL;
+  }
+  jupyter_mcp_extension_client_elicit_answer_free(&answer);
+  return true;
+}
+
+bool jmcp_sample(const char *request, jmcp_string *result, jmcp_host_error *err) {
+  jmcp_string text = jmcp_str(request);
+  return jupyter_mcp_extension_client_sample(&text, result, err);
+}
+
+void jmcp_progress(double done, double total, const char *message) {
+  jmcp_string text = jmcp_str(message ? message : "");
+  jupyter_mcp_extension_client_progress(done, total < 0 ? NULL : &total, message ? &text : NULL);
+}
+
+bool jmcp_secret(const char *name, jmcp_string *value, jmcp_host_error *err) {
+  jmcp_string text = jmcp_str(name);
+  return jupyter_mcp_extension_secrets_get(&text, value, err);
 }
 
 /* Parses a JSON text the host sent; on failure sets *err (invalid-arguments) and returns NULL. */
@@ -423,20 +464,37 @@ bool exports_jupyter_mcp_extension_hooks_propagate_errors(void) {
   return jmcp_hooks_definition.propagate_errors;
 }
 
+bool jmcp_confirm(jmcp_reply *reply, const char *fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  free(reply->confirm);
+  reply->confirm = jmcp_vformat(fmt, args);
+  va_end(args);
+  return true;
+}
+
+/* Moves a malloc'ed string (or NULL: none) into an option of the result. */
+static void take_option(wit_option_string_t *out, char *text) {
+  out->is_some = text != NULL;
+  if (text) take(&out->val, text);
+}
+
 bool exports_jupyter_mcp_extension_hooks_on_event(jmcp_event *event, jmcp_string *context,
-                                                  wit_option_string_t *ret, jmcp_error *err) {
+                                                  jupyter_mcp_extension_types_hook_reply_t *ret,
+                                                  jmcp_error *err) {
   memset(ret, 0, sizeof *ret);
   memset(err, 0, sizeof *err);
   bool ok = false;
   jmcp_json *parsed = parse_sent(context, "the hook context", err);
   if (parsed) {
-    char *replacement = NULL;
-    ok = jmcp_hooks_definition.on_event(event, parsed, &replacement, err);
-    if (ok && replacement) {
-      ret->is_some = true;
-      take(&ret->val, replacement);
+    jmcp_reply reply = {0};
+    ok = jmcp_hooks_definition.on_event(event, parsed, &reply, err);
+    if (ok) {
+      take_option(&ret->context, reply.context);
+      take_option(&ret->confirm, reply.confirm);
     } else {
-      free(replacement);
+      free(reply.context);
+      free(reply.confirm);
     }
     jmcp_json_free(parsed);
   }

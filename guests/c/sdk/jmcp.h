@@ -1,4 +1,4 @@
-/* The C SDK for jupyter-mcp-server guests (WIT jupyter-mcp:extension@0.2.0).
+/* The C SDK for jupyter-mcp-server guests (WIT jupyter-mcp:extension@0.3.0).
  *
  * An extension describes itself once, in tables (JMCP_EXTENSION below): its tools with their
  * handlers, capabilities, resources and prompts. The SDK implements every export of the WIT
@@ -74,8 +74,12 @@ bool jmcp_not_found(jmcp_error *err, const char *fmt, ...) __attribute__((format
 /* Passes a host function's error on as it came, taking ownership of it (C's `?`). */
 bool jmcp_host_failed(jmcp_error *err, jmcp_host_error *host);
 
-/* A host error's kind (`not-granted`, `not-found`, ...) and its message (borrowed). */
+/* A host error's kind (`not-granted`, `not-found`, ..., `unsupported-by-client`, `refused`) and
+ * its message (borrowed). */
 const char *jmcp_host_error_kind(const jmcp_host_error *e);
+/* True when the call's MCP client cannot do what was asked (it declared no elicitation or
+ * sampling, or there is no client): the case to fall back on rather than fail. */
+bool jmcp_unsupported_by_client(const jmcp_host_error *e);
 const jmcp_string *jmcp_host_error_message(const jmcp_host_error *e);
 void jmcp_host_error_free(jmcp_host_error *e);
 
@@ -93,7 +97,7 @@ typedef enum {
 void jmcp_log(jmcp_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* This guest's `config` table as parsed JSON (an object); free it with jmcp_json_free. */
 jmcp_json *jmcp_config(void);
-/* The host's WIT version, e.g. "0.2.0" (malloc'ed). */
+/* The host's WIT version, e.g. "0.3.0" (malloc'ed). */
 char *jmcp_api_version(void);
 /* Every cell of a notebook ("" = the current one). On success free *cells with
  * jmcp_cells_free; on failure *err is set and is yours (pass it on with jmcp_host_failed, or
@@ -105,7 +109,31 @@ void jmcp_cells_free(jmcp_cells *cells);
 bool jmcp_execute_code(const char *notebook, const char *code, jmcp_string *outputs,
                        jmcp_host_error *err);
 /* Every other host function is in wit.h under its WIT name, e.g.
- * jupyter_mcp_extension_notebook_insert_cell(...). */
+ * jupyter_mcp_extension_notebook_insert_cell(...) or _overwrite_cell(..., expected_source,
+ * expected_version, &new_version, &err): pass a cell's `version` to refuse an edit if someone
+ * changed the cell since. */
+
+/* ---- The client (of the call the guest runs in) and secrets ---- */
+
+/* The person's answer to jmcp_elicit. */
+typedef enum { JMCP_ACCEPT, JMCP_DECLINE, JMCP_CANCEL } jmcp_action;
+
+/* Asks the person through the MCP client (`elicitation/create`; grant `elicit`).
+ * `requested_schema` is a JSON Schema object of flat primitive properties. On success *action
+ * is set and, on JMCP_ACCEPT, *content is their answer (a JSON object; free it with
+ * jmcp_json_free), else NULL. On failure *err is set: jmcp_unsupported_by_client(err) when the
+ * client cannot ask. */
+bool jmcp_elicit(const char *message, const char *requested_schema, jmcp_action *action,
+                 jmcp_json **content, jmcp_host_error *err);
+/* Asks the client's model (`sampling/createMessage`; grant `sample`): `request` is the JSON of
+ * its params; *result the JSON of its result (free it with wit_string_free). Fails as
+ * jmcp_elicit does. */
+bool jmcp_sample(const char *request, jmcp_string *result, jmcp_host_error *err);
+/* Reports progress to a client that asked for it (nothing otherwise); `total` < 0: unknown,
+ * `message` NULL: none. */
+void jmcp_progress(double done, double total, const char *message);
+/* The operator's secret `name` (grant `secret:NAME`); free *value with wit_string_free. */
+bool jmcp_secret(const char *name, jmcp_string *value, jmcp_host_error *err);
 
 /* ---- Describing an extension ---- */
 
@@ -208,11 +236,24 @@ void jmcp_prompt_text(jmcp_prompt_result *ret, bool from_assistant, const char *
 
 /* ---- Describing a hook handler ---- */
 
+/* A hook handler's answer to one event, both fields malloc'ed or NULL (the SDK frees them):
+ * `context` a JSON object replacing the call's context (jmcp_w_finish), `confirm` the reason
+ * shown to the person when the call must wait for their yes (jmcp_confirm). */
+typedef struct {
+  char *context;
+  char *confirm;
+} jmcp_reply;
+
 /* One event. `context` is this handler's JSON object for the call (`{}` on the first event).
- * To replace it set *new_context to a malloc'ed JSON object (jmcp_w_finish); leave it NULL to
- * keep it. Return false with *err set to refuse (a critical handler fails the call). */
+ * Fill in *reply (it starts empty: keep the context, ask nothing), or return false with *err
+ * set to refuse (a critical handler fails the call). */
 typedef bool (*jmcp_event_fn)(const jmcp_event *event, const jmcp_json *context,
-                              char **new_context, jmcp_error *err);
+                              jmcp_reply *reply, jmcp_error *err);
+
+/* Holds the call until the person confirms it through the client, the reason shown to them; a
+ * no, or a client that cannot ask, refuses the call. Honoured on `before_*` events of a
+ * critical handler (propagate_errors). Returns true (`return jmcp_confirm(reply, ...);`). */
+bool jmcp_confirm(jmcp_reply *reply, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct {
   /* true: an error fails the call it observes (a policy); false: errors are only logged. */

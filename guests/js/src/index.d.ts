@@ -4,7 +4,7 @@
 import type {
   Cell, GuestError as GuestErrorVariant, HookEvent, HostError, ToolResult, Content, ResourceContents,
   PromptResult, BeforeToolCall, AfterToolCall, BeforeExecute, AfterExecute, KernelLifecycle,
-} from 'jupyter-mcp:extension/types@0.2.0';
+} from 'jupyter-mcp:extension/types@0.3.0';
 
 export type { Cell, HookEvent, HostError, ToolResult, Content, ResourceContents, PromptResult };
 
@@ -25,8 +25,24 @@ export function hostError(thrown: unknown): HostError | undefined;
 export function toGuestError(thrown: unknown): GuestErrorVariant;
 /** Wraps a function so that whatever it throws becomes a `guest-error`. */
 export function guard<F extends (...args: any[]) => any>(fn: F): F;
+/** The message of a host error that says this call's client cannot elicit or sample, or undefined. */
+export function unsupportedByClient(thrown: unknown): string | undefined;
 export function config(): Record<string, unknown>;
 export function apiVersion(): string;
+
+/** The person's answer to `elicit`: `content` is the object they filled in. */
+export type ElicitAnswer =
+  | { action: 'accept'; content: Record<string, string | number | boolean | string[]> }
+  | { action: 'decline' }
+  | { action: 'cancel' };
+/** Asks the person through the client (grant `elicit`); throws a host error when refused. */
+export function elicit(message: string, requestedSchema: Json): ElicitAnswer;
+/** Asks the client's model (grant `sample`): `request` is `sampling/createMessage`'s params. */
+export function sample(request: Json): { role: string; content: any; model: string; stopReason?: string };
+/** Reports progress to a client that asked for it. */
+export function progress(done: number, total?: number, message?: string): void;
+/** The operator's secret (grant `secret:NAME`). */
+export function secret(name: string): string;
 
 export function text(value: string, options?: { isError?: boolean }): ToolResult;
 export function structured(object: object, summary?: string): ToolResult;
@@ -84,12 +100,20 @@ export interface Prompt {
 }
 
 type Context = Record<string, unknown>;
-type Handler<T> = (data: T, context: Context) => Context | void;
+/** A hook handler's whole answer (see `confirm`). */
+export class HookReply {
+  constructor(reply?: { context?: Context; confirm?: string });
+  context?: Context;
+  confirm?: string;
+}
+/** Holds a `before_*` call of a critical handler until the person confirms it, `reason` shown. */
+export function confirm(reason: string, context?: Context): HookReply;
+type Handler<T> = (data: T, context: Context) => Context | HookReply | void;
 
 export interface HooksSpec {
   /** true: an error fails the call it observes; false (default): it is logged. */
   propagateErrors?: boolean;
-  onEvent?(event: HookEvent, context: Context): Context | void;
+  onEvent?(event: HookEvent, context: Context): Context | HookReply | void;
   beforeToolCall?: Handler<BeforeToolCall>;
   afterToolCall?: Handler<AfterToolCall>;
   beforeExecute?: Handler<BeforeExecute>;
@@ -109,6 +133,6 @@ export interface ExtensionSpec {
   hooks?: HooksSpec;
 }
 
-type Exports = typeof import('jupyter-mcp:extension/extension-with-hooks@0.2.0');
+type Exports = typeof import('jupyter-mcp:extension/extension-with-hooks@0.3.0');
 export function defineHooks(spec: HooksSpec): Exports['hooks'];
 export function defineExtension(spec: ExtensionSpec): { extensionApi: Exports['extensionApi']; hooks?: Exports['hooks'] };

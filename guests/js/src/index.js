@@ -1,15 +1,18 @@
 // jupyter-mcp-extension: write a jupyter-mcp-server extension or hook handler in JavaScript.
 //
 // An author describes tools, resources, prompts and hooks as plain objects; this module turns
-// them into the exports the WIT (jupyter-mcp:extension@0.2.0) asks for, with empty lists for
+// them into the exports the WIT (jupyter-mcp:extension@0.3.0) asks for, with empty lists for
 // whatever is left out. Every export is guarded: whatever a handler throws (an Error, a string,
 // a refused host call) reaches the host as a `guest-error` with its message, because
 // componentize-js traps on a thrown Error and accepts only the WIT's own variant as an `err`.
-import { log as hostLog } from 'jupyter-mcp:extension/log@0.2.0';
-import { getConfig } from 'jupyter-mcp:extension/config@0.2.0';
-import { apiVersion as hostApiVersion } from 'jupyter-mcp:extension/host-info@0.2.0';
+import { log as hostLog } from 'jupyter-mcp:extension/log@0.3.0';
+import { getConfig } from 'jupyter-mcp:extension/config@0.3.0';
+import { apiVersion as hostApiVersion } from 'jupyter-mcp:extension/host-info@0.3.0';
+import { elicit as hostElicit, progress as hostProgress, sample as hostSample } from 'jupyter-mcp:extension/client@0.3.0';
+import { get as hostSecret } from 'jupyter-mcp:extension/secrets@0.3.0';
 
-const HOST_ERRORS = ['not-granted', 'not-available', 'not-found', 'conflict', 'kernel', 'invalid', 'failed'];
+const HOST_ERRORS = ['not-granted', 'not-available', 'not-found', 'conflict', 'kernel', 'invalid', 'failed',
+  'unsupported-by-client', 'refused'];
 const GUEST_ERRORS = ['invalid-arguments', 'not-found', 'host', 'failed'];
 
 /** Text of any value, as console.log would show it. */
@@ -77,6 +80,14 @@ export function hostError(thrown) {
   return hostErrorOf(thrown?.payload);
 }
 
+/** The message of a host call refused because this call's MCP client cannot do it (it declared
+ * no elicitation or sampling, or there is no client), or `undefined` for any other value: the
+ * case to fall back on, e.g. `catch (e) { if (unsupportedByClient(e) === undefined) throw e; ... }`. */
+export function unsupportedByClient(thrown) {
+  const host = hostError(thrown);
+  return host?.tag === 'unsupported-by-client' ? host.val : undefined;
+}
+
 /** Turns any thrown value into the WIT's `guest-error` variant, keeping its message. */
 export function toGuestError(thrown) {
   if (thrown instanceof GuestError && GUEST_ERRORS.includes(thrown.tag) && thrown.tag !== 'host') {
@@ -119,9 +130,38 @@ export function config() {
   return JSON.parse(getConfig());
 }
 
-/** The WIT version the host implements, e.g. `0.2.0`. */
+/** The WIT version the host implements, e.g. `0.3.0`. */
 export function apiVersion() {
   return hostApiVersion();
+}
+
+// ---- the client and secrets ----
+
+/** Asks the person a question through the MCP client (`elicitation/create`; grant `elicit`).
+ * `requestedSchema` is a JSON Schema object of flat primitive properties (an object or its
+ * JSON). Returns `{ action: 'accept', content }` (the answer, parsed), `{ action: 'decline' }`
+ * or `{ action: 'cancel' }`. Throws a host error when refused: `unsupportedByClient(e)` tells
+ * a client without elicitation apart. */
+export function elicit(message, requestedSchema) {
+  const answer = hostElicit(message, json(requestedSchema));
+  return answer.tag === 'accept' ? { action: 'accept', content: JSON.parse(answer.val) } : { action: answer.tag };
+}
+
+/** Asks the client's model (`sampling/createMessage`; grant `sample`). `request` is its params
+ * (`{ messages, maxTokens, systemPrompt?, ... }`, an object or its JSON); returns the client's
+ * result parsed (`{ role, content, model, stopReason }`). Throws as `elicit` does. */
+export function sample(request) {
+  return JSON.parse(hostSample(json(request)));
+}
+
+/** Reports progress on the current call to a client that asked for it; does nothing otherwise. */
+export function progress(done, total, message) {
+  hostProgress(done, total ?? undefined, message ?? undefined);
+}
+
+/** The operator's secret `name` (grant `secret:NAME`); throws `not-granted` or `not-found`. */
+export function secret(name) {
+  return hostSecret(name);
 }
 
 // ---- results ----
@@ -234,16 +274,36 @@ function promptResult(value, description) {
 
 const camel = (tag) => tag.replace(/-([a-z])/g, (_, c) => c.toUpperCase());
 
+/** A hook handler's whole answer: `context` (an object) replaces the call's context, `confirm`
+ * (a reason shown to the person) holds a `before_*` call until they confirm it. */
+export class HookReply {
+  constructor({ context, confirm } = {}) {
+    this.context = context;
+    this.confirm = confirm;
+  }
+}
+
+/** Holds the call until the person confirms it through the client, `reason` shown to them; a no,
+ * or a client that cannot ask, refuses the call. Honoured on `before_*` events of a critical
+ * handler (`propagateErrors: true`); `context`, when given, replaces the call's context. */
+export function confirm(reason, context) {
+  return new HookReply({ context, confirm: reason });
+}
+
 /** The `hooks` export from `{ propagateErrors, onEvent(event, context) }` or per-event handlers
  * named in camelCase (`beforeToolCall(data, context)`, ...). `context` arrives parsed; return an
- * object to replace it, nothing to leave it, or throw to refuse. */
+ * object to replace it, nothing to leave it, `confirm(reason)` to ask the person first, or
+ * throw to refuse. */
 export function defineHooks(spec) {
   const handle = spec.onEvent ?? ((event, context) => spec[camel(event.tag)]?.(event.val, context));
+  const context = (value) => (value === undefined || value === null ? undefined : JSON.stringify(value));
   return {
     propagateErrors: () => Boolean(spec.propagateErrors),
-    onEvent: guard((event, context) => {
-      const replaced = handle(event, JSON.parse(context || '{}'));
-      return replaced === undefined || replaced === null ? undefined : JSON.stringify(replaced);
+    onEvent: guard((event, given) => {
+      const answer = handle(event, JSON.parse(given || '{}'));
+      return answer instanceof HookReply
+        ? { context: context(answer.context), confirm: answer.confirm ?? undefined }
+        : { context: context(answer), confirm: undefined };
     }),
   };
 }

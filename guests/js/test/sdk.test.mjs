@@ -4,13 +4,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { host } from './host-stub.mjs';
 import {
-  defineExtension, defineHooks, guard, invalidArguments, notFound, text, toGuestError,
+  confirm, defineExtension, defineHooks, elicit, guard, invalidArguments, notFound, progress, sample, secret, text,
+  toGuestError, unsupportedByClient,
 } from 'jupyter-mcp-extension';
 import { extensionApi as wordcount, hooks as wordcountHooks } from '../examples/wordcount/app.js';
 import { hooks as audit } from '../examples/audit/app.js';
 
 const cell = (id, kind, source) => ({
-  id, index: 0, kind, source, metadata: '{}', outputs: '[]', executionCount: undefined,
+  id, index: 0, kind, source, metadata: '{}', outputs: '[]', executionCount: undefined, version: `v-${id}`,
 });
 
 /** What componentize-js passes on as the `err` of a `result` export: the thrown plain value. */
@@ -57,7 +58,8 @@ test('the example counts words, edits by id, and passes on refusals and its own 
   // Whole words only; the source read is what the host must still find.
   const replaced = wordcount.callTool('replace_word', '{"cell_id":"a","word":"Two","replacement":"Twenty"}');
   assert.deepEqual(replaced.content, [{ tag: 'text', val: "replaced 1 occurrence(s) of 'Two' in cell a" }]);
-  assert.deepEqual(host.written.at(-1), [{ tag: 'id', val: 'a' }, '# Twenty words', '# Two words']);
+  // Without the caller's expected source, the version just read is what the host must still find.
+  assert.deepEqual(host.written.at(-1), [{ tag: 'id', val: 'a' }, '# Twenty words', undefined, 'v-a']);
   assert.equal(wordcount.callTool('replace_word', '{"cell_id":"a","word":"wo","replacement":"x"}').content[0].val,
     "'wo' does not occur in cell a");
   assert.deepEqual(err(() => wordcount.callTool('replace_word', '{"cell_id":"a","word":" ","replacement":"x"}')),
@@ -108,28 +110,87 @@ test('what an extension leaves out is empty', () => {
   // With hooks, both exports (for the extension-with-hooks world).
   const both = defineExtension({ name: 'both', version: '1', hooks: { beforeExecute: (e, ctx) => ({ ...ctx, code: e.code }) } });
   assert.deepEqual(both.extensionApi.tools(), []);
-  assert.equal(both.hooks.onEvent({ tag: 'before-execute', val: { kernelId: 'k', code: '1 + 1' } }, '{}'), '{"code":"1 + 1"}');
+  assert.deepEqual(both.hooks.onEvent({ tag: 'before-execute', val: { kernelId: 'k', code: '1 + 1' } }, '{}'),
+    { context: '{"code":"1 + 1"}', confirm: undefined });
 });
 
 test('hooks get parsed context, and log through the host, console included', () => {
   host.logged.length = 0;
-  assert.equal(audit.propagateErrors(), false);
   const event = { tag: 'before-tool-call', val: { toolName: 'insert_cell', arguments: '{}' } };
-  const context = audit.onEvent(event, '{}');
+  const { context, confirm: asked } = audit.onEvent(event, '{}');
   assert.deepEqual(JSON.parse(context), { seen: true });
+  assert.equal(asked, undefined);
   const after = { tag: 'after-tool-call', val: { toolName: 'insert_cell', arguments: '{}', outcome: { tag: 'err', val: 'no' } } };
-  assert.equal(audit.onEvent(after, context), undefined);
+  const keep = { context: undefined, confirm: undefined };
+  assert.deepEqual(audit.onEvent(after, context), keep);
   // An event it has no handler for leaves the context.
-  assert.equal(audit.onEvent({ tag: 'before-execute', val: { kernelId: 'k', code: '1' } }, '{}'), undefined);
+  assert.deepEqual(audit.onEvent({ tag: 'kernel-lifecycle', val: { kernelId: 'k', change: { tag: 'started' } } }, '{}'), keep);
   assert.deepEqual(host.logged, [
     ['info', 'audit-js: tool insert_cell called with {}'],
     ['info', 'audit-js: tool insert_cell failed: no (paired)'],
+    ['info', 'audit-js: kernel k started'],
   ]);
+  // Critical, so that the host asks the person before a pip install runs; other code just runs.
+  assert.equal(audit.propagateErrors(), true);
+  const execute = (code) => audit.onEvent({ tag: 'before-execute', val: { kernelId: 'k', code } }, '{}');
+  for (const code of ['%pip install requests', 'x = 1\n!pip install -q numpy']) {
+    assert.deepEqual(execute(code), { context: undefined, confirm: 'the code installs packages with pip' }, code);
+  }
+  for (const code of ['print(1)', '%pip list']) assert.deepEqual(execute(code), keep, code);
   host.logged.length = 0;
-  assert.equal(wordcountHooks.onEvent({ tag: 'before-execute', val: { kernelId: 'k1', code: 'print(1 + 2)' } }, '{}'), undefined);
+  assert.deepEqual(wordcountHooks.onEvent({ tag: 'before-execute', val: { kernelId: 'k1', code: 'print(1 + 2)' } }, '{}'), keep);
   assert.deepEqual(host.logged, [['info', '3 words of code sent to kernel k1']]);
   const refusing = defineHooks({ propagateErrors: true, beforeExecute: () => { throw new Error('no kernels today'); } });
   assert.equal(refusing.propagateErrors(), true);
   assert.deepEqual(err(() => refusing.onEvent({ tag: 'before-execute', val: { kernelId: 'k', code: '1' } }, '{}')),
     { tag: 'failed', val: 'no kernels today' });
 });
+
+test('the client and secrets: answers as JavaScript values, a client that cannot ask as a typed error', () => {
+  host.refuse = undefined;
+  host.asked.length = 0;
+  const schema = { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] };
+  host.answers = [{ tag: 'accept', val: '{"ok":true}' }, { tag: 'decline' }, { tag: 'cancel' }];
+  assert.deepEqual(elicit('Go on?', schema), { action: 'accept', content: { ok: true } });
+  assert.deepEqual(elicit('Go on?', JSON.stringify(schema)), { action: 'decline' });
+  assert.deepEqual(elicit('Go on?', schema), { action: 'cancel' });
+  assert.deepEqual(host.asked[0], ['elicit', 'Go on?', JSON.stringify(schema)]);
+  // A client without elicitation or sampling: a host error the guest can tell apart and handle.
+  host.answers = [{ refuse: { tag: 'unsupported-by-client', val: 'the client did not declare elicitation' } }];
+  let thrown;
+  try {
+    elicit('Go on?', schema);
+  } catch (e) {
+    thrown = e;
+  }
+  assert.equal(unsupportedByClient(thrown), 'the client did not declare elicitation');
+  assert.deepEqual(toGuestError(thrown).val.tag, 'unsupported-by-client');
+  assert.equal(unsupportedByClient(new Error('other')), undefined);
+  assert.equal(unsupportedByClient(Object.assign(new Error('x'), { payload: { tag: 'refused', val: 'no' } })), undefined);
+  // Sampling takes and gives JSON-able values.
+  const result = { role: 'assistant', content: { type: 'text', text: 'hi' }, model: 'm', stopReason: 'endTurn' };
+  host.answers = [JSON.stringify(result)];
+  const request = { messages: [{ role: 'user', content: { type: 'text', text: 'hello' } }], maxTokens: 10 };
+  assert.deepEqual(sample(request), result);
+  assert.deepEqual(host.asked.at(-1), ['sample', JSON.stringify(request)]);
+  host.progress.length = 0;
+  progress(1, 3, 'one of three');
+  progress(2);
+  assert.deepEqual(host.progress, [[1, 3, 'one of three'], [2, undefined, undefined]]);
+  host.secrets = { TOKEN: 's3cret' };
+  assert.equal(secret('TOKEN'), 's3cret');
+  assert.equal(hostErrorTag(() => secret('OTHER')), 'not-granted');
+  // A hook reply that asks the person keeps the context it is given.
+  const asking = defineHooks({ propagateErrors: true, beforeToolCall: (_, ctx) => confirm('sure?', { ...ctx, asked: 1 }) });
+  assert.deepEqual(asking.onEvent({ tag: 'before-tool-call', val: { toolName: 't', arguments: '{}' } }, '{}'),
+    { context: '{"asked":1}', confirm: 'sure?' });
+});
+
+function hostErrorTag(fn) {
+  try {
+    fn();
+  } catch (e) {
+    return e.payload?.tag;
+  }
+  assert.fail('no error');
+}

@@ -1,5 +1,5 @@
 """Write a jupyter-mcp-server extension or hook handler in Python (componentize-py, WIT
-jupyter-mcp:extension@0.2.0).
+jupyter-mcp:extension@0.3.0).
 
 An author registers tools, resources, prompts and hook handlers with decorators; this module
 builds the exports the WIT asks for, with empty lists for whatever is left out. Every export is
@@ -9,7 +9,7 @@ guarded: whatever a handler raises (any exception, a refused host call) reaches 
 `logging` module go to the server's log (WASI stdout is discarded by the host).
 
 Build an app that uses it with
-`componentize-py -d wit/v0.2.0 -w extension componentize -p guests/python -p . app -o app.wasm`.
+`componentize-py -d wit/v0.3.0 -w extension componentize -p guests/python -p . app -o app.wasm`.
 """
 
 from __future__ import annotations
@@ -24,15 +24,18 @@ from typing import Any, Callable, Optional, Union
 from urllib.parse import unquote
 
 from componentize_py_types import Err
+from wit_world.imports import client as _client
 from wit_world.imports import config as _config
 from wit_world.imports import host_info as _host_info
 from wit_world.imports import log as _log
+from wit_world.imports import secrets as _secrets
 from wit_world.imports import types as t
 
 __all__ = [
     "Extension", "Hooks", "GuestError", "InvalidArguments", "NotFound", "Argument", "log",
     "text", "structured", "error_result", "guest_error", "host_error", "guard", "config",
-    "api_version",
+    "api_version", "unsupported_by_client", "Answer", "elicit", "sample", "progress", "secret",
+    "Reply", "confirm",
 ]
 
 
@@ -113,7 +116,8 @@ class NotFound(GuestError):
 
 
 _HOST_ERRORS = (t.HostError_NotGranted, t.HostError_NotAvailable, t.HostError_NotFound,
-                t.HostError_Conflict, t.HostError_Kernel, t.HostError_Invalid, t.HostError_Failed)
+                t.HostError_Conflict, t.HostError_Kernel, t.HostError_Invalid, t.HostError_Failed,
+                t.HostError_UnsupportedByClient, t.HostError_Refused)
 _GUEST_ERRORS = (t.GuestError_InvalidArguments, t.GuestError_NotFound, t.GuestError_Host,
                  t.GuestError_Failed)
 
@@ -123,6 +127,14 @@ def host_error(exc: BaseException) -> Optional[t.HostError]:
     functions raise `componentize_py_types.Err(HostError_…)`."""
     value = getattr(exc, "value", None) if isinstance(exc, Err) else None
     return value if isinstance(value, _HOST_ERRORS) else None
+
+
+def unsupported_by_client(exc: BaseException) -> Optional[str]:
+    """The message of a host call refused because this call's MCP client cannot do it (it
+    declared no elicitation or sampling, or there is no client), else None: the case to fall
+    back on (`except Err as e: if unsupported_by_client(e) is None: raise`)."""
+    refused = host_error(exc)
+    return refused.value if isinstance(refused, t.HostError_UnsupportedByClient) else None
 
 
 def guest_error(exc: BaseException) -> t.GuestError:
@@ -159,8 +171,51 @@ def config() -> dict:
 
 
 def api_version() -> str:
-    """The WIT version the host implements, e.g. `0.2.0`."""
+    """The WIT version the host implements, e.g. `0.3.0`."""
     return _host_info.api_version()
+
+
+# ---- the client and secrets ----
+
+@dataclass
+class Answer:
+    """The person's answer to `elicit`: `action` is "accept" (with `content`, the object they
+    filled in), "decline" or "cancel"."""
+
+    action: str
+    content: Optional[dict] = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
+
+
+def elicit(message: str, requested_schema: Union[dict, str]) -> Answer:
+    """Asks the person a question through the MCP client (`elicitation/create`; grant `elicit`).
+    `requested_schema` is a JSON Schema object of flat primitive properties. A refusal raises
+    `componentize_py_types.Err(HostError_…)`; `unsupported_by_client(e)` tells a client without
+    elicitation apart."""
+    answer = _client.elicit(message, _json(requested_schema))
+    if isinstance(answer, _client.ElicitAnswer_Accept):
+        return Answer("accept", json.loads(answer.value))
+    return Answer("decline" if isinstance(answer, _client.ElicitAnswer_Decline) else "cancel")
+
+
+def sample(request: Union[dict, str]) -> dict:
+    """Asks the client's model (`sampling/createMessage`; grant `sample`): `request` is its params
+    (`messages`, `maxTokens`, ...); returns its result (`role`, `content`, `model`, `stopReason`).
+    Raises as `elicit` does."""
+    return json.loads(_client.sample(_json(request)))
+
+
+def progress(done: float, total: Optional[float] = None, message: Optional[str] = None) -> None:
+    """Reports progress on the current call to a client that asked for it; nothing otherwise."""
+    _client.progress(float(done), None if total is None else float(total), message)
+
+
+def secret(name: str) -> str:
+    """The operator's secret `name` (grant `secret:NAME`); raises `not-granted` or `not-found`."""
+    return _secrets.get(name)
 
 
 # ---- results ----
@@ -405,11 +460,28 @@ _EVENTS = {
 
 
 @dataclass
+class Reply:
+    """A hook handler's whole answer: `context` (a dict) replaces the call's context, `confirm` (a
+    reason shown to the person) holds a `before_*` call until they confirm it."""
+
+    context: Optional[dict] = None
+    confirm: Optional[str] = None
+
+
+def confirm(reason: str, context: Optional[dict] = None) -> Reply:
+    """Holds the call until the person confirms it through the client, `reason` shown to them; a
+    no, or a client that cannot ask, refuses the call. Honoured on `before_*` events of a
+    critical handler (`propagate_errors=True`); `context`, when given, replaces the context."""
+    return Reply(context, reason)
+
+
+@dataclass
 class Hooks:
     """A hook handler: register per-event functions with `@hooks.on("before_tool_call")` etc.,
     then `Hooks = hooks.export()` in the app module. Each function gets the event's data and the
-    call's context (a dict); it returns a dict to replace the context, None to leave it, or
-    raises to refuse (which fails the call only when `propagate_errors` is true)."""
+    call's context (a dict); it returns a dict to replace the context, None to leave it,
+    `confirm(reason)` to ask the person first, or raises to refuse (which fails the call only
+    when `propagate_errors` is true)."""
 
     propagate_errors: bool = False
     _handlers: dict = field(default_factory=dict)
@@ -435,9 +507,10 @@ class Hooks:
             @guard
             def on_event(self, event, context: str):
                 handler = hooks._handlers.get(type(event))
-                if handler is None:
-                    return None
-                replaced = handler(event.value, json.loads(context or "{}"))
-                return None if replaced is None else json.dumps(replaced)
+                answer = None if handler is None else handler(event.value, json.loads(context or "{}"))
+                if not isinstance(answer, Reply):
+                    answer = Reply(answer)
+                return t.HookReply(None if answer.context is None else json.dumps(answer.context),
+                                   answer.confirm)
 
         return Hooks

@@ -1,6 +1,6 @@
 """Unit tests of the SDK (jupyter_mcp_extension) and its examples under plain CPython, against the
-bindings componentize-py generates for WIT 0.2.0 with the host's functions stubbed.
-Usage: componentize-py -d ../../wit/v0.2.0 -w extension-with-hooks bindings BINDINGS
+bindings componentize-py generates for WIT 0.3.0 with the host's functions stubbed.
+Usage: componentize-py -d ../../wit/v0.3.0 -w extension-with-hooks bindings BINDINGS
        python tests/unit.py BINDINGS        (from guests/python)"""
 
 import importlib.util
@@ -13,8 +13,10 @@ HERE = Path(__file__).resolve().parent.parent
 sys.path[:0] = [sys.argv.pop(1), str(HERE)]
 
 from componentize_py_types import Err  # noqa: E402
+from wit_world.imports import client  # noqa: E402
 from wit_world.imports import log as host_log  # noqa: E402
 from wit_world.imports import notebook  # noqa: E402
+from wit_world.imports import secrets  # noqa: E402
 from wit_world.imports import types as t  # noqa: E402
 
 from wit_world.imports import config as host_config  # noqa: E402
@@ -24,6 +26,10 @@ CELLS = []
 REFUSE = []
 WRITTEN = []
 CONFIG = ["{}"]
+ANSWERS = []  # what elicit and sample answer, in order (a HostError is raised)
+ASKED = []
+PROGRESS = []
+SECRETS = {}
 
 
 def check():
@@ -44,12 +50,30 @@ def read_cell(name, ref):
     raise Err(t.HostError_NotFound(f"no cell {ref.value}"))
 
 
-def overwrite_cell(name, ref, source, expected):
+def overwrite_cell(name, ref, source, expected, expected_version):
     cell = read_cell(name, ref)
-    if expected is not None and expected != cell.source:
+    if (expected is not None and expected != cell.source) or \
+            (expected_version is not None and expected_version != cell.version):
         raise Err(t.HostError_Conflict("changed"))
-    WRITTEN.append((ref, source, expected))
+    WRITTEN.append((ref, source, expected, expected_version))
     cell.source = source
+    cell.version += "+"
+    return cell.version
+
+
+def answer(*asked):
+    check()
+    ASKED.append(asked)
+    given = ANSWERS.pop(0)
+    if type(given).__name__.startswith("HostError_"):
+        raise Err(given)
+    return given
+
+
+def get_secret(name):
+    if name not in SECRETS:
+        raise Err(t.HostError_NotGranted(f"secret:{name} is not granted"))
+    return SECRETS[name]
 
 
 host_log.log = lambda level, message: LOGGED.append((level.name.lower(), message))
@@ -57,6 +81,10 @@ host_config.get_config = lambda: CONFIG[0]
 notebook.read_cells = read_cells
 notebook.read_cell = read_cell
 notebook.overwrite_cell = overwrite_cell
+client.elicit = lambda message, schema: answer("elicit", message, schema)
+client.sample = lambda request: answer("sample", request)
+client.progress = lambda done, total, message: PROGRESS.append((done, total, message))
+secrets.get = get_secret
 
 import jupyter_mcp_extension as ext  # noqa: E402
 
@@ -74,7 +102,7 @@ audit = example("audit").Hooks()
 
 
 def cell(id, kind, source):
-    return t.Cell(id, 0, kind, source, "{}", "[]", None)
+    return t.Cell(id, 0, kind, source, "{}", "[]", None, f"v-{id}")
 
 
 def err(fn):
@@ -121,7 +149,8 @@ class Sdk(unittest.TestCase):
                               t.GuestError_InvalidArguments)
         replaced = wordcount.call_tool("replace_word", '{"cell_id": "a", "word": "Two", "replacement": "Twenty"}')
         self.assertEqual(replaced.content, [t.Content_Text("replaced 1 occurrence(s) of 'Two' in cell a")])
-        self.assertEqual(WRITTEN[-1], (t.CellRef_Id("a"), "# Twenty words", "# Two words"))
+        # Without the caller's expected source, the version just read is what the host must still find.
+        self.assertEqual(WRITTEN[-1], (t.CellRef_Id("a"), "# Twenty words", None, "v-a"))
         self.assertEqual(wordcount.call_tool("replace_word", '{"cell_id": "a", "word": "wo", "replacement": "x"}')
                          .content[0].value, "'wo' does not occur in cell a")
         self.assertEqual(err(lambda: wordcount.call_tool("replace_word", '{"cell_id": "a", "word": " ", "replacement": "x"}')),
@@ -164,13 +193,20 @@ class Sdk(unittest.TestCase):
             self.assertEqual(getattr(bare, name)(), [], name)
 
     def test_hooks_get_parsed_context_and_log_through_the_host(self):
-        self.assertFalse(audit.propagate_errors())
+        keep = t.HookReply(None, None)
         before = t.HookEvent_BeforeToolCall(t.BeforeToolCall("insert_cell", "{}"))
-        context = audit.on_event(before, "{}")
-        self.assertEqual(json.loads(context), {"seen": True})
+        reply = audit.on_event(before, "{}")
+        self.assertEqual((json.loads(reply.context), reply.confirm), ({"seen": True}, None))
         after = t.HookEvent_AfterToolCall(t.AfterToolCall("insert_cell", "{}", Err("no")))
-        self.assertIsNone(audit.on_event(after, context))
-        self.assertIsNone(audit.on_event(t.HookEvent_BeforeExecute(t.BeforeExecute("k", "1")), "{}"))
+        self.assertEqual(audit.on_event(after, reply.context), keep)
+        self.assertEqual(audit.on_event(t.HookEvent_BeforeExecute(t.BeforeExecute("k", "1")), "{}"), keep)
+        # Critical, so that the host asks the person before a pip install runs; other code just runs.
+        self.assertTrue(audit.propagate_errors())
+        for code in ("%pip install requests", "x = 1\n!pip install -q numpy"):
+            self.assertEqual(audit.on_event(t.HookEvent_BeforeExecute(t.BeforeExecute("k", code)), "{}"),
+                             t.HookReply(None, "the code installs packages with pip"), code)
+        for code in ("print(1)", "%pip list"):
+            self.assertEqual(audit.on_event(t.HookEvent_BeforeExecute(t.BeforeExecute("k", code)), "{}"), keep, code)
         # print and logging go to the host's log too.
         print("printed")
         ext.logging.getLogger("mine").warning("warned")
@@ -178,8 +214,48 @@ class Sdk(unittest.TestCase):
                                   ("info", "audit-py: tool insert_cell failed: no (paired)"),
                                   ("info", "printed"), ("warn", "mine: warned")])
         LOGGED.clear()
-        self.assertIsNone(wordcount_hooks.on_event(t.HookEvent_BeforeExecute(t.BeforeExecute("k1", "print(1 + 2)")), "{}"))
+        self.assertEqual(wordcount_hooks.on_event(t.HookEvent_BeforeExecute(t.BeforeExecute("k1", "print(1 + 2)")), "{}"),
+                         t.HookReply(None, None))
         self.assertEqual(LOGGED, [("info", "3 words of code sent to kernel k1")])
+
+    def test_the_client_and_secrets_as_python_values_and_a_client_that_cannot_ask(self):
+        ASKED.clear()
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+        ANSWERS[:] = [client.ElicitAnswer_Accept('{"ok": true}'), client.ElicitAnswer_Decline(),
+                      client.ElicitAnswer_Cancel()]
+        accepted = ext.elicit("Go on?", schema)
+        self.assertEqual((accepted, accepted.accepted), (ext.Answer("accept", {"ok": True}), True))
+        self.assertEqual(ext.elicit("Go on?", json.dumps(schema)), ext.Answer("decline"))
+        self.assertEqual(ext.elicit("Go on?", schema).action, "cancel")
+        self.assertEqual(ASKED[0], ("elicit", "Go on?", json.dumps(schema)))
+        # A client without elicitation or sampling: a host error the guest can tell apart and handle.
+        ANSWERS[:] = [t.HostError_UnsupportedByClient("the client did not declare elicitation")]
+        with self.assertRaises(Err) as raised:
+            ext.elicit("Go on?", schema)
+        self.assertEqual(ext.unsupported_by_client(raised.exception), "the client did not declare elicitation")
+        self.assertEqual(ext.guest_error(raised.exception),
+                         t.GuestError_Host(t.HostError_UnsupportedByClient("the client did not declare elicitation")))
+        self.assertIsNone(ext.unsupported_by_client(Err(t.HostError_Refused("no"))))
+        self.assertIsNone(ext.unsupported_by_client(ValueError("other")))
+        result = {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m", "stopReason": "endTurn"}
+        ANSWERS[:] = [json.dumps(result)]
+        request = {"messages": [{"role": "user", "content": {"type": "text", "text": "hello"}}], "maxTokens": 10}
+        self.assertEqual(ext.sample(request), result)
+        self.assertEqual(ASKED[-1], ("sample", json.dumps(request)))
+        PROGRESS.clear()
+        ext.progress(1, 3, "one of three")
+        ext.progress(2)
+        self.assertEqual(PROGRESS, [(1.0, 3.0, "one of three"), (2.0, None, None)])
+        SECRETS["TOKEN"] = "s3cret"
+        self.assertEqual(ext.secret("TOKEN"), "s3cret")
+        with self.assertRaises(Err) as raised:
+            ext.secret("OTHER")
+        self.assertIsInstance(raised.exception.value, t.HostError_NotGranted)
+        # A hook reply that asks the person keeps the context it is given.
+        asking = ext.Hooks(propagate_errors=True)
+        asking.on("before_tool_call")(lambda call, context: ext.confirm("sure?", {**context, "asked": 1}))
+        self.assertEqual(asking.export()().on_event(t.HookEvent_BeforeToolCall(t.BeforeToolCall("t", "{}")), "{}"),
+                         t.HookReply('{"asked": 1}', "sure?"))
 
 
 if __name__ == "__main__":

@@ -12,23 +12,23 @@ import (
 
 func PropagateErrors() bool { return jmcp.RegisteredHooks().PropagateErrors }
 
-func OnEvent(event types.HookEvent, context string) witTypes.Result[witTypes.Option[string], types.GuestError] {
-	fail := witTypes.Err[witTypes.Option[string], types.GuestError]
+func OnEvent(event types.HookEvent, context string) witTypes.Result[types.HookReply, types.GuestError] {
+	fail := witTypes.Err[types.HookReply, types.GuestError]
 	decoded := map[string]any{}
 	if err := json.Unmarshal([]byte(context), &decoded); err != nil {
 		return fail(jmcp.GuestError(jmcp.InvalidArguments("the hook context: %v", err)))
 	}
-	replacement, err := jmcp.RegisteredHooks().OnEvent(event, decoded)
+	reply, err := jmcp.RegisteredHooks().OnEvent(event, decoded)
 	if err != nil {
 		return fail(jmcp.GuestError(err))
 	}
-	keep := witTypes.None[string]()
-	if replacement != nil {
-		data, err := json.Marshal(replacement)
+	answer := types.HookReply{Context: witTypes.None[string](), Confirm: jmcp.Optional(reply.Confirm)}
+	if reply.Context != nil {
+		data, err := json.Marshal(reply.Context)
 		if err != nil {
 			return fail(jmcp.GuestError(err))
 		}
-		keep = witTypes.Some(string(data))
+		answer.Context = witTypes.Some(string(data))
 	}
-	return witTypes.Ok[witTypes.Option[string], types.GuestError](keep)
+	return witTypes.Ok[types.HookReply, types.GuestError](answer)
 }

@@ -1,4 +1,4 @@
-// Package jmcp is the Go SDK for jupyter-mcp-server guests (WIT jupyter-mcp:extension@0.2.0).
+// Package jmcp is the Go SDK for jupyter-mcp-server guests (WIT jupyter-mcp:extension@0.3.0).
 // An extension registers itself once, from an init function, with its tools (each with its
 // handler), capabilities, resources and prompts; a hook handler registers its OnEvent. The SDK's
 // export packages answer the host from what was registered. Host functions return Go errors, so
@@ -10,12 +10,15 @@ package jmcp
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	witTypes "go.bytecodealliance.org/pkg/wit/types"
+	"wit_component/jupyter_mcp_extension_client"
 	"wit_component/jupyter_mcp_extension_config"
 	"wit_component/jupyter_mcp_extension_log"
 	"wit_component/jupyter_mcp_extension_notebook"
+	"wit_component/jupyter_mcp_extension_secrets"
 	types "wit_component/jupyter_mcp_extension_types"
 )
 
@@ -64,7 +67,7 @@ func NotFound(format string, a ...any) error {
 type HostError struct{ Variant types.HostError }
 
 var hostErrorKinds = []string{"not-granted", "not-available", "not-found", "conflict", "kernel",
-	"invalid", "failed"}
+	"invalid", "failed", "unsupported-by-client", "refused"}
 
 // Kind is the variant's name, e.g. "not-granted".
 func (e *HostError) Kind() string { return hostErrorKinds[e.Variant.Tag()] }
@@ -84,8 +87,20 @@ func (e *HostError) Error() string {
 		return v.Kernel()
 	case types.HostError_Invalid:
 		return v.Invalid()
+	case types.HostError_UnsupportedByClient:
+		return v.UnsupportedByClient()
+	case types.HostError_Refused:
+		return v.Refused()
 	}
 	return v.Failed()
+}
+
+// IsUnsupportedByClient tells whether err is a host call refused because the call's MCP client
+// cannot do it (it declared no elicitation or sampling, or there is no client): the case to fall
+// back on rather than fail.
+func IsUnsupportedByClient(err error) bool {
+	var host *HostError
+	return errors.As(err, &host) && host.Variant.Tag() == types.HostError_UnsupportedByClient
 }
 
 // GuestError turns any error into the WIT's guest-error: a host error is passed on as it came,
@@ -127,6 +142,65 @@ func ReadCells(notebook string) ([]Cell, error) {
 // needs `execute-code`. Other host functions: package jupyter_mcp_extension_notebook.
 func ExecuteCode(notebook, code string) (string, error) {
 	r := jupyter_mcp_extension_notebook.ExecuteCode(notebook, code, witTypes.None[uint32]())
+	if r.Tag() == witTypes.ResultErr {
+		return "", &HostError{r.Err()}
+	}
+	return r.Ok(), nil
+}
+
+// ---- The client (of the call the guest runs in) and secrets ----
+
+// Answer is the person's answer to Elicit: Action is "accept" (Content is what they filled
+// in), "decline" or "cancel".
+type Answer struct {
+	Action  string
+	Content map[string]any
+}
+
+// Elicit asks the person through the MCP client (elicitation/create; grant `elicit`).
+// requestedSchema is a JSON Schema object of flat primitive properties. A client that cannot
+// ask gives an error for which IsUnsupportedByClient is true.
+func Elicit(message, requestedSchema string) (Answer, error) {
+	r := jupyter_mcp_extension_client.Elicit(message, requestedSchema)
+	if r.Tag() == witTypes.ResultErr {
+		return Answer{}, &HostError{r.Err()}
+	}
+	switch answer := r.Ok(); answer.Tag() {
+	case jupyter_mcp_extension_client.ElicitAnswer_Accept:
+		content := map[string]any{}
+		if err := json.Unmarshal([]byte(answer.Accept()), &content); err != nil {
+			return Answer{}, err
+		}
+		return Answer{Action: "accept", Content: content}, nil
+	case jupyter_mcp_extension_client.ElicitAnswer_Decline:
+		return Answer{Action: "decline"}, nil
+	}
+	return Answer{Action: "cancel"}, nil
+}
+
+// Sample asks the client's model (sampling/createMessage; grant `sample`): request is the JSON
+// of its params, the answer the JSON of its result. Fails as Elicit does.
+func Sample(request string) (string, error) {
+	r := jupyter_mcp_extension_client.Sample(request)
+	if r.Tag() == witTypes.ResultErr {
+		return "", &HostError{r.Err()}
+	}
+	return r.Ok(), nil
+}
+
+// Progress reports progress to a client that asked for it (nothing otherwise); total < 0:
+// unknown, message "": none.
+func Progress(done, total float64, message string) {
+	known := witTypes.None[float64]()
+	if total >= 0 {
+		known = witTypes.Some(total)
+	}
+	jupyter_mcp_extension_client.Progress(done, known, Optional(message))
+}
+
+// Secret is the operator's secret name (grant `secret:NAME`).
+func Secret(name string) (string, error) {
+	r := jupyter_mcp_extension_secrets.Get(name)
 	if r.Tag() == witTypes.ResultErr {
 		return "", &HostError{r.Err()}
 	}
@@ -232,11 +306,19 @@ type Extension struct {
 	Prompts       []Prompt
 }
 
-// Hooks: OnEvent gets the call's context (decoded; {} on the first event) and returns a new
-// one to replace it, or nil to keep it; an error refuses (when PropagateErrors).
+// Reply is a hook handler's answer to one event: Context (nil: keep) replaces the call's
+// context; Confirm (a reason shown to the person, "" for none) holds a before_* call of a
+// critical handler until they confirm it; a no, or a client that cannot ask, refuses the call.
+type Reply struct {
+	Context map[string]any
+	Confirm string
+}
+
+// Hooks: OnEvent gets the call's context (decoded; {} on the first event) and returns a Reply
+// (Reply{} keeps the context and asks nothing); an error refuses (when PropagateErrors).
 type Hooks struct {
 	PropagateErrors bool
-	OnEvent         func(event HookEvent, context map[string]any) (map[string]any, error)
+	OnEvent         func(event HookEvent, context map[string]any) (Reply, error)
 }
 
 var (

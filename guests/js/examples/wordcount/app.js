@@ -4,7 +4,7 @@
 // else's change (grant `overwrite-cell` too). As a hook handler it logs how many words of code
 // each execution sends to a kernel. The same example as the Rust one, in JavaScript.
 import { config, defineExtension, invalidArguments, log } from 'jupyter-mcp-extension';
-import { overwriteCell, readCell, readCells } from 'jupyter-mcp:extension/notebook@0.2.0';
+import { overwriteCell, readCell, readCells } from 'jupyter-mcp:extension/notebook@0.3.0';
 
 const words = (text) => text.split(/\s+/).filter(Boolean).length;
 
@@ -68,9 +68,9 @@ export const { extensionApi, hooks } = defineExtension({
       const cell = readCell(notebook, { tag: 'id', val: id });
       const { source, replaced } = replaceWhole(cell.source, word, replacement);
       if (replaced === 0) return `'${word}' does not occur in cell ${cell.id}`;
-      // What the caller saw, else what was just read: either way a change made since by someone
-      // else is refused by the host (a conflict), never overwritten.
-      overwriteCell(notebook, { tag: 'id', val: cell.id }, source, expected ?? cell.source);
+      // What the caller saw, else the version just read: either way a change made since by
+      // someone else is refused by the host (a conflict), never overwritten.
+      overwriteCell(notebook, { tag: 'id', val: cell.id }, source, expected, expected === undefined ? cell.version : undefined);
       return `replaced ${replaced} occurrence(s) of '${word}' in cell ${cell.id}`;
     },
   }],

@@ -1,5 +1,5 @@
 /// <reference path="./jupyter-mcp-extension-types.d.ts" />
-declare module 'jupyter-mcp:extension/extension-api@0.2.0' {
+declare module 'jupyter-mcp:extension/extension-api@0.3.0' {
   export function identity(): ExtensionIdentity;
   /**
    * The capabilities this extension adds (namespaced names).
@@ -34,15 +34,15 @@ declare module 'jupyter-mcp:extension/extension-api@0.2.0' {
    * Renders a prompt. `arguments` is a JSON object of string values.
    */
   export function getPrompt(name: string, arguments: string): PromptResult;
-  export type Capability = import('jupyter-mcp:extension/types@0.2.0').Capability;
-  export type ToolSpec = import('jupyter-mcp:extension/types@0.2.0').ToolSpec;
-  export type ToolResult = import('jupyter-mcp:extension/types@0.2.0').ToolResult;
-  export type ResourceSpec = import('jupyter-mcp:extension/types@0.2.0').ResourceSpec;
-  export type ResourceTemplate = import('jupyter-mcp:extension/types@0.2.0').ResourceTemplate;
-  export type ResourceContents = import('jupyter-mcp:extension/types@0.2.0').ResourceContents;
-  export type Prompt = import('jupyter-mcp:extension/types@0.2.0').Prompt;
-  export type PromptResult = import('jupyter-mcp:extension/types@0.2.0').PromptResult;
-  export type GuestError = import('jupyter-mcp:extension/types@0.2.0').GuestError;
+  export type Capability = import('jupyter-mcp:extension/types@0.3.0').Capability;
+  export type ToolSpec = import('jupyter-mcp:extension/types@0.3.0').ToolSpec;
+  export type ToolResult = import('jupyter-mcp:extension/types@0.3.0').ToolResult;
+  export type ResourceSpec = import('jupyter-mcp:extension/types@0.3.0').ResourceSpec;
+  export type ResourceTemplate = import('jupyter-mcp:extension/types@0.3.0').ResourceTemplate;
+  export type ResourceContents = import('jupyter-mcp:extension/types@0.3.0').ResourceContents;
+  export type Prompt = import('jupyter-mcp:extension/types@0.3.0').Prompt;
+  export type PromptResult = import('jupyter-mcp:extension/types@0.3.0').PromptResult;
+  export type GuestError = import('jupyter-mcp:extension/types@0.3.0').GuestError;
   export interface ExtensionIdentity {
     /**
      * Unique among the loaded extensions; also the `source` of its capabilities.

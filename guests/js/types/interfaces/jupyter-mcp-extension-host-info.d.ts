@@ -1,6 +1,6 @@
-declare module 'jupyter-mcp:extension/host-info@0.2.0' {
+declare module 'jupyter-mcp:extension/host-info@0.3.0' {
   /**
-   * The WIT package version the host implements in full, e.g. `0.2.0`. A guest built against
+   * The WIT package version the host implements in full, e.g. `0.3.0`. A guest built against
    * an older minor version keeps working.
    */
   export function apiVersion(): string;

@@ -1,4 +1,4 @@
-declare module 'jupyter-mcp:extension/log@0.2.0' {
+declare module 'jupyter-mcp:extension/log@0.3.0' {
   export function log(level: Level, message: string): void;
   /**
    * # Variants

@@ -1,4 +1,4 @@
-declare module 'jupyter-mcp:extension/types@0.2.0' {
+declare module 'jupyter-mcp:extension/types@0.3.0' {
   /**
    * A cell's stable id (nbformat's `id`): the handle tools and host functions use for a cell.
    */
@@ -133,6 +133,22 @@ declare module 'jupyter-mcp:extension/types@0.2.0' {
   export interface HookEventKernelLifecycle {
     tag: 'kernel-lifecycle',
     val: KernelLifecycle,
+  }
+  /**
+   * What a hook handler answers to one event.
+   */
+  export interface HookReply {
+    /**
+     * `some(json)` replaces this handler's context for the pair; `none` leaves it.
+     */
+    context?: string,
+    /**
+     * On a `before_*` event of a critical handler (`propagate-errors` true): `some(reason)`
+     * holds the call until the person confirms it through the client (MCP elicitation),
+     * the reason shown to them; a no, or a client that cannot ask, refuses the call.
+     * Ignored on `after_*` events and from optional handlers (logged).
+     */
+    confirm?: string,
   }
   /**
    * MCP tool annotations (hints to the client; never trusted for security).
@@ -330,12 +346,18 @@ declare module 'jupyter-mcp:extension/types@0.2.0' {
      * The execution count of a code cell that has run.
      */
     executionCount?: number,
+    /**
+     * The cell's version: a short token that changes whenever its source or kind changes,
+     * and never otherwise (the `version` `read_cell` shows). Pass it back as an edit's
+     * `expected-version` to refuse the edit if someone changed the cell since.
+     */
+    version: string,
   }
   /**
    * Why a host function did not do what was asked. Each message says what happened and what
    * to do next.
    */
-  export type HostError = HostErrorNotGranted | HostErrorNotAvailable | HostErrorNotFound | HostErrorConflict | HostErrorKernel | HostErrorInvalid | HostErrorFailed;
+  export type HostError = HostErrorNotGranted | HostErrorNotAvailable | HostErrorNotFound | HostErrorConflict | HostErrorKernel | HostErrorInvalid | HostErrorFailed | HostErrorUnsupportedByClient | HostErrorRefused;
   /**
    * The operator has not granted this to this guest (the message names the grant).
    */
@@ -383,6 +405,22 @@ declare module 'jupyter-mcp:extension/types@0.2.0' {
    */
   export interface HostErrorFailed {
     tag: 'failed',
+    val: string,
+  }
+  /**
+   * The MCP client in this call cannot do it (it did not declare elicitation or
+   * sampling, or there is no client: a call from a hook outside any request); the message
+   * names what is missing. Handle it: fall back, or refuse with a clear message.
+   */
+  export interface HostErrorUnsupportedByClient {
+    tag: 'unsupported-by-client',
+    val: string,
+  }
+  /**
+   * The person said no (to a grant prompt), or the request was cancelled.
+   */
+  export interface HostErrorRefused {
+    tag: 'refused',
     val: string,
   }
   /**

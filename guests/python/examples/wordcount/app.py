@@ -59,10 +59,10 @@ def replace_word(cell_id, word, replacement, notebook="", expected_source=None):
     source, replaced = re.subn(rf"(?<!\w){re.escape(word)}(?!\w)", lambda _: replacement, cell.source)
     if replaced == 0:
         return f"'{word}' does not occur in cell {cell.id}"
-    # What the caller saw, else what was just read: either way a change made since by someone else
-    # is refused by the host (a conflict), never overwritten.
-    overwrite_cell(notebook, CellRef_Id(cell.id), source,
-                   expected_source if expected_source is not None else cell.source)
+    # What the caller saw, else the version just read: either way a change made since by someone
+    # else is refused by the host (a conflict), never overwritten.
+    overwrite_cell(notebook, CellRef_Id(cell.id), source, expected_source,
+                   cell.version if expected_source is None else None)
     return f"replaced {replaced} occurrence(s) of '{word}' in cell {cell.id}"
 
 
