@@ -11,7 +11,7 @@ import mcp.types as types
 import pytest
 
 from conftest import (extension_entry, guest, http_client, joined, log_of, notebook_with_kernel, serve_guests,
-                      write_config)
+                      wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
 
@@ -134,13 +134,30 @@ async def test_a_missing_grant_is_refused_with_the_grant_named(jupyter_server, t
         server.stop()
 
 
-async def test_a_granted_secret_without_a_store_is_a_typed_error(jupyter_server, tmp_path):
-    server = talks_server(jupyter_server, tmp_path)
+async def test_a_granted_secret_is_read_from_the_operators_store_and_never_shown(jupyter_server, tmp_path):
+    """`secret set` (value on stdin) while the server runs: the guest's next call reads it, and the
+    value reaches neither the log (the guest logs it: redacted) nor the answer."""
+    import subprocess
+
+    from conftest import server_binary, server_env
+
+    secrets_file = tmp_path / "secrets" / "secrets.json"
+    value = "tok-8c1e-secret-value"
+    env = {"JUPYTER_MCP_SECRETS_FILE": str(secrets_file)}
+    body = extension_entry(guest("talks"), grants=TALK_GRANTS, wall_ms_per_call=60000)
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)), env=env)
     try:
         async with http_client(server, "legacy") as c:
             answer = await text_of(c, "talk_secret", name="API_KEY")
-            # Until the server's secret store is connected, no secret is read.
-            assert answer.startswith(("not-available: ", "not-found: ")), answer
+            assert answer.startswith("not-found: ") and "secret set API_KEY" in answer, answer
+            set_it = subprocess.run([server_binary(), "secret", "set", "API_KEY"], input=value, text=True,
+                                    capture_output=True, env=server_env(env), timeout=30)
+            assert set_it.returncode == 0, set_it.stderr
+            answer = await text_of(c, "talk_secret", name="API_KEY")
+            assert answer == f"read a secret of {len(value)} characters", answer
+            assert value not in answer
+        log = wait_for_log(server, "talks read the secret: [redacted]")
+        assert value not in log, "the secret's value reached the log"
     finally:
         server.stop()
 

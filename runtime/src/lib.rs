@@ -155,6 +155,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // they declared at an earlier start is known at once.
     #[cfg(feature = "wasm")]
     let link = Arc::new(wasm::HostLink::default());
+    #[cfg(feature = "wasm")]
+    if let Some(store) = config.wasm.secrets.clone() {
+        link.provide_secrets(Arc::new(store));
+    }
     // Unreadable trusted keys stop us: nothing may load unchecked.
     #[cfg(feature = "wasm")]
     let trust = wasm::Trust::load(&config.wasm.sources)?;

@@ -93,7 +93,8 @@ fn state_dir(given: Option<PathBuf>, env: &impl Fn(&str) -> Option<String>) -> O
     if let Some(dir) = given {
         return (dir.as_os_str() != "none").then_some(dir);
     }
-    crate::user_dirs::base_in(env, "XDG_STATE_HOME", ".local/state").map(|b| b.join("jupyter-mcp-server"))
+    crate::user_dirs::base_in(env, "XDG_STATE_HOME", ".local/state")
+        .map(|b| b.join("jupyter-mcp-server"))
 }
 
 /// `--kernel-env` and `kernel_env` entries (the file's first, so the command line wins):

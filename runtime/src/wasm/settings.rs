@@ -108,6 +108,16 @@ pub trait SecretSource: Send + Sync {
     fn get(&self, name: &str) -> Result<Option<String>, String>;
 }
 
+/// The operator's secrets file (`secret set`) as guests read it: the error is the store's own
+/// (where the file is, what to do), never a value.
+impl SecretSource for crate::secrets::SecretStore {
+    fn get(&self, name: &str) -> Result<Option<String>, String> {
+        crate::secrets::SecretStore::get(self, name)
+            .map(|found| found.map(|value| value.expose().to_owned()))
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Where host functions reach the server. Guests load before the domain exists, so it is
 /// connected afterwards; until then notebook functions answer `not-available`.
 #[derive(Default)]
