@@ -117,3 +117,86 @@ macro_rules! conversions {
         }
     };
 }
+
+/// Defines, over the `types` module in scope, the conversions of resources and prompts, which
+/// came with 0.2.0 and have kept their shape since. The declaration and answer types are the
+/// invoking module's imports.
+macro_rules! resources_and_prompts {
+    () => {
+        pub fn resource_declaration(spec: types::ResourceSpec) -> ResourceDeclaration {
+            ResourceDeclaration {
+                uri: spec.uri,
+                listing: Listing {
+                    name: spec.name,
+                    title: spec.title,
+                    description: spec.description,
+                },
+                mime_type: spec.mime_type,
+            }
+        }
+
+        pub fn template_declaration(spec: types::ResourceTemplate) -> TemplateDeclaration {
+            TemplateDeclaration {
+                uri_template: spec.uri_template,
+                listing: Listing {
+                    name: spec.name,
+                    title: spec.title,
+                    description: spec.description,
+                },
+                mime_type: spec.mime_type,
+            }
+        }
+
+        pub fn prompt_declaration(prompt: types::Prompt) -> PromptDeclaration {
+            PromptDeclaration {
+                listing: Listing {
+                    name: prompt.name,
+                    title: prompt.title,
+                    description: prompt.description,
+                },
+                arguments: prompt
+                    .arguments
+                    .into_iter()
+                    .map(|a| PromptArgumentDeclaration {
+                        name: a.name,
+                        description: a.description,
+                        required: a.required,
+                    })
+                    .collect(),
+            }
+        }
+
+        /// What a guest read at a resource's URI: one or more contents.
+        pub fn resource_answers(contents: Vec<types::ResourceContents>) -> Vec<ResourceAnswer> {
+            contents.into_iter().map(resource_answer).collect()
+        }
+
+        fn resource_answer(contents: types::ResourceContents) -> ResourceAnswer {
+            ResourceAnswer {
+                uri: contents.uri,
+                mime_type: contents.mime_type,
+                body: match contents.body {
+                    types::ResourceBody::Text(text) => ResourceBody::Text(text),
+                    types::ResourceBody::Blob(bytes) => ResourceBody::Blob(bytes),
+                },
+            }
+        }
+
+        pub fn prompt_answer(result: types::PromptResult) -> PromptAnswer {
+            PromptAnswer {
+                description: result.description,
+                messages: result
+                    .messages
+                    .into_iter()
+                    .map(|m| {
+                        let role = match m.role {
+                            types::Role::User => Role::User,
+                            types::Role::Assistant => Role::Assistant,
+                        };
+                        (role, content(m.content))
+                    })
+                    .collect(),
+            }
+        }
+    };
+}

@@ -99,81 +99,8 @@ pub fn guest_error(error: types::GuestError) -> String {
     }
 }
 
-pub fn resource_declaration(spec: types::ResourceSpec) -> ResourceDeclaration {
-    ResourceDeclaration {
-        uri: spec.uri,
-        listing: Listing {
-            name: spec.name,
-            title: spec.title,
-            description: spec.description,
-        },
-        mime_type: spec.mime_type,
-    }
-}
-
-pub fn template_declaration(spec: types::ResourceTemplate) -> TemplateDeclaration {
-    TemplateDeclaration {
-        uri_template: spec.uri_template,
-        listing: Listing {
-            name: spec.name,
-            title: spec.title,
-            description: spec.description,
-        },
-        mime_type: spec.mime_type,
-    }
-}
-
-pub fn prompt_declaration(prompt: types::Prompt) -> PromptDeclaration {
-    PromptDeclaration {
-        listing: Listing {
-            name: prompt.name,
-            title: prompt.title,
-            description: prompt.description,
-        },
-        arguments: prompt
-            .arguments
-            .into_iter()
-            .map(|a| PromptArgumentDeclaration {
-                name: a.name,
-                description: a.description,
-                required: a.required,
-            })
-            .collect(),
-    }
-}
-
-/// What a guest read at a resource's URI: one or more contents.
-pub fn resource_answers(contents: Vec<types::ResourceContents>) -> Vec<ResourceAnswer> {
-    contents.into_iter().map(resource_answer).collect()
-}
-
-fn resource_answer(contents: types::ResourceContents) -> ResourceAnswer {
-    ResourceAnswer {
-        uri: contents.uri,
-        mime_type: contents.mime_type,
-        body: match contents.body {
-            types::ResourceBody::Text(text) => ResourceBody::Text(text),
-            types::ResourceBody::Blob(bytes) => ResourceBody::Blob(bytes),
-        },
-    }
-}
-
-pub fn prompt_answer(result: types::PromptResult) -> PromptAnswer {
-    PromptAnswer {
-        description: result.description,
-        messages: result
-            .messages
-            .into_iter()
-            .map(|m| {
-                let role = match m.role {
-                    types::Role::User => Role::User,
-                    types::Role::Assistant => Role::Assistant,
-                };
-                (role, content(m.content))
-            })
-            .collect(),
-    }
-}
+// Resources and prompts, the same since 0.2.0.
+resources_and_prompts!();
 
 /// A handler's reply: its context, and maybe the reason to ask the person first.
 pub fn hook_reply(reply: types::HookReply) -> crate::wasm::answers::HookReply {
