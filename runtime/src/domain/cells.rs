@@ -346,10 +346,19 @@ pub fn persisted(in_use: &NotebookInUse) -> Persisted {
             on_disk: true,
             note: "saved: the notebook file holds this change".into(),
         },
-        Persistence::InRoom { save_delay_secs } => Persisted {
+        Persistence::InRoom {
+            save_delay_secs,
+            seen,
+        } => Persisted {
             on_disk: false,
             note: format!(
-                "in the shared document (everyone in the notebook sees it); not yet saved: Jupyter saves the shared document {save_delay_secs} s after the last change"
+                "in the shared document (everyone in the notebook sees it); not yet saved: Jupyter saves the shared document {} s after the last change ({})",
+                (save_delay_secs * 10.0).round() / 10.0,
+                if seen {
+                    "as this notebook's room was seen to save"
+                } else {
+                    "jupyter-collaboration's default, until this room is seen to save"
+                }
             ),
         },
     }

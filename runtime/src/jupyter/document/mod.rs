@@ -92,8 +92,9 @@ pub enum DocumentError {
 pub enum Persistence {
     /// Saved to the file (and checked, as the file backend checks its saves).
     Saved,
-    /// In the shared document; the room saves it about `save_delay_secs` after the last change.
-    InRoom { save_delay_secs: f64 },
+    /// In the shared document; the room saves it about `save_delay_secs` after the last change
+    /// (`seen`: as this room was seen to save; else jupyter-collaboration's default).
+    InRoom { save_delay_secs: f64, seen: bool },
 }
 
 /// Computes the edits to make from the notebook as it is at the moment of writing, or refuses.

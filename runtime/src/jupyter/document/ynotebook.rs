@@ -206,6 +206,16 @@ impl YNotebook {
         }
     }
 
+    /// The file hash the room wrote into the document's `state` map at its last save.
+    pub fn saved_hash(&self) -> Option<String> {
+        let txn = self.doc.transact();
+        let state = txn.get_map("state")?;
+        match state.get(&txn, "hash") {
+            Some(Out::Any(Any::String(hash))) => Some(hash.to_string()),
+            _ => None,
+        }
+    }
+
     /// A cursor at the end of a cell's source, as y-protocols awareness states carry one (a Y.js
     /// relative position in JSON, every field present, as JupyterLab's peers send it). Scoped to
     /// the source's text itself, so it stays at the end whatever is typed before it.

@@ -25,6 +25,7 @@ use std::time::Duration;
 use self::journal::Journal;
 use self::people::SharedPeople;
 use self::room::{Link, join, room_session};
+use self::save::SharedSaveClock;
 use super::{
     Document, DocumentError, DocumentFuture, Edit, EditPlan, Persistence, apply_edits,
     fresh_insert_ids,
@@ -60,6 +61,8 @@ pub struct LiveDocument {
     journal: Mutex<Journal>,
     /// Who else is in the room, and who changed each cell last.
     people: SharedPeople,
+    /// When the room saves (its delay as seen), kept across rejoins.
+    saves_clock: SharedSaveClock,
 }
 
 impl LiveDocument {
@@ -68,13 +71,15 @@ impl LiveDocument {
     pub async fn open(rest: JupyterRest, path: impl Into<String>) -> Result<Self, DocumentError> {
         let path = path.into();
         let people = SharedPeople::default();
-        let link = join(&rest, &path, &people).await?;
+        let saves_clock = SharedSaveClock::default();
+        let link = join(&rest, &path, &people, &saves_clock).await?;
         Ok(LiveDocument {
             rest,
             path,
             link: Arc::new(tokio::sync::Mutex::new(Some(link))),
             journal: Mutex::new(Journal::default()),
             people,
+            saves_clock,
         })
     }
 
@@ -96,6 +101,7 @@ impl LiveDocument {
             link: Arc::default(),
             journal: Mutex::new(Journal::default()),
             people: SharedPeople::default(),
+            saves_clock: SharedSaveClock::default(),
         });
         let mut slot = document
             .link
@@ -132,7 +138,7 @@ impl LiveDocument {
         let mut last = None;
         for pause in REJOIN_PAUSES {
             tokio::time::sleep(pause).await;
-            match join(&self.rest, &self.path, &self.people).await {
+            match join(&self.rest, &self.path, &self.people, &self.saves_clock).await {
                 Ok(link) => {
                     if let Err(e) = self.catch_up(slot.insert(link)) {
                         *slot = None;
@@ -307,11 +313,14 @@ impl Document for LiveDocument {
     }
 
     /// An edit is answered once the room holds it, before the room's save (its
-    /// `document_save_delay` after the last change; the server does not publish its setting, so
-    /// this is jupyter-collaboration's default).
+    /// `document_save_delay` after the last change). The server publishes no setting, so the
+    /// figure is the delay seen in this room once it has saved a change of ours, and until then
+    /// jupyter-collaboration's default.
     fn persistence(&self) -> Persistence {
+        let seen = self.saves_clock.lock().expect("save clock lock").delay();
         Persistence::InRoom {
-            save_delay_secs: ROOM_SAVE_DELAY_SECS,
+            save_delay_secs: seen.map_or(ROOM_SAVE_DELAY_SECS, |d| d.as_secs_f64()),
+            seen: seen.is_some(),
         }
     }
 

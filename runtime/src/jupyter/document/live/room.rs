@@ -14,7 +14,7 @@ use yrs::updates::decoder::Decode;
 use yrs::updates::encoder::Encode;
 
 use super::people::{self, SharedPeople};
-use super::save::{self, SaveReply};
+use super::save::{self, SaveReply, SharedSaveClock};
 use crate::jupyter::document::DocumentError;
 use crate::jupyter::document::ynotebook::YNotebook;
 use crate::jupyter::rest::{CollaborationSession, JupyterRest, RestError};
@@ -63,6 +63,8 @@ pub(super) struct Link {
     pub(super) saves_asked: u64,
     /// The cell we last worked on, shown to the room's people as our cursor.
     pub(super) focus: watch::Sender<Option<String>>,
+    /// When the room saves what we send.
+    pub(super) saves_clock: SharedSaveClock,
 }
 
 impl Link {
@@ -82,6 +84,7 @@ impl Link {
         let _ = self
             .outgoing
             .send(Message::Sync(SyncMessage::Update(update)).encode_v1());
+        self.saves_clock.lock().expect("save clock lock").changed();
         let _ = self.outgoing.send(step1);
         self.asked += 1;
         self.asked
@@ -111,6 +114,7 @@ pub(super) async fn join(
     rest: &JupyterRest,
     path: &str,
     people: &SharedPeople,
+    saves_clock: &SharedSaveClock,
 ) -> Result<Link, DocumentError> {
     let started = std::time::Instant::now();
     let elapsed = || format!("{:.1}", started.elapsed().as_secs_f64() * 1e3);
@@ -142,6 +146,7 @@ pub(super) async fn join(
             path: path.to_owned(),
             people: people.clone(),
             focus: focus_rx,
+            saves_clock: saves_clock.clone(),
         };
         tokio::spawn(room.run(socket, queued));
         let mut closed_rx = closed.clone();
@@ -161,6 +166,7 @@ pub(super) async fn join(
             saves,
             saves_asked: 0,
             focus,
+            saves_clock: saves_clock.clone(),
         })
     };
     tokio::time::timeout(JOIN_TIMEOUT, attempt)
@@ -190,6 +196,7 @@ struct Room {
     path: String,
     people: SharedPeople,
     focus: watch::Receiver<Option<String>>,
+    saves_clock: SharedSaveClock,
 }
 
 impl Room {
@@ -379,13 +386,22 @@ impl Room {
     /// A bad update leaves our copy in doubt: the link ends, and the next call rejoins with a
     /// fresh document (and re-applies our journal).
     fn apply(&self, update: &[u8]) -> Result<(), String> {
-        self.lock().apply_update(update).map_err(|e| {
-            tracing::warn!(
-                "a room update for '{}' could not be applied: {e}",
-                self.path
-            );
-            format!("a room update could not be applied: {e}")
-        })
+        let hash = {
+            let notebook = self.lock();
+            notebook.apply_update(update).map_err(|e| {
+                tracing::warn!(
+                    "a room update for '{}' could not be applied: {e}",
+                    self.path
+                );
+                format!("a room update could not be applied: {e}")
+            })?;
+            notebook.saved_hash()
+        };
+        self.saves_clock
+            .lock()
+            .expect("save clock lock")
+            .saw_hash(hash);
+        Ok(())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, YNotebook> {

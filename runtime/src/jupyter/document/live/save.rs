@@ -16,6 +16,44 @@ use yrs::updates::encoder::{Encoder, EncoderV1};
 use super::{Link, LiveDocument, SAVE_ANSWER_TIMEOUT, SAVE_POLL, SAVE_TIMEOUT};
 use crate::jupyter::notebook::Notebook;
 
+/// When the room saves, learned by watching it, since no REST call publishes the room's
+/// `document_save_delay`: after each save the room writes the file's new hash into the document's
+/// `state` map, so a new hash is a save, and the time from the last change to it bounds the delay
+/// from above (others' edits restart the room's wait). The smallest seen is the figure.
+#[derive(Debug, Default)]
+pub(super) struct SaveClock {
+    last_change: Option<std::time::Instant>,
+    last_hash: Option<String>,
+    delay: Option<std::time::Duration>,
+}
+
+pub(super) type SharedSaveClock = std::sync::Arc<std::sync::Mutex<SaveClock>>;
+
+impl SaveClock {
+    /// We changed the document: the room saves its delay after this.
+    pub(super) fn changed(&mut self) {
+        self.last_change = Some(std::time::Instant::now());
+    }
+
+    /// The room's document after an update from it: its saved hash, maybe a new one.
+    pub(super) fn saw_hash(&mut self, hash: Option<String>) {
+        if hash.is_none() || hash == self.last_hash {
+            return;
+        }
+        // A hash in the first sync is the file as loaded, not a save of our change.
+        if let (Some(_), Some(changed)) = (&self.last_hash, self.last_change.take()) {
+            let took = changed.elapsed();
+            self.delay = Some(self.delay.map_or(took, |seen| seen.min(took)));
+        }
+        self.last_hash = hash;
+    }
+
+    /// The room's save delay as seen, once it has saved a change of ours.
+    pub(super) fn delay(&self) -> Option<std::time::Duration> {
+        self.delay
+    }
+}
+
 /// jupyter_server_ydoc's `MessageType.RAW`.
 pub(super) const RAW: u8 = 2;
 
@@ -123,6 +161,28 @@ impl LiveDocument {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_hash_after_our_change_times_the_save_and_the_smallest_wins() {
+        let mut clock = SaveClock::default();
+        clock.saw_hash(Some("loaded".into()));
+        assert_eq!(clock.delay(), None, "the first sync is no save");
+        clock.saw_hash(Some("someone-else".into()));
+        assert_eq!(
+            clock.delay(),
+            None,
+            "a save of nothing of ours times nothing"
+        );
+        clock.changed();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        clock.saw_hash(Some("ours".into()));
+        let first = clock.delay().expect("timed");
+        assert!(first >= std::time::Duration::from_millis(30), "{first:?}");
+        clock.changed();
+        clock.saw_hash(Some("ours-again".into()));
+        assert!(clock.delay().unwrap() < first, "the smallest seen is kept");
+        clock.saw_hash(Some("ours-again".into()));
+    }
 
     fn raw(text: &str) -> Vec<u8> {
         let mut encoder = EncoderV1::new();
