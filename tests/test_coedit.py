@@ -90,7 +90,6 @@ async def test_versions_are_stable_and_shown_everywhere(jupyter_server, backend)
         assert deleted.meta[META + "persisted"] is (backend == "file")
 
 
-@pytest.mark.parametrize("backend", ["file", "live"])
 def save_delay_said(text: str) -> float:
     """The room's save delay an edit's result gives ("… saves the shared document N s after …")."""
     import re
@@ -123,6 +122,7 @@ async def test_the_rooms_save_delay_is_learned_from_its_saves(tmp_path):
         stop_jupyter(jupyter)
 
 
+@pytest.mark.parametrize("backend", ["file", "live"])
 async def test_a_write_with_a_stale_version_changes_nothing(jupyter_server, backend):
     path = f"stale-{backend}-{uuid.uuid4().hex[:6]}.ipynb"
     write_notebook(jupyter_server, path, ["value = 1\nprint(value)", "other = 0"])
