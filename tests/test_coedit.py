@@ -80,7 +80,7 @@ async def test_versions_are_stable_and_shown_everywhere(jupyter_server, backend)
             assert joined(edited).endswith("saved: the notebook file holds this change")
         else:
             assert edited.meta[META + "persisted"] is False
-            assert 1 <= save_delay_said(joined(edited)) < 3, joined(edited)
+            assert 0.3 <= save_delay_said(joined(edited)) < 3, joined(edited)
         inserted = await call(agent, "insert_cell", cell_index=-1, cell_type="markdown", cell_source="# end")
         assert inserted.meta[META + "cell_version"] == version("markdown", "# end")
         assert inserted.meta[META + "notebook_version"] == notebook_version(ids + [cell_id_of(inserted)])
@@ -115,6 +115,7 @@ async def test_the_rooms_save_delay_is_learned_from_its_saves(tmp_path):
             first = await call(agent, "overwrite_cell_source", cell_index=0, cell_source="a = 2")
             assert "jupyter-collaboration's default" in joined(first) and save_delay_said(joined(first)) == 1
             await eventually(lambda: (s := disk_sources(jupyter, path)) and s[0] == "a = 2", 30, "the room's save")
+            await asyncio.sleep(0.5)  # the room's news of its save reaches our server after the file
             second = await call(agent, "overwrite_cell_source", cell_index=0, cell_source="a = 3")
             assert "as this notebook's room was seen to save" in joined(second), joined(second)
             assert 3 <= save_delay_said(joined(second)) < 6, joined(second)

@@ -138,6 +138,7 @@ pub(super) async fn join(
         let (closed_tx, closed) = watch::channel(None);
         let (saves_tx, saves) = watch::channel(None);
         let (focus, focus_rx) = watch::channel(None);
+        saves_clock.lock().expect("save clock lock").joining();
         let room = Room {
             notebook: notebook.clone(),
             answers: answers_tx,

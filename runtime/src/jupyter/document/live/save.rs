@@ -19,31 +19,60 @@ use crate::jupyter::notebook::Notebook;
 /// When the room saves, learned by watching it, since no REST call publishes the room's
 /// `document_save_delay`: after each save the room writes the file's new hash into the document's
 /// `state` map, so a new hash is a save, and the time from the last change to it bounds the delay
-/// from above (others' edits restart the room's wait). The smallest seen is the figure.
+/// (others' edits restart the room's wait, a save that crossed a change is timed from the change
+/// before). The latest seen is the figure.
 #[derive(Debug, Default)]
 pub(super) struct SaveClock {
-    last_change: Option<std::time::Instant>,
+    /// The current connection's first sync has been seen (it holds the file as loaded).
+    synced: bool,
+    /// Our recent changes, oldest first (bounded).
+    changes: std::collections::VecDeque<std::time::Instant>,
     last_hash: Option<String>,
     delay: Option<std::time::Duration>,
 }
+
+/// Changes this close before a save's news are taken to have crossed it.
+const CROSSING: std::time::Duration = std::time::Duration::from_millis(250);
 
 pub(super) type SharedSaveClock = std::sync::Arc<std::sync::Mutex<SaveClock>>;
 
 impl SaveClock {
     /// We changed the document: the room saves its delay after this.
     pub(super) fn changed(&mut self) {
-        self.last_change = Some(std::time::Instant::now());
+        if self.changes.len() == 16 {
+            self.changes.pop_front();
+        }
+        self.changes.push_back(std::time::Instant::now());
+    }
+
+    /// A new connection to the room: its first sync is no save.
+    pub(super) fn joining(&mut self) {
+        self.synced = false;
     }
 
     /// The room's document after an update from it: its saved hash, maybe a new one.
     pub(super) fn saw_hash(&mut self, hash: Option<String>) {
+        let first_sync = !std::mem::replace(&mut self.synced, true);
         if hash.is_none() || hash == self.last_hash {
             return;
         }
-        // A hash in the first sync is the file as loaded, not a save of our change.
-        if let (Some(_), Some(changed)) = (&self.last_hash, self.last_change.take()) {
-            let took = changed.elapsed();
-            self.delay = Some(self.delay.map_or(took, |seen| seen.min(took)));
+        // A change made just before the room's answer reached us was not in that save (the
+        // save and our change crossed): the save is timed from the last change before it.
+        let now = std::time::Instant::now();
+        let before = self
+            .changes
+            .iter()
+            .rev()
+            .find(|at| now.duration_since(**at) >= CROSSING)
+            .copied();
+        if !first_sync && let Some(changed) = before {
+            let took = now.duration_since(changed);
+            tracing::debug!(
+                "the room saved {:.2} s after our last change",
+                took.as_secs_f64()
+            );
+            self.delay = Some(took);
+            self.changes.retain(|at| *at > changed);
         }
         self.last_hash = hash;
     }
@@ -163,8 +192,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_new_hash_after_our_change_times_the_save_and_the_smallest_wins() {
+    fn a_new_hash_after_our_change_times_the_save() {
         let mut clock = SaveClock::default();
+        clock.joining();
+        clock.saw_hash(None);
+        clock.changed();
+        std::thread::sleep(CROSSING);
+        clock.saw_hash(Some("first-save".into()));
+        assert!(
+            clock.delay().is_some(),
+            "a room that loaded without a hash is timed at its first save"
+        );
+        clock = SaveClock::default();
         clock.saw_hash(Some("loaded".into()));
         assert_eq!(clock.delay(), None, "the first sync is no save");
         clock.saw_hash(Some("someone-else".into()));
@@ -174,13 +213,20 @@ mod tests {
             "a save of nothing of ours times nothing"
         );
         clock.changed();
-        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::thread::sleep(CROSSING * 3);
+        clock.changed();
         clock.saw_hash(Some("ours".into()));
         let first = clock.delay().expect("timed");
-        assert!(first >= std::time::Duration::from_millis(30), "{first:?}");
-        clock.changed();
+        assert!(
+            first >= CROSSING * 3,
+            "timed from the change before, not the crossing one: {first:?}"
+        );
+        std::thread::sleep(CROSSING);
         clock.saw_hash(Some("ours-again".into()));
-        assert!(clock.delay().unwrap() < first, "the smallest seen is kept");
+        assert!(
+            clock.delay().unwrap() < first,
+            "the latest seen is the figure"
+        );
         clock.saw_hash(Some("ours-again".into()));
     }
 
