@@ -257,3 +257,33 @@ async def test_no_state_dir_keeps_nothing_on_disk(jupyter_server, tmp_path):
     finally:
         server.stop()
     assert not (home / ".local" / "state" / "jupyter-mcp-server").exists()
+
+
+async def test_an_unreadable_store_is_moved_aside_not_emptied(jupyter_server, tmp_path):
+    """A store file the server cannot read is kept whole beside a new one, the log says where, and
+    recording goes on in the new store (answered after another restart)."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o700)
+    damaged = b"half of a backup copied over the store " * 100
+    (state_dir / "executions.redb").write_bytes(damaged)
+    args = server_args(jupyter_server, state_dir)
+    server = start_http_server(args)
+    try:
+        log = server.log.read_text(errors="replace")
+        aside = [p for p in state_dir.iterdir() if ".unreadable-" in p.name]
+        assert len(aside) == 1, list(state_dir.iterdir())
+        assert aside[0].read_bytes() == damaged, "the unreadable store is kept whole"
+        assert stat.S_IMODE(aside[0].stat().st_mode) == 0o600
+        assert "could not be read" in log and str(aside[0]) in log and "nothing deleted" in log, log
+        async with http_client(server, "auto") as client:
+            await call(client, "execute_code", code="print('after the damage')")
+            execution_id = await newest_id(client)
+    finally:
+        server.stop()
+    server = start_http_server(args)
+    try:
+        async with http_client(server, "auto") as client:
+            state, text = await get(client, execution_id)
+            assert state == "finished" and "after the damage" in text, text
+    finally:
+        server.stop()

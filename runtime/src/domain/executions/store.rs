@@ -44,7 +44,11 @@ pub enum StoreError {
          own --state-dir (or --state-dir none)"
     )]
     InUse { path: String },
-    #[error("the execution store {path} could not be opened: {reason}")]
+    /// The file could not be opened at all (permissions, a symlink): left as it is.
+    #[error("the execution store {path} cannot be opened: {reason}")]
+    File { path: String, reason: String },
+    /// The file is not a store we can read: moved aside by `Store::open`.
+    #[error("the execution store {path} could not be read: {reason}")]
     Open { path: String, reason: String },
     #[error("the execution store failed: {0}")]
     Database(String),
@@ -123,6 +127,25 @@ pub struct Pruned {
     pub over_size: usize,
 }
 
+/// The database file at `path`, created when there is none. `Open` when it is not a store we
+/// can read (damaged, or not redb's).
+fn open_database(path: &Path) -> Result<Database, StoreError> {
+    let file = crate::private_file::open_rw(path).map_err(|e| StoreError::File {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    match Database::builder().create_file(file) {
+        Ok(db) => Ok(db),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(StoreError::InUse {
+            path: path.display().to_string(),
+        }),
+        Err(e) => Err(StoreError::Open {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
 /// The database, shared by every domain of the server (Hub mode: each user's records apart).
 pub struct Store {
     db: Database,
@@ -145,23 +168,27 @@ impl Store {
         };
         crate::private_file::dir(&settings.dir, true).map_err(dir_error)?;
         let path = settings.dir.join(FILE);
-        let file = crate::private_file::open_rw(&path).map_err(|e| StoreError::Open {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        let mut db = match Database::builder().create_file(file) {
-            Ok(db) => db,
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                return Err(StoreError::InUse {
+        let mut db = match open_database(&path) {
+            Err(StoreError::Open { reason, .. }) => {
+                // An unreadable store is never emptied in place: it is kept beside, for the
+                // operator to inspect, and a new one is started.
+                let aside = settings
+                    .dir
+                    .join(format!("{FILE}.unreadable-{}", unix_ms(SystemTime::now())));
+                std::fs::rename(&path, &aside).map_err(|e| StoreError::Open {
                     path: path.display().to_string(),
-                });
+                    reason: format!("{reason}; moving it aside failed too: {e}"),
+                })?;
+                tracing::warn!(
+                    "the execution store {} could not be read ({reason}); it was moved aside to \
+                     {} (kept, nothing deleted) and a new store was started, so executions \
+                     recorded before are not answered",
+                    path.display(),
+                    aside.display()
+                );
+                open_database(&path)?
             }
-            Err(e) => {
-                return Err(StoreError::Open {
-                    path: path.display().to_string(),
-                    reason: e.to_string(),
-                });
-            }
+            other => other?,
         };
         let txn = db.begin_write()?;
         txn.open_table(RECORDS)?;

@@ -177,3 +177,28 @@ fn every_state_and_result_round_trips() {
     let back: Result<Executed, Error> = serde_json::from_str(&json).unwrap();
     assert!(matches!(back, Err(Error::Kernel(m)) if m == "gone"));
 }
+
+#[test]
+fn an_unreadable_store_is_moved_aside_whole_and_a_new_one_started() {
+    let dir = temp_dir("damaged");
+    {
+        let store = Store::open(settings(&dir)).unwrap();
+        store.put("", &record("a", 1, true, None)).unwrap();
+    }
+    // A file that is not a store: a disk error, another program, a half-copied backup.
+    let damaged = b"not a redb file, but somebody's bytes".repeat(200);
+    std::fs::write(dir.join(FILE), &damaged).unwrap();
+    let store = Store::open(settings(&dir)).unwrap();
+    assert!(store.get("", "a").unwrap().is_none(), "a new, empty store");
+    store.put("", &record("b", 2, true, None)).unwrap();
+    let aside: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".unreadable-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), damaged, "kept whole");
+    let mode = std::fs::metadata(&aside[0]).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "still private");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
