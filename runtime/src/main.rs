@@ -41,7 +41,10 @@ fn run() -> anyhow::Result<()> {
         .with(client)
         .init();
     let cli = Cli::parse();
+    // Tool calls are deep futures (transport, dispatch, hooks, confirmation, the domain, the
+    // kernel); a debug build's frames are many times a release build's, so workers get room.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(8 * 1024 * 1024)
         .enable_all()
         .build()
         .context("could not start the async runtime")?;

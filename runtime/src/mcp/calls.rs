@@ -166,7 +166,9 @@ impl PreparedCall {
                 tool_context,
                 traceparent,
             );
-            let dispatched = crate::confirm::asking(confirmer, dispatched);
+            // Boxed: the call's future is large, and in a debug build each wrapper's frames
+            // would otherwise stack it again (a worker thread's stack overflowed).
+            let dispatched = crate::confirm::asking(confirmer, Box::pin(dispatched));
             let dispatched = crate::client_link::linked(client, dispatched);
             match hub {
                 Some((hub, caller)) => Box::pin(watched(hub, caller, dispatched, cancel)).await,
