@@ -485,6 +485,21 @@ def peer_sources(peer: "NbModelClient") -> list[str]:
     return [str(peer[i]["source"]) for i in range(len(peer))]
 
 
+class Person:
+    """The official client's elicitation callback as a person: answers what `next` says
+    ("accept", "decline" or "cancel"), remembering every question asked."""
+
+    def __init__(self) -> None:
+        self.next = "accept"
+        self.questions: list[str] = []
+
+    async def __call__(self, context, params):
+        import mcp.types as types
+
+        self.questions.append(params.message)
+        return types.ElicitResult(action=self.next)
+
+
 async def eventually(predicate, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while True:

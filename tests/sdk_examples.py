@@ -16,9 +16,9 @@ from pathlib import Path
 
 import nbformat
 
-import mcp.types as types
 
-from conftest import extension_entry, guest, http_client, joined, log_of, serve_guests, wait_for_log, write_config
+from conftest import (Person, extension_entry, guest, http_client, joined, log_of, serve_guests, wait_for_log,
+                      write_config)
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "guests" / "README.md"
@@ -133,18 +133,6 @@ async def check_word_count(jupyter_server, tmp_path, lang: str) -> None:
         assert not re.search(r"trap|wasm backtrace", log), log
     finally:
         server.stop()
-
-
-class Person:
-    """The client's elicitation callback: answers what `next` says, remembering every question."""
-
-    def __init__(self) -> None:
-        self.next = "accept"
-        self.questions: list[str] = []
-
-    async def __call__(self, context, params) -> types.ElicitResult:
-        self.questions.append(params.message)
-        return types.ElicitResult(action=self.next)
 
 
 async def defined(client, name: str) -> bool:

@@ -7,27 +7,14 @@ from __future__ import annotations
 import json
 import uuid
 
-import mcp.types as types
 import pytest
 
-from conftest import (client_for, extension_entry, guest, http_client, joined, log_of, notebook_with_kernel,
-                      serve_guests, write_config)
+from conftest import (Person, client_for, extension_entry, guest, http_client, joined, log_of,
+                      notebook_with_kernel, serve_guests, write_config)
 
 pytestmark = pytest.mark.anyio
 
 ON = ("--capability", "execution.confirm")
-
-
-class Person:
-    """The elicitation callback: answers what `next` says, remembering every question."""
-
-    def __init__(self) -> None:
-        self.next = "accept"
-        self.questions: list[str] = []
-
-    async def __call__(self, context, params) -> types.ElicitResult:
-        self.questions.append(params.message)
-        return types.ElicitResult(action=self.next)
 
 
 def client(jupyter_server, *args, person=None, transport="stdio", mode="legacy"):
