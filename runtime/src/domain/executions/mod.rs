@@ -11,127 +11,30 @@
 //! (kernel readiness, the `execution.confirm` gate, hooks), which this module only wraps.
 
 pub mod resume;
+mod state;
 pub mod store;
+
+pub use state::{Place, State};
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::Error;
-use super::execution::{Completion, Executed, PAST_GATE};
+use super::execution::{Executed, PAST_GATE};
 use crate::confirm;
 use crate::hooks::{CALL_SCOPE, CallScope};
+use crate::jupyter::document::file::sha256_hex;
 use crate::jupyter::kernel::{OutputSink, Sent, SentSink};
 use store::{EndRecord, Record, Scope};
 
 /// How many executions a domain remembers; the oldest finished ones go first.
 pub const KEPT: usize = 256;
-
-/// Where an execution runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Place {
-    /// execute_code: a kernel, described as the caller named it.
-    Code { kernel: String },
-    /// A notebook cell, whose outputs are written into the notebook as they come.
-    Cell {
-        notebook: String,
-        path: String,
-        cell_id: String,
-        index: usize,
-    },
-}
-
-impl Place {
-    pub fn describe(&self) -> String {
-        match self {
-            Place::Code { kernel } => kernel.clone(),
-            Place::Cell {
-                notebook,
-                path,
-                cell_id,
-                index,
-            } => format!("cell {index} (id {cell_id}) of notebook '{notebook}' ({path})"),
-        }
-    }
-}
-
-/// How an execution stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "state", content = "reason", rename_all = "snake_case")]
-pub enum State {
-    Running,
-    Finished,
-    /// The code raised, or the run could not happen; the reason says which.
-    Failed(String),
-    /// Stopped by an interrupt, a timeout or a cancellation.
-    Interrupted(String),
-    /// Its end will never be known: the server restarted while it ran, and it could not be
-    /// followed again (the reason says why).
-    Lost(String),
-}
-
-impl State {
-    pub fn name(&self) -> &'static str {
-        match self {
-            State::Running => "running",
-            State::Finished => "finished",
-            State::Failed(_) => "failed",
-            State::Interrupted(_) => "interrupted",
-            State::Lost(_) => "lost",
-        }
-    }
-
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            State::Failed(r) | State::Interrupted(r) | State::Lost(r) => Some(r),
-            State::Running | State::Finished => None,
-        }
-    }
-
-    fn of(result: &Result<Executed, Error>, timeout: Duration) -> State {
-        let executed = match result {
-            Ok(executed) => executed,
-            Err(e) => return State::Failed(e.to_string()),
-        };
-        match executed.outcome.completion {
-            Completion::TimedOut => {
-                return State::Interrupted(format!(
-                    "it ran past its timeout of {:.0}s and the kernel was interrupted",
-                    timeout.as_secs_f64()
-                ));
-            }
-            Completion::Cancelled => {
-                return State::Interrupted("the call was cancelled".to_owned());
-            }
-            Completion::Finished => {}
-        }
-        let raised = executed
-            .outcome
-            .outputs
-            .iter()
-            .find(|o| o.get("output_type").and_then(Value::as_str) == Some("error"));
-        match raised {
-            None => State::Finished,
-            Some(error) => {
-                let field = |name| error.get(name).and_then(Value::as_str).unwrap_or("");
-                let (ename, evalue) = (field("ename"), field("evalue"));
-                if ename == "KeyboardInterrupt" {
-                    State::Interrupted("the kernel was interrupted (KeyboardInterrupt)".to_owned())
-                } else {
-                    State::Failed(format!("the code raised {ename}: {evalue}"))
-                }
-            }
-        }
-    }
-}
 
 /// What a new execution is.
 pub struct NewExecution {
@@ -427,13 +330,6 @@ impl Execution {
     }
 }
 
-fn sha256_hex(code: &str) -> String {
-    Sha256::digest(code.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 fn record_started_ms(ms: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
 }
@@ -603,129 +499,4 @@ impl Table {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::jupyter::kernel::ExecutionOutcome;
-
-    fn new(key: Option<&str>) -> NewExecution {
-        NewExecution {
-            place: Place::Code {
-                kernel: "the default kernel".into(),
-            },
-            code: "1".into(),
-            timeout: Duration::from_secs(5),
-            background: true,
-            idempotency_key: key.map(str::to_owned),
-        }
-    }
-
-    fn ended(outputs: Vec<Value>, completion: Completion) -> Result<Executed, Error> {
-        Ok(Executed {
-            outcome: ExecutionOutcome {
-                outputs,
-                execution_count: Some(1),
-                reply_status: None,
-                completion,
-                elapsed: Duration::ZERO,
-                user_expressions: None,
-                widgets: None,
-            },
-            replaced: None,
-        })
-    }
-
-    #[test]
-    fn a_repeated_key_finds_the_first_execution() {
-        let executions = Executions::default();
-        let Begun::Fresh(first) = executions.begin(new(Some("k"))) else {
-            panic!("first call is fresh");
-        };
-        let Begun::Repeated(again) = executions.begin(new(Some("k"))) else {
-            panic!("the key was seen");
-        };
-        assert_eq!(first.id, again.id);
-        assert!(matches!(executions.begin(new(None)), Begun::Fresh(_)));
-        assert_eq!(executions.list().len(), 2);
-    }
-
-    #[test]
-    fn states_say_how_it_ended() {
-        let error = |ename: &str| serde_json::json!({"output_type": "error", "ename": ename, "evalue": "x", "traceback": []});
-        let timeout = Duration::from_secs(5);
-        let state = |r| State::of(&r, timeout).name();
-        assert_eq!(state(ended(vec![], Completion::Finished)), "finished");
-        assert_eq!(
-            state(ended(
-                vec![error("KeyboardInterrupt")],
-                Completion::Finished
-            )),
-            "interrupted"
-        );
-        assert_eq!(
-            state(ended(vec![error("ValueError")], Completion::Finished)),
-            "failed"
-        );
-        assert_eq!(state(ended(vec![], Completion::TimedOut)), "interrupted");
-        assert_eq!(state(Err(Error::Failed("no".into()))), "failed");
-    }
-
-    #[test]
-    fn a_new_process_reads_the_records_an_earlier_one_wrote() {
-        let dir = std::env::temp_dir().join(format!(
-            "jupyter-mcp-executions-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        let settings = crate::config::StateSettings {
-            dir: dir.clone(),
-            retention: Duration::from_secs(3600),
-            max_bytes: 1 << 20,
-        };
-        let output = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "42\n"});
-        let (id, running) = {
-            let store = Arc::new(store::Store::open(settings.clone()).unwrap());
-            let executions = Executions::new(Some(Scope::server(store)));
-            let Begun::Fresh(done) = executions.begin(new(Some("k"))) else {
-                panic!()
-            };
-            done.finish(ended(vec![output.clone()], Completion::Finished));
-            let Begun::Fresh(running) = executions.begin(new(None)) else {
-                panic!()
-            };
-            (done.id.clone(), running.id.clone())
-        };
-        let store = Arc::new(store::Store::open(settings).unwrap());
-        let executions = Executions::new(Some(Scope::server(store)));
-        let again = executions.get(&id).expect("from the store");
-        let snapshot = again.snapshot();
-        assert_eq!(snapshot.state, State::Finished);
-        let result = snapshot.result.expect("ended");
-        assert_eq!(
-            result.as_ref().as_ref().unwrap().outcome.outputs,
-            vec![output]
-        );
-        assert!(again.code_sha256.len() == 64);
-        assert!(matches!(executions.begin(new(Some("k"))), Begun::Repeated(e) if e.id == id));
-        let listed: Vec<String> = executions.list().iter().map(|e| e.id.clone()).collect();
-        assert_eq!(listed, [id, running.clone()]);
-        assert_eq!(
-            executions.get(&running).unwrap().snapshot().state,
-            State::Running
-        );
-        std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn only_ended_executions_are_forgotten() {
-        let executions = Executions::default();
-        let Begun::Fresh(running) = executions.begin(new(None)) else {
-            panic!()
-        };
-        for _ in 0..KEPT + 3 {
-            if let Begun::Fresh(e) = executions.begin(new(None)) {
-                e.finish(ended(vec![], Completion::Finished));
-            }
-        }
-        assert_eq!(executions.list().len(), KEPT);
-        assert!(executions.get(&running.id).is_some());
-    }
-}
+mod tests;
