@@ -313,6 +313,19 @@ def serve_guests(jupyter_server, *args: str, env: dict[str, str] | None = None):
     return server
 
 
+def route(server, method: str, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict]:
+    """One request to a management route (`/api/...`) of a Streamable HTTP server, with its token."""
+    request = urllib.request.Request(server.base + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": f"Bearer {token or server.token}",
+                                              "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
 def log_of(server) -> str:
     return server.log.read_text(errors="replace")
 

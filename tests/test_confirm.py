@@ -5,12 +5,16 @@ kernel itself) and the result says so."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+import urllib.request
 import uuid
 
 import pytest
 
 from conftest import (Person, client_for, extension_entry, guest, http_client, joined, log_of,
-                      notebook_with_kernel, serve_guests, write_config)
+                      notebook_with_kernel, serve, serve_guests, write_config)
+from test_dropin import post, sse_json
 
 pytestmark = pytest.mark.anyio
 
@@ -140,7 +144,8 @@ async def test_capability_off_asks_nothing(jupyter_server):
 
 async def test_streamable_http_asks_for_tools_and_for_a_guests_execute_code(jupyter_server, tmp_path):
     """One server on HTTP: a 2025-11-25 session is asked (a tool, and a guest's execute-code host
-    call through the domain); a stateless 2026-07-28 request cannot be, and is refused."""
+    call through the domain); a stateless 2026-07-28 request is asked through its answer
+    (input_required), the client's retry carrying the person's answer."""
     body = extension_entry(guest("runs"), grants=["execute-code"])
     server = serve_guests(jupyter_server, *ON, "--config", str(write_config(tmp_path, body)))
     try:
@@ -162,12 +167,101 @@ async def test_streamable_http_asks_for_tools_and_for_a_guests_execute_code(jupy
         # Each question rode its own request's stream, the guest's included.
         assert "falling back to standalone stream" not in log_of(server)
 
+        # A stateless 2026-07-28 request has no stream to ask on: the question goes back with the
+        # answer (input_required), and the official client's retry carries the person's answer.
         async with http_client(server, "auto", elicitation_callback=person) as c:
             asked = len(person.questions)
-            refused = await c.call_tool("execute_code", {"code": "stateless_here = 1"})
+            ran = await c.call_tool("execute_code", {"code": "stateless_here = 6 * 7\nprint(stateless_here)"})
+            assert not ran.is_error and joined(ran).strip() == "42", joined(ran)
+            assert len(person.questions) == asked + 1 and "stateless_here = 6 * 7" in person.questions[-1]
+            person.next = "decline"
+            refused = await c.call_tool("execute_code", {"code": "stateless_declined = 1"})
+            assert refused.is_error and "declined" in joined(refused), joined(refused)
+            assert len(person.questions) == asked + 2
+            # The cell inserted before the question is inserted once, whatever the rounds.
+            person.next = "accept"
+            ran = await c.call_tool("insert_execute_code_cell", {"cell_index": 0, "cell_source": "stateless_cell = 1"})
+            assert not ran.is_error, joined(ran)
+            assert len(person.questions) == asked + 3
+            cells = joined(await c.call_tool("read_notebook", {"notebook_name": "nb", "response_format": "detailed"}))
+            assert cells.count("stateless_cell = 1") == 1, cells
+            assert await defined(c, "stateless_here") and await defined(c, "stateless_cell")
+            assert not await defined(c, "stateless_declined")
+        # Without elicitation declared, it is refused naming the capability, and asks nothing.
+        async with http_client(server, "auto") as c:
+            refused = await c.call_tool("execute_code", {"code": "stateless_unasked = 1"})
             assert refused.is_error, joined(refused)
             text = joined(refused)
-            assert "'execution.confirm' capability" in text and "stateless 2026-07-28" in text, text
-            assert len(person.questions) == asked
+            assert "'execution.confirm' capability" in text and "'elicitation'" in text, text
+    finally:
+        server.stop()
+
+
+def listen(url: str, headers: dict, messages: list, opened: threading.Event) -> None:
+    """A 2025-11-25 session's standalone stream (GET), each JSON-RPC message kept as it comes."""
+    request = urllib.request.Request(url, method="GET", headers={"Accept": "text/event-stream", **headers})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        opened.set()
+        for raw in response:
+            line = raw.decode().strip()
+            if line.startswith("data:") and line[5:].strip():
+                messages.append(json.loads(line[5:]))
+
+
+async def test_a_tasks_question_reaches_its_2025_11_25_session_on_the_sessions_stream(jupyter_server):
+    """A call run as a task answers its request with the task's handle; its question then goes
+    out on the session's standalone stream, and the answer posted back lets the code run."""
+    server = serve(jupyter_server, *ON)
+    auth = {"Authorization": f"Bearer {server.token}"}
+    try:
+        capabilities = {"elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+        status, headers, text = post(server.mcp_url, {
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities,
+                       "clientInfo": {"name": "raw-session", "version": "1"}}}, auth)
+        assert status == 200, (status, text)
+        session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+        in_session = {**auth, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+        status, _, _ = post(server.mcp_url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, in_session)
+        assert status == 202
+        messages: list[dict] = []
+        opened = threading.Event()
+        threading.Thread(target=listen, args=(server.mcp_url, in_session, messages, opened), daemon=True).start()
+        assert opened.wait(30), "the session's stream did not open"
+
+        status, _, text = post(server.mcp_url, {
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": "task_asked = 6 * 7\nprint(task_asked)"},
+                       "task": {"ttl": 120000}}}, in_session)
+        assert status == 200, (status, text)
+        created = sse_json(text)["result"]
+        task_id = created.get("task", created)["taskId"]
+
+        deadline = time.monotonic() + 60
+        while not any(m.get("method") == "elicitation/create" for m in messages):
+            assert time.monotonic() < deadline, f"no question on the session's stream: {messages}"
+            time.sleep(0.1)
+        question = next(m for m in messages if m.get("method") == "elicitation/create")
+        assert "task_asked = 6 * 7" in question["params"]["message"], question
+        status, _, text = post(server.mcp_url, {"jsonrpc": "2.0", "id": question["id"],
+                                                "result": {"action": "accept"}}, in_session)
+        assert status in (200, 202), (status, text)
+
+        deadline = time.monotonic() + 60
+        while True:
+            status, _, text = post(server.mcp_url, {"jsonrpc": "2.0", "id": 3, "method": "tasks/get",
+                                                    "params": {"taskId": task_id}}, in_session)
+            assert status == 200, (status, text)
+            task = sse_json(text)["result"]
+            if task["status"] not in ("working", "input_required"):
+                break
+            assert time.monotonic() < deadline, f"the task did not end: {task}"
+            time.sleep(0.2)
+        assert task["status"] == "completed", task
+        status, _, text = post(server.mcp_url, {"jsonrpc": "2.0", "id": 4, "method": "tasks/result",
+                                                "params": {"taskId": task_id}}, in_session)
+        assert status == 200, (status, text)
+        result = sse_json(text)["result"]
+        assert [c["text"] for c in result["content"]] == ["42\n"], result
     finally:
         server.stop()

@@ -14,13 +14,12 @@ import os
 import subprocess
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
 import pytest
 
-from conftest import (guest, http_client, joined, serve_guests, server_binary, toml_str,
+from conftest import (guest, http_client, joined, route, serve_guests, server_binary, toml_str,
                       wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
@@ -221,18 +220,6 @@ def run_cli(server, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, MCP_TOKEN=server.token)
     return subprocess.run([server_binary(), *args, "--server-url", server.base], env=env,
                           capture_output=True, text=True, timeout=60)
-
-
-def route(server, method: str, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(server.base + path, method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Authorization": f"Bearer {token or server.token}",
-                                              "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"{}")
 
 
 async def test_grants_change_while_running_and_last(jupyter_server, tmp_path, sites):

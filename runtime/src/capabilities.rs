@@ -19,6 +19,7 @@ pub const ADOPT_SESSION: &str = "kernel.adopt-session";
 pub const PREWARM: &str = "kernel.prewarm";
 pub const COMPACT_OUTPUT: &str = "output.compact";
 pub const EXECUTION_CONFIRM: &str = "execution.confirm";
+pub const GRANT_PROMPTS: &str = "extensions.grant-prompts";
 
 /// Name prefixes an extension may not use: they belong to the core.
 const RESERVED_PREFIXES: [&str; 3] = ["kernel", "server", "notebook"];
@@ -168,6 +169,17 @@ impl Default for Table {
                  nothing runs and the result says so. Which code is asked follows the config's \
                  [execution_confirm] (ask = \"always\" or \"matching\" with patterns). A client \
                  without elicitation is refused. A person's judgement, not a sandbox.",
+            ),
+            (
+                GRANT_PROMPTS,
+                false,
+                "When an extension uses a host function, client function (elicit, sample) or \
+                 secret it was not granted, ask the person through MCP elicitation whether to \
+                 grant it, for this call or for this session, naming the extension, the grant \
+                 and the tool call it came up in; declined, it stays refused. What the person \
+                 grants is logged, shown by `policy EXTENSION`, taken back by `revoke`, and never \
+                 written to the config file unless the operator's [grant_prompts] allow_always \
+                 lets them answer \"always\"; [grant_prompts] never lists grants never asked for.",
             ),
         ] {
             declared.insert(

@@ -55,6 +55,32 @@ pub trait ClientLink: Send + Sync {
 
     /// Progress on the call, for a client that asked for it (dropped otherwise).
     fn progress(&self, done: f64, total: Option<f64>, message: Option<String>);
+
+    /// The MCP session the call belongs to, when it has one that outlives the call.
+    fn session(&self) -> Option<Arc<Session>> {
+        None
+    }
+}
+
+/// One MCP session while it lasts: what a service remembers "for this session" (a person's
+/// answer) it holds weakly, so it ends with the session.
+#[derive(Debug)]
+pub struct Session {
+    id: u64,
+}
+
+impl Session {
+    pub fn new() -> Arc<Self> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Arc::new(Session {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        })
+    }
+
+    /// A number no other session of this process has.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 tokio::task_local! {

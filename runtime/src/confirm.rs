@@ -32,6 +32,10 @@ pub enum Answer {
     Unanswered,
     /// The question could not be put; the text says why (the client lacks elicitation, ...).
     Unavailable(String),
+    /// The question went back to the client with the call's answer, as an input request
+    /// (MCP 2026-07-28's multi round-trip requests): the call stops here, and the client calls
+    /// again with the person's answer.
+    Deferred,
 }
 
 pub type AnswerFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
@@ -40,6 +44,12 @@ pub type AnswerFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
 pub trait Confirmer: Send + Sync {
     /// Asks `message` (plain text a person reads) and waits for the answer.
     fn ask<'a>(&'a self, message: &'a str) -> AnswerFuture<'a>;
+
+    /// Whether a question of this call was deferred to the client's retry ([`Answer::Deferred`]):
+    /// work the call did before its gate should then be undone, as the retry does it again.
+    fn deferred(&self) -> bool {
+        false
+    }
 }
 
 tokio::task_local! {
@@ -55,6 +65,11 @@ pub async fn asking<F: Future>(confirmer: Arc<dyn Confirmer>, work: F) -> F::Out
 /// The confirmer of the current call, for work it spawns that must still ask its person.
 pub fn current() -> Option<Arc<dyn Confirmer>> {
     CONFIRMER.try_with(Arc::clone).ok()
+}
+
+/// Whether the current call's question went back to the client, to be answered on its retry.
+pub fn deferred() -> bool {
+    CONFIRMER.try_with(|c| c.deferred()).unwrap_or(false)
 }
 
 /// Puts `message` to the person behind the current call, waiting at most [`ANSWER_WAIT`].
@@ -96,6 +111,10 @@ pub fn refusal(
         Answer::Unavailable(why) => format!(
             "{nothing}: {asked_by} needs a person's yes before code runs, and {why}. Connect \
              with a client that supports MCP elicitation (form mode), or {stop_asking}."
+        ),
+        Answer::Deferred => format!(
+            "{nothing} yet: {asked_by} needs a person's yes before code runs, asked of the client \
+             as an input request; call again with their answer (inputResponses)."
         ),
     })
 }

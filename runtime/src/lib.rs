@@ -136,8 +136,17 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if matches!(config.transport, Transport::StreamableHttp) {
         mcp::http::check_auth(&config.http, hub.is_some())?;
     }
+    // Hub mode refuses host functions (they would not know whose notebooks to use); talking
+    // to the call's own client and the operator's secrets cross no user.
+    let crosses_users = |grant: &String| {
+        !matches!(grant.as_str(), "elicit" | "sample") && !grant.starts_with("secret:")
+    };
     if hub.is_some()
-        && let Some(guest) = config.wasm.extensions.iter().find(|e| !e.grants.is_empty())
+        && let Some(guest) = config
+            .wasm
+            .extensions
+            .iter()
+            .find(|e| e.grants.iter().any(crosses_users))
     {
         return Err(RunError::HubGrants(guest.path.display().to_string()));
     }
@@ -159,6 +168,15 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if let Some(store) = config.wasm.secrets.clone() {
         link.provide_secrets(Arc::new(store));
     }
+    #[cfg(feature = "wasm")]
+    link.provide_prompt_rules(
+        wasm::PromptRules::new(
+            config.wasm.grant_prompts.never.clone(),
+            config.wasm.grant_prompts.allow_always,
+            hub.is_some(),
+        )
+        .map_err(RunError::GuestSettings)?,
+    );
     // Unreadable trusted keys stop us: nothing may load unchecked.
     #[cfg(feature = "wasm")]
     let trust = wasm::Trust::load(&config.wasm.sources)?;

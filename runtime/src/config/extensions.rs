@@ -19,6 +19,16 @@ pub struct WasmConfig {
     /// The operator's secrets (`secret set`), which guests granted `secret:NAME` may read;
     /// `None` when there is no place for them (no HOME and no `--secrets-file`).
     pub secrets: Option<crate::secrets::SecretStore>,
+    /// `[grant_prompts]`: what `extensions.grant-prompts` may ask the person for.
+    pub grant_prompts: GrantPromptSettings,
+}
+
+/// `[grant_prompts]` as written: `never` (grants never asked for; checked when the server
+/// starts) and `allow_always` (the person may grant for good, written to the config file).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GrantPromptSettings {
+    pub never: Vec<String>,
+    pub allow_always: bool,
 }
 
 /// Components from registries and a watched folder, and whose signatures they must carry.
@@ -128,6 +138,7 @@ impl CompileArgs {
             extensions,
             sources: file.sources,
             secrets: None,
+            grant_prompts: file.grant_prompts,
         })
     }
 }

@@ -1,4 +1,4 @@
-//! The config file (`--config`, TOML): `[capabilities]`, `[execution_confirm]`, `cache_dir`, `prewarm_max`,
+//! The config file (`--config`, TOML): `[capabilities]`, `[execution_confirm]`, `[grant_prompts]`, `cache_dir`, `prewarm_max`,
 //! `prewarm_max_idle_seconds`, `kernel_env`, `insecure_registries`, `trusted_keys`, `require_signatures` and
 //! `[[extension]]` entries. Read with serde, refusing keys this
 //! build does not know, so a typo never passes silently; relative paths are taken from the file's
@@ -24,6 +24,8 @@ pub(super) struct FileConfig {
     pub kernel_env: Vec<String>,
     /// `[execution_confirm]`: which code needs a person's yes while `execution.confirm` is on.
     pub confirm: crate::confirm::Rules,
+    /// `[grant_prompts]`: what `extensions.grant-prompts` may ask for.
+    pub grant_prompts: super::GrantPromptSettings,
 }
 
 #[derive(Debug, Deserialize)]
@@ -32,6 +34,8 @@ struct FileTables {
     #[serde(default)]
     capabilities: toml::Table,
     execution_confirm: Option<ConfirmEntry>,
+    #[serde(default)]
+    grant_prompts: GrantPromptsEntry,
     cache_dir: Option<PathBuf>,
     #[serde(default, rename = "extension")]
     extensions: Vec<ExtensionEntry>,
@@ -90,6 +94,17 @@ struct ConfirmEntry {
     #[serde(default)]
     ask: AskEntry,
     patterns: Option<Vec<String>>,
+}
+
+/// `[grant_prompts]`: `never`, the grants the person is never asked for (as `grants` names
+/// them, or a prefix ending in `*`), and `allow_always`, whether they may grant for good.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantPromptsEntry {
+    #[serde(default)]
+    never: Vec<String>,
+    #[serde(default)]
+    allow_always: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -197,6 +212,10 @@ impl FileConfig {
             prewarm,
             kernel_env: tables.kernel_env,
             confirm,
+            grant_prompts: super::GrantPromptSettings {
+                never: tables.grant_prompts.never,
+                allow_always: tables.grant_prompts.allow_always,
+            },
             sources: super::ExtensionSources {
                 insecure_registries: tables.insecure_registries,
                 trusted_keys: tables

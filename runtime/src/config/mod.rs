@@ -23,7 +23,9 @@ pub use cli::{
     SecretFileArgs, SecretNameArgs, StartArgs, StopArgs, Transport, humane_duration, parse_bool,
     parse_duration,
 };
-pub use extensions::{ExtensionConfig, ExtensionSources, GuestLimits, WasmConfig, is_oci};
+pub use extensions::{
+    ExtensionConfig, ExtensionSources, GrantPromptSettings, GuestLimits, WasmConfig, is_oci,
+};
 pub use file::ExtensionEntry;
 use file::FileConfig;
 
@@ -434,6 +436,7 @@ impl Config {
                 // No place for secrets (no HOME) is not a reason to refuse a start: a guest
                 // asking for one is told where to put it.
                 secrets: crate::secrets::SecretStore::at(args.secrets.secrets_file).ok(),
+                grant_prompts: file.grant_prompts,
             },
             max_file_bytes: args.max_file_bytes,
             toolset: ToolSelection {

@@ -70,6 +70,7 @@ pub async fn run(
     let hooks = context.domain.hooks.clone();
     let scope = Arc::new(CallScope {
         traceparent,
+        tool: Some(name.to_owned()),
         ..Default::default()
     });
     let outcome = CALL_SCOPE

@@ -243,6 +243,8 @@ tokio::task_local! {
 pub struct CallScope {
     /// W3C `traceparent` from the request's `_meta`, if the client sent one.
     pub traceparent: Option<String>,
+    /// The tool called (for words that say what a guest was doing when it asked).
+    pub tool: Option<String>,
     pub shared: Mutex<Map<String, Value>>,
     /// What extensions used during the call (host functions, HTTP, storage), each becoming a
     /// child span of the tool call.

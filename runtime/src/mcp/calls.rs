@@ -27,7 +27,7 @@ pub(super) struct PreparedCall {
     /// Hub mode: whose call this is (their server is made ready before the tool runs).
     caller: Option<Caller>,
     /// Who asks the person when the call needs their yes (`execution.confirm`, hooks).
-    confirmer: Arc<dyn crate::confirm::Confirmer>,
+    confirmer: Arc<super::elicit::PeerConfirmer>,
     /// The client as guests talk back to it (questions, sampling, progress).
     client: Arc<dyn crate::client_link::ClientLink>,
 }
@@ -35,7 +35,7 @@ pub(super) struct PreparedCall {
 impl McpServer {
     pub(super) fn prepare_call(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         cancel: CancellationToken,
         as_task: bool,
@@ -60,8 +60,11 @@ impl McpServer {
         let client = Arc::new(super::elicit::PeerClient::for_request(
             context,
             reporter.clone(),
+            self.session.clone(),
         ));
         let session_level = *self.log_level.lock().expect("log level lock");
+        // A retry of a call whose question went back to the client carries the answers.
+        let request_answers = request.input_responses.take();
         PreparedCall {
             state: self.state.clone(),
             traceparent: context.meta.get_traceparent().map(str::to_owned),
@@ -79,7 +82,11 @@ impl McpServer {
             token,
             task: None,
             caller: caller(context),
-            confirmer: Arc::new(super::elicit::PeerConfirmer::for_request(context)),
+            confirmer: Arc::new(super::elicit::PeerConfirmer::for_request(
+                context,
+                request_answers,
+                !as_task,
+            )),
             client,
         }
     }
@@ -128,6 +135,11 @@ impl McpServer {
 }
 
 impl PreparedCall {
+    /// Who asks the person in this call: after it ran, what it deferred to the client's retry.
+    pub(super) fn confirmer(&self) -> Arc<super::elicit::PeerConfirmer> {
+        self.confirmer.clone()
+    }
+
     /// Runs the call through dispatch, sending its progress and log lines as they come.
     #[allow(deprecated)]
     pub(super) async fn run(mut self) -> Result<CallToolResult, McpError> {
@@ -137,7 +149,7 @@ impl PreparedCall {
         let arguments = self.request.arguments.take();
         let (state, view, name) = (&self.state, self.view.as_ref(), &self.request.name);
         let traceparent = self.traceparent;
-        let confirmer = self.confirmer;
+        let confirmer: Arc<dyn crate::confirm::Confirmer> = self.confirmer;
         let client = self.client;
         let call = async move {
             let mut tool_context = tool_context;

@@ -7,13 +7,16 @@
 //! The question rides the stream of the request it belongs to (the request's id is put on it,
 //! so Streamable HTTP sends it on that request's response stream even from a guest's host
 //! function); a call running as a task after its request was answered falls back to the
-//! session's standalone stream.
+//! session's standalone stream. A stateless 2026-07-28 request has no stream to ask on: its
+//! question goes back with the call's answer (`input_required`, multi round-trip requests), keyed
+//! by the question, and the client's retry carries the person's answer under that key.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    RequestId, ServerRequest,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses, RequestId, ServerRequest,
 };
 #[allow(deprecated)]
 use rmcp::model::{CreateMessageRequest, CreateMessageRequestParams};
@@ -21,7 +24,7 @@ use rmcp::service::{OriginatingRequestId, RequestContext};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
-use crate::client_link::{ClientLink, Elicitation, LinkFuture, Unreached};
+use crate::client_link::{ClientLink, Elicitation, LinkFuture, Session, Unreached};
 use crate::confirm::{Answer, AnswerFuture, Confirmer};
 use crate::tools::ProgressReporter;
 
@@ -30,6 +33,14 @@ enum Reach {
     Asks {
         peer: Peer<RoleServer>,
         origin: RequestId,
+    },
+    /// A stateless 2026-07-28 request: a question goes back with the call's answer as an input
+    /// request, and the client calls again with the person's answer.
+    RoundTrip {
+        /// What the client answered on this retry, by input request key.
+        answers: InputResponses,
+        /// The questions this round defers to the client, by key.
+        deferred: Mutex<BTreeMap<String, String>>,
     },
     /// Why not: the text completes "…, and {why}".
     Cannot(String),
@@ -40,7 +51,13 @@ pub(super) struct PeerConfirmer {
 }
 
 impl PeerConfirmer {
-    pub(super) fn for_request(context: &RequestContext<RoleServer>) -> Self {
+    /// `answers`: the input responses the request carries (a retry); `round_trips`: whether a
+    /// question may go back with the answer (not for a task, whose answer is its handle).
+    pub(super) fn for_request(
+        context: &RequestContext<RoleServer>,
+        answers: Option<InputResponses>,
+        round_trips: bool,
+    ) -> Self {
         let stateless = context
             .meta
             .protocol_version()
@@ -49,17 +66,21 @@ impl PeerConfirmer {
             .client_capabilities()
             .and_then(|c| c.elicitation)
             .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        let reach = if stateless {
+        let reach = if !form {
             Reach::Cannot(
-                "this request is a stateless 2026-07-28 one, on which a server may not send \
-                 requests (elicitation included) to its client; connect with a 2025-11-25 \
-                 session (initialize) whose client declares elicitation"
+                "this client did not declare the 'elicitation' capability (form mode), so it \
+                 cannot be asked"
                     .to_owned(),
             )
-        } else if !form {
+        } else if stateless && round_trips {
+            Reach::RoundTrip {
+                answers: answers.unwrap_or_default(),
+                deferred: Mutex::default(),
+            }
+        } else if stateless {
             Reach::Cannot(
-                "this client did not declare the 'elicitation' capability (form mode) at \
-                 initialize, so it cannot be asked"
+                "this call runs as a task of a stateless 2026-07-28 request, whose answer is the \
+                 task's handle, so no question can go back with it; call the tool without a task"
                     .to_owned(),
             )
         } else {
@@ -70,6 +91,56 @@ impl PeerConfirmer {
         };
         PeerConfirmer { reach }
     }
+
+    /// The questions deferred to the client's retry, as the call's `input_required` answer
+    /// (none when nothing was deferred).
+    pub(super) fn input_required(&self) -> Option<InputRequiredResult> {
+        let Reach::RoundTrip { deferred, .. } = &self.reach else {
+            return None;
+        };
+        let deferred = deferred.lock().unwrap_or_else(PoisonError::into_inner);
+        if deferred.is_empty() {
+            return None;
+        }
+        let requests: InputRequests = deferred
+            .iter()
+            .map(|(key, message)| {
+                (
+                    key.clone(),
+                    InputRequest::Elicitation(question(message.clone())),
+                )
+            })
+            .collect();
+        Some(InputRequiredResult::from_input_requests(requests))
+    }
+}
+
+/// A yes-or-no question: form mode with no fields (the message is the question).
+fn question(message: String) -> ElicitRequest {
+    ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message,
+        requested_schema: ElicitationSchema::new(BTreeMap::new()),
+    })
+}
+
+/// The input request key of a question: the same question on a retry has the same key, so an
+/// answer is only ever read for the question it answers.
+fn question_key(message: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(message.as_bytes());
+    let short: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("confirm-{short}")
+}
+
+/// An answer the client sent for a deferred question, read as the person's.
+fn answered(response: &Value) -> Answer {
+    match response.get("action").and_then(Value::as_str) {
+        Some("accept") => Answer::Accepted,
+        Some("decline") => Answer::Declined,
+        // Cancel, and anything a later revision adds: no yes.
+        _ => Answer::Cancelled,
+    }
 }
 
 impl Confirmer for PeerConfirmer {
@@ -77,13 +148,20 @@ impl Confirmer for PeerConfirmer {
         Box::pin(async move {
             let (peer, origin) = match &self.reach {
                 Reach::Cannot(why) => return Answer::Unavailable(why.clone()),
+                Reach::RoundTrip { answers, deferred } => {
+                    let key = question_key(message);
+                    if let Some(response) = answers.get(&key) {
+                        return answered(response);
+                    }
+                    deferred
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(key, message.to_owned());
+                    return Answer::Deferred;
+                }
                 Reach::Asks { peer, origin } => (peer, origin),
             };
-            let mut request = ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
-                meta: None,
-                message: message.to_owned(),
-                requested_schema: ElicitationSchema::new(BTreeMap::new()),
-            });
+            let mut request = question(message.to_owned());
             request
                 .extensions
                 .insert(OriginatingRequestId(origin.clone()));
@@ -106,6 +184,16 @@ impl Confirmer for PeerConfirmer {
             }
         })
     }
+
+    fn deferred(&self) -> bool {
+        match &self.reach {
+            Reach::RoundTrip { deferred, .. } => !deferred
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_empty(),
+            _ => false,
+        }
+    }
 }
 
 /// Why a stateless request cannot carry a request to its client.
@@ -123,12 +211,14 @@ pub(super) struct PeerClient {
     /// It declared sampling.
     sampling: bool,
     progress: Option<ProgressReporter>,
+    session: Arc<Session>,
 }
 
 impl PeerClient {
     pub(super) fn for_request(
         context: &RequestContext<RoleServer>,
         progress: Option<ProgressReporter>,
+        session: Arc<Session>,
     ) -> Self {
         let capabilities = context.client_capabilities();
         PeerClient {
@@ -144,6 +234,7 @@ impl PeerClient {
                 .is_some_and(|e| e.form.is_some() || e.url.is_none()),
             sampling: capabilities.as_ref().is_some_and(|c| c.sampling.is_some()),
             progress,
+            session,
         }
     }
 
@@ -238,5 +329,10 @@ impl ClientLink for PeerClient {
         if let Some(report) = &self.progress {
             report(done, total, message.unwrap_or_default());
         }
+    }
+
+    fn session(&self) -> Option<Arc<Session>> {
+        // A stateless request's handler lives for that request only: nothing outlives it.
+        (!self.stateless).then(|| self.session.clone())
     }
 }

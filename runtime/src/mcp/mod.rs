@@ -103,6 +103,8 @@ pub struct McpServer {
     log_level: Arc<std::sync::Mutex<Option<LoggingLevel>>>,
     /// Tool calls running as tasks; shared by every session and request of the server.
     tasks: TaskManager,
+    /// This session, as what is granted "for this session" is held to it.
+    session: Arc<crate::client_link::Session>,
 }
 
 impl McpServer {
@@ -117,6 +119,7 @@ impl McpServer {
             subscriptions: Arc::default(),
             log_level: Arc::default(),
             tasks,
+            session: crate::client_link::Session::new(),
         }
     }
 }
@@ -470,7 +473,14 @@ impl ServerHandler for McpServer {
             }
             _ => {
                 let call = self.prepare_call(request, &context, context.ct.clone(), false);
-                call.run().await.map(CallToolResponse::from)
+                let confirmer = call.confirmer();
+                let result = call.run().await?;
+                // A stateless request's question goes back with the answer; the client calls
+                // again with the person's (multi round-trip requests).
+                Ok(match confirmer.input_required() {
+                    Some(asked) => CallToolResponse::InputRequired(asked),
+                    None => CallToolResponse::from(result),
+                })
             }
         }
     }

@@ -14,6 +14,7 @@
 //! - `limits`: the memory cap and the per-call CPU clock;
 //! - `grants`: the operator's grants, parsed once into a typed set;
 //! - `policy`: a guest's grants, hosts, directories and variables, changeable while it runs;
+//! - `asking`: grant prompts, a use not granted put to the person (`extensions.grant-prompts`);
 //! - `settings`: what the instances of one guest share, and the link to the server;
 //! - `wait`: every host wait of a guest (WASI poll, host functions) bounded by its deadline;
 //! - `output`: a guest's stdout and stderr, into the log and the errors of its traps;
@@ -31,6 +32,7 @@
 
 mod answers;
 mod api;
+mod asking;
 mod distribution;
 mod guest;
 mod hook;
@@ -79,6 +81,7 @@ pub use lifecycle::extensions::{Extensions, LifecycleError, PulledAtStart};
 pub use lifecycle::loading::register_tools;
 pub use lifecycle::loading::{Loader, Loading};
 pub use lifecycle::watch::watch_folder;
+pub use policy::PromptRules;
 pub use policy::grants::{Grants, HostFunction};
 pub use policy::{Policies, Policy, PolicyError};
 pub use settings::{GuestSettings, HostLink, SecretSource};

@@ -9,7 +9,8 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use super::limits::LogBudget;
-use super::policy::{Policies, Policy, PolicyCell, Revealed};
+use super::policy::prompts::Prompted;
+use super::policy::{Policies, Policy, PolicyCell, PromptRules, Revealed};
 use crate::config::GuestLimits;
 use crate::domain::Domain;
 
@@ -34,6 +35,8 @@ pub struct GuestSettings {
     pub log_budget: LogBudget,
     /// The secret values it obtained, redacted from its log lines and errors.
     pub revealed: Revealed,
+    /// What the person granted it when asked, while the call or session lasts.
+    pub prompted: Prompted,
 }
 
 impl GuestSettings {
@@ -54,6 +57,7 @@ impl GuestSettings {
             stop: CancellationToken::new(),
             log_budget: LogBudget::default(),
             revealed: Revealed::default(),
+            prompted: Prompted::default(),
         }
     }
 
@@ -98,6 +102,10 @@ impl super::policy::Governed for GuestSettings {
     fn stopped(&self) -> bool {
         self.stop.is_cancelled()
     }
+
+    fn prompted(&self) -> &Prompted {
+        &self.prompted
+    }
 }
 
 /// The operator's secrets as the `secrets` host functions read them: the server's secret store
@@ -127,9 +135,20 @@ pub struct HostLink {
     pub policies: Arc<Policies>,
     /// The operator's secrets; until connected, `secrets.get` answers `not-available`.
     secrets: OnceLock<Arc<dyn SecretSource>>,
+    /// What grant prompts may ask (`[grant_prompts]`); until set, the defaults.
+    prompts: OnceLock<PromptRules>,
 }
 
 impl HostLink {
+    /// Sets the operator's rules for grant prompts (once).
+    pub fn provide_prompt_rules(&self, rules: PromptRules) {
+        let _ = self.prompts.set(rules);
+    }
+
+    pub(super) fn prompt_rules(&self) -> PromptRules {
+        self.prompts.get().cloned().unwrap_or_default()
+    }
+
     /// Connects the secret store (once).
     pub fn provide_secrets(&self, source: Arc<dyn SecretSource>) {
         let _ = self.secrets.set(source);

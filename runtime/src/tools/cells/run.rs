@@ -146,7 +146,22 @@ pub(super) async fn insert_execute_code_cell(
         background: args.background,
         idempotency_key: args.idempotency_key,
     };
-    run_cell(&context, &in_use, index, &cell, how).await
+    let ran = run_cell(&context, &in_use, index, &cell, how).await;
+    // The person's yes went back to the client (a stateless request): its retry inserts the
+    // cell again, so this one goes, and nothing is left of the round.
+    if crate::confirm::deferred() {
+        let inserted = |nb: &crate::domain::cells::Notebook| {
+            nb.cells
+                .iter()
+                .position(|c| c.id == id)
+                .map(|i| vec![i])
+                .ok_or_else(|| unknown_id(&id))
+        };
+        if let Err(e) = crate::domain::cells::delete(&in_use, inserted).await {
+            tracing::warn!("could not take back the cell inserted before the question: {e}");
+        }
+    }
+    ran
 }
 
 /// How a cell is to be run, as the call asked.

@@ -23,9 +23,10 @@ use wasmtime_wasi::WasiCtxBuilder;
 use super::unit::{HostCallError, HostResult, HostUnit};
 use crate::client_link::{self, Elicitation, Unreached};
 use crate::hooks::{CallScope, GuestUse};
+use crate::wasm::asking::{self, NotAsked};
 use crate::wasm::limits::CallClock;
 use crate::wasm::policy::Snapshot;
-use crate::wasm::policy::grants::ClientFunction;
+use crate::wasm::policy::grants::{ClientFunction, Wanted};
 use crate::wasm::settings::GuestSettings;
 use crate::wasm::v0_3_0;
 use crate::wasm::wait::time_boxed;
@@ -165,8 +166,9 @@ impl ClientHost<'_> {
         // Read here, on the caller's thread, inside the call's task-local scope.
         let link = client_link::current();
         let outcome = self.clock.off_the_clock(|| {
-            if !policy.grants.allows_client(function) {
-                return Err(refuse(&settings, function));
+            if let Err(why) = asking::permit(&settings, &policy, deadline, Wanted::Client(function))
+            {
+                return Err(refuse(&settings, function, &why));
             }
             let Some(link) = link else {
                 return Err(HostCallError::UnsupportedByClient(
@@ -242,16 +244,19 @@ fn summary(text: &str) -> String {
 }
 
 /// The refusal, with a line in the operator's log saying how to grant it.
-fn refuse(settings: &GuestSettings, function: ClientFunction) -> HostCallError {
+fn refuse(settings: &GuestSettings, function: ClientFunction, why: &NotAsked) -> HostCallError {
     tracing::warn!(
         guest = settings.name(),
-        "refused a call to client function '{function}': not granted. To allow it, add \
-         \"{function}\" to grants of this guest's [[extension]] entry in the config file"
+        "refused a call to client function '{function}': not granted{note}. To allow it, add \
+         \"{function}\" to grants of this guest's [[extension]] entry in the config file{hint}",
+        note = why.note(),
+        hint = why.hint()
     );
     HostCallError::NotGranted(format!(
         "client function '{function}' is not granted to '{}'; the operator can add \"{function}\" \
-         to this guest's grants",
-        settings.name()
+         to this guest's grants{}",
+        settings.name(),
+        why.note()
     ))
 }
 

@@ -26,6 +26,9 @@
 //! - `client`: talking back to the call's MCP client (questions, sampling, progress);
 //! - `secrets`: the operator's secrets, by granted name;
 //! - `state`: `GuestState`, the sum, and the linking of every unit.
+//!
+//! Grant prompts (`extensions.grant-prompts`) are `wasm::asking`, beside: the units whose uses
+//! are granted by name call it where they would refuse.
 
 mod client;
 mod env;

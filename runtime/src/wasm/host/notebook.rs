@@ -30,9 +30,10 @@ use crate::hooks::{CallScope, GuestUse};
 use crate::jupyter::document::Edit;
 use crate::jupyter::kernel::ExecutionRequest;
 use crate::jupyter::notebook::{Cell, CellType, Notebook};
+use crate::wasm::asking::{self, NotAsked};
 use crate::wasm::limits::CallClock;
 use crate::wasm::policy::Snapshot;
-use crate::wasm::policy::grants::HostFunction;
+use crate::wasm::policy::grants::{HostFunction, Wanted};
 use crate::wasm::settings::GuestSettings;
 use crate::wasm::wait::time_boxed;
 use crate::wasm::{v0_1_0, v0_2_0, v0_3_0};
@@ -341,6 +342,7 @@ fn refuse(
     settings: &GuestSettings,
     function: HostFunction,
     notebook: Option<&str>,
+    why: &NotAsked,
 ) -> HostCallError {
     {
         let grant = match notebook {
@@ -352,13 +354,16 @@ fn refuse(
             .unwrap_or_default();
         tracing::warn!(
             guest = settings.name(),
-            "refused a call to host function '{function}'{on}: not granted. To allow it, add \
-             {grant} to grants of this guest's [[extension]] entry in the config file"
+            "refused a call to host function '{function}'{on}: not granted{note}. To allow it, \
+             add {grant} to grants of this guest's [[extension]] entry in the config file{hint}",
+            note = why.note(),
+            hint = why.hint()
         );
         HostCallError::NotGranted(format!(
             "host function '{function}'{on} is not granted to '{}'; the operator can add {grant} \
-             to this guest's grants",
-            settings.name()
+             to this guest's grants{}",
+            settings.name(),
+            why.note()
         ))
     }
 }
@@ -383,8 +388,9 @@ impl NotebookHost<'_> {
         // The policy as it is now: a grant or revoke counts from the next use.
         let policy = settings.policy.get();
         let outcome = self.clock.off_the_clock(|| {
-            if !policy.grants.allows(function, None) {
-                return Err(refuse(&settings, function, None));
+            // Before the notebook is known: refused at once unless a prompt could grant it.
+            if !policy.grants.allows(function, None) && !asking::open(&settings) {
+                return Err(refuse(&settings, function, None, &NotAsked::Off));
             }
             let Some((domain, handle)) = settings.link.get() else {
                 return Err(HostCallError::NotAvailable(format!(
@@ -392,8 +398,12 @@ impl NotebookHost<'_> {
                 )));
             };
             let in_use = domain.notebook(Some(notebook))?;
-            if !policy.grants.allows(function, Some(&in_use.name)) {
-                return Err(refuse(&settings, function, Some(&in_use.name)));
+            let wanted = Wanted::Function {
+                function,
+                notebook: Some(&in_use.name),
+            };
+            if let Err(why) = asking::permit(&settings, &policy, deadline, wanted) {
+                return Err(refuse(&settings, function, Some(&in_use.name), &why));
             }
             let _enter = handle.enter();
             time_boxed(deadline, &settings.stop, work(in_use, domain))

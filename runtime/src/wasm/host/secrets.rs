@@ -9,7 +9,7 @@
 //! - **Spans**: one `extension.secret` use per read: the name, allowed, found; never the value.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use opentelemetry::KeyValue;
 use wasmtime::component::{HasSelf, Linker};
@@ -17,7 +17,9 @@ use wasmtime_wasi::WasiCtxBuilder;
 
 use super::unit::{HostCallError, HostResult, HostUnit};
 use crate::hooks::{CallScope, GuestUse};
+use crate::wasm::asking::{self, NotAsked};
 use crate::wasm::policy::Snapshot;
+use crate::wasm::policy::grants::Wanted;
 use crate::wasm::settings::GuestSettings;
 use crate::wasm::v0_3_0;
 
@@ -43,13 +45,16 @@ where
 }
 
 impl SecretsState {
-    /// The secret `name`'s value, when granted and stored.
-    pub fn get(&mut self, name: &str) -> HostResult<String> {
+    /// The secret `name`'s value, when granted (or granted when asked, before `deadline`) and
+    /// stored.
+    pub fn get(&mut self, name: &str, deadline: Instant) -> HostResult<String> {
         let settings = self.settings.clone();
         let started = SystemTime::now();
-        let granted = settings.policy.get().grants.allows_secret(name);
-        let outcome = if !granted {
-            Err(refuse(&settings, name))
+        let policy = settings.policy.get();
+        let permitted = asking::permit(&settings, &policy, deadline, Wanted::Secret(name));
+        let granted = permitted.is_ok();
+        let outcome = if let Err(why) = permitted {
+            Err(refuse(&settings, name, &why))
         } else {
             match settings.link.secrets() {
                 None => Err(HostCallError::NotAvailable(
@@ -89,16 +94,19 @@ impl SecretsState {
 }
 
 /// The refusal, with a line in the operator's log saying how to grant it.
-fn refuse(settings: &GuestSettings, name: &str) -> HostCallError {
+fn refuse(settings: &GuestSettings, name: &str, why: &NotAsked) -> HostCallError {
     tracing::warn!(
         guest = settings.name(),
-        "refused reading secret '{name}': not granted. To allow it, add \"secret:{name}\" to \
-         grants of this guest's [[extension]] entry in the config file"
+        "refused reading secret '{name}': not granted{note}. To allow it, add \"secret:{name}\" \
+         to grants of this guest's [[extension]] entry in the config file{hint}",
+        note = why.note(),
+        hint = why.hint()
     );
     HostCallError::NotGranted(format!(
         "secret '{name}' is not granted to '{}'; the operator can add \"secret:{name}\" to this \
-         guest's grants",
-        settings.name()
+         guest's grants{}",
+        settings.name(),
+        why.note()
     ))
 }
 
@@ -115,6 +123,10 @@ mod tests {
         }
     }
 
+    fn far() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(5)
+    }
+
     fn state(grants: &[&str], store: bool) -> SecretsState {
         let settings = Arc::new(GuestSettings::for_tests_with("g", grants));
         if store {
@@ -129,22 +141,22 @@ mod tests {
 
     #[test]
     fn a_secret_needs_its_grant_and_its_value_is_redacted_afterwards() {
-        match state(&["secret:OTHER"], true).get("API_KEY") {
+        match state(&["secret:OTHER"], true).get("API_KEY", far()) {
             Err(HostCallError::NotGranted(m)) => {
                 assert!(m.contains("\"secret:API_KEY\""), "{m}")
             }
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            state(&["secret:API_KEY"], false).get("API_KEY"),
+            state(&["secret:API_KEY"], false).get("API_KEY", far()),
             Err(HostCallError::NotAvailable(_))
         ));
         let mut granted = state(&["secret:API_KEY", "secret:NONE"], true);
         assert!(matches!(
-            granted.get("NONE"),
+            granted.get("NONE", far()),
             Err(HostCallError::NotFound(_))
         ));
-        assert_eq!(granted.get("API_KEY").unwrap(), "tok-1234567");
+        assert_eq!(granted.get("API_KEY", far()).unwrap(), "tok-1234567");
         assert_eq!(
             granted.settings.revealed.redact("key=tok-1234567"),
             "key=[redacted]"

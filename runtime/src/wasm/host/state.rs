@@ -113,7 +113,8 @@ impl GuestState {
     /// A secret, read off the guest's CPU clock.
     pub fn secret(&mut self, name: &str) -> super::unit::HostResult<String> {
         let secrets = &mut self.secrets;
-        self.clock.off_the_clock(|| secrets.get(name))
+        let deadline = self.clock.deadline;
+        self.clock.off_the_clock(|| secrets.get(name, deadline))
     }
 
     /// A line the guest logs through the WIT's `log`, tagged with its name (the secret values

@@ -67,14 +67,16 @@ impl PolicyGrant {
     /// function would not know whose notebooks to use, and a directory every user's calls may
     /// write to would carry data from one user to another.
     pub fn crosses_users(&self) -> bool {
-        matches!(
-            self,
-            PolicyGrant::Function(_)
-                | PolicyGrant::Storage {
-                    access: Some(Access::ReadWrite),
-                    ..
-                }
-        )
+        match self {
+            PolicyGrant::Function(text) => {
+                matches!(Grant::parse(text), Ok(Grant::Function { .. }))
+            }
+            PolicyGrant::Storage {
+                access: Some(Access::ReadWrite),
+                ..
+            } => true,
+            _ => false,
+        }
     }
 }
 

@@ -136,6 +136,81 @@ pub fn is_secret_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
+impl fmt::Display for Grant {
+    /// As `grants` and `grant` write it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Grant::Function {
+                function,
+                notebook: Some(notebook),
+            } => write!(f, "{function}:{notebook}"),
+            Grant::Function { function, .. } => write!(f, "{function}"),
+            Grant::Client(function) => write!(f, "{function}"),
+            Grant::Secret(name) => write!(f, "secret:{name}"),
+        }
+    }
+}
+
+/// What one use of a host capability needs granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted<'a> {
+    /// A host function, on the notebook in use under that name (`None`: before it is known).
+    Function {
+        function: HostFunction,
+        notebook: Option<&'a str>,
+    },
+    Client(ClientFunction),
+    Secret(&'a str),
+}
+
+impl Wanted<'_> {
+    /// The narrowest grant that allows it: a host function only on the notebook it was used
+    /// on. `None` for a host function whose notebook is not known yet.
+    pub fn grant(&self) -> Option<Grant> {
+        match *self {
+            Wanted::Function {
+                function,
+                notebook: Some(notebook),
+            } => Some(Grant::Function {
+                function,
+                notebook: Some(notebook.to_owned()),
+            }),
+            Wanted::Function { notebook: None, .. } => None,
+            Wanted::Client(function) => Some(Grant::Client(function)),
+            Wanted::Secret(name) => Some(Grant::Secret(name.to_owned())),
+        }
+    }
+
+    /// What it lets the guest do, for a person deciding whether to grant it.
+    pub fn effect(&self) -> String {
+        match *self {
+            Wanted::Function { function, notebook } => {
+                let what = match function {
+                    HostFunction::ExecuteCode => "run code in the kernel of",
+                    HostFunction::ReadCells => "read the cells of",
+                    HostFunction::InsertCell => "insert cells into",
+                    HostFunction::OverwriteCell => "overwrite cells of",
+                    HostFunction::MoveCell => "move cells of",
+                    HostFunction::DeleteCell => "delete cells of",
+                };
+                match notebook {
+                    Some(name) => {
+                        format!("{what} the notebook '{name}' (host function {function})")
+                    }
+                    None => format!("{what} notebooks (host function {function})"),
+                }
+            }
+            Wanted::Client(ClientFunction::Elicit) => {
+                "ask you questions of its own (elicitation)".to_owned()
+            }
+            Wanted::Client(ClientFunction::Sample) => {
+                "send requests to your client's model (sampling)".to_owned()
+            }
+            Wanted::Secret(name) => format!("read the operator's secret '{name}'"),
+        }
+    }
+}
+
 /// Every grant of one guest.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants(Vec<Grant>);
@@ -148,6 +223,20 @@ impl Grants {
             .map(|g| Grant::parse(g))
             .collect::<Result<_, _>>()
             .map(Grants)
+    }
+
+    /// These grants.
+    pub fn of(grants: Vec<Grant>) -> Self {
+        Grants(grants)
+    }
+
+    /// Whether `wanted` is granted.
+    pub fn permits(&self, wanted: &Wanted<'_>) -> bool {
+        match *wanted {
+            Wanted::Function { function, notebook } => self.allows(function, notebook),
+            Wanted::Client(function) => self.allows_client(function),
+            Wanted::Secret(name) => self.allows_secret(name),
+        }
     }
 
     /// Whether `function` is granted for some notebook (`notebook` is `None`), or for `notebook`.
@@ -201,5 +290,42 @@ mod tests {
         assert!(!talk.allows(HostFunction::ReadCells, None));
         assert!(Grants::parse(&["secret:".into()]).is_err());
         assert!(Grants::parse(&["secret:a b".into()]).is_err());
+    }
+
+    #[test]
+    fn a_wanted_use_names_its_narrowest_grant() {
+        let on_nb1 = Wanted::Function {
+            function: HostFunction::ReadCells,
+            notebook: Some("nb1"),
+        };
+        let grant = on_nb1.grant().unwrap();
+        assert_eq!(grant.to_string(), "read-cells:nb1");
+        assert_eq!(Grant::parse("read-cells:nb1").unwrap(), grant);
+        assert!(Grants::of(vec![grant]).permits(&on_nb1));
+        assert!(!Grants::of(Vec::new()).permits(&on_nb1));
+        assert_eq!(
+            Wanted::Secret("API_KEY").grant().unwrap().to_string(),
+            "secret:API_KEY"
+        );
+        assert_eq!(
+            Wanted::Client(ClientFunction::Sample)
+                .grant()
+                .unwrap()
+                .to_string(),
+            "sample"
+        );
+        assert!(
+            Wanted::Function {
+                function: HostFunction::DeleteCell,
+                notebook: None
+            }
+            .grant()
+            .is_none()
+        );
+        assert!(
+            on_nb1
+                .effect()
+                .contains("read the cells of the notebook 'nb1'")
+        );
     }
 }

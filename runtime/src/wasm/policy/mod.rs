@@ -17,9 +17,11 @@ use tokio::sync::watch;
 mod grant;
 pub(in crate::wasm) mod grants;
 mod hosts;
+pub(in crate::wasm) mod prompts;
 
 pub use grant::PolicyGrant;
 pub use hosts::{HostRule, default_port, is_internal};
+pub use prompts::PromptRules;
 
 use self::grants::Grants;
 use crate::config::ExtensionConfig;
@@ -348,6 +350,9 @@ pub trait Governed: Send + Sync {
     fn policy(&self) -> &PolicyCell;
     /// Switched off, or the server stops: no longer governed.
     fn stopped(&self) -> bool;
+    /// What the person granted it when asked (`extensions.grant-prompts`), for as long as it
+    /// holds.
+    fn prompted(&self) -> &prompts::Prompted;
 }
 
 /// Every guest's policy, by the guest's name. Guests register when they load; the registry
@@ -387,6 +392,7 @@ impl Policies {
         let guest = self.find(name)?;
         let mut shown = guest.policy().get().describe();
         shown["extension"] = json!(name);
+        shown["granted_when_asked"] = guest.prompted().describe();
         Ok(shown)
     }
 
@@ -413,14 +419,31 @@ impl Policies {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let guest = self.find(name)?;
         let current = guest.policy().get();
+        // A revoke also takes back what the person granted when asked, in every session.
+        let forgotten = if add {
+            0
+        } else {
+            guest.prompted().forget(&grant.to_string())
+        };
         let next = if add {
             current.granting(&grant).map_err(PolicyError::Refused)?
         } else {
-            Some(
-                current
-                    .revoking(&grant, name)
-                    .map_err(PolicyError::Refused)?,
-            )
+            match current.revoking(&grant, name) {
+                Ok(next) => Some(next),
+                Err(_) if forgotten > 0 => {
+                    tracing::info!(
+                        guest = name,
+                        "revoked {grant}, which the person had granted when asked"
+                    );
+                    let mut shown = current.describe();
+                    shown["extension"] = json!(name);
+                    shown["changed"] = json!(true);
+                    shown["revoked"] = json!(grant.to_string());
+                    shown["granted_when_asked"] = guest.prompted().describe();
+                    return Ok(shown);
+                }
+                Err(e) => return Err(PolicyError::Refused(e)),
+            }
         };
         let verb = if add { "granted" } else { "revoked" };
         let Some(next) = next else {
@@ -452,6 +475,7 @@ impl Policies {
         shown["extension"] = json!(name);
         shown["changed"] = json!(true);
         shown[verb] = json!(grant.to_string());
+        shown["granted_when_asked"] = guest.prompted().describe();
         Ok(shown)
     }
 }
@@ -491,6 +515,7 @@ mod tests {
         let crosses = |g: &str| PolicyGrant::parse(g).unwrap().crosses_users();
         assert!(crosses("read-cells") && crosses("storage:data:read-write"));
         assert!(!crosses("storage:data:read") && !crosses("host:a.org") && !crosses("env:K"));
+        assert!(!crosses("elicit") && !crosses("secret:API_KEY"));
         let p = Policy::default();
         let granted = p
             .granting(&PolicyGrant::parse("env:KEY").unwrap())
