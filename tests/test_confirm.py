@@ -258,10 +258,7 @@ async def test_a_tasks_question_reaches_its_2025_11_25_session_on_the_sessions_s
             assert time.monotonic() < deadline, f"the task did not end: {task}"
             time.sleep(0.2)
         assert task["status"] == "completed", task
-        status, _, text = post(server.mcp_url, {"jsonrpc": "2.0", "id": 4, "method": "tasks/result",
-                                                "params": {"taskId": task_id}}, in_session)
-        assert status == 200, (status, text)
-        result = sse_json(text)["result"]
-        assert [c["text"] for c in result["content"]] == ["42\n"], result
+        # The result comes inline with the task (this server answers tasks/get with it).
+        assert [c["text"] for c in task["result"]["content"]] == ["42\n"], task
     finally:
         server.stop()
