@@ -287,3 +287,72 @@ async def test_an_unreadable_store_is_moved_aside_not_emptied(jupyter_server, tm
             assert state == "finished" and "after the damage" in text, text
     finally:
         server.stop()
+
+
+def drop_mid_call(server, body: dict, after: float) -> None:
+    """A 2025-11-25 session that sends `body` and then drops its connection (no cancellation sent),
+    as a client whose network went away does."""
+    import http.client
+
+    auth = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"}
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    connection.request("POST", "/mcp", json.dumps({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "dropped", "version": "1"}}}), auth)
+    answer = connection.getresponse()
+    session = answer.getheader("mcp-session-id")
+    answer.read()
+    headers = {**auth, "Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+    connection.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                       headers)
+    connection.getresponse().read()
+    connection.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                                   "params": body}), headers)
+    time.sleep(after)
+    connection.sock.close()
+
+
+async def test_a_client_dropped_mid_run_gets_the_run_when_it_retries_its_key(jupyter_server, tmp_path):
+    """The connection drops while a foreground execute_code runs: the run goes on, and the client,
+    reconnected in a new session, repeats its call with the same idempotency_key and gets that
+    run's outputs; the code ran once."""
+    server = start_http_server(server_args(jupyter_server, tmp_path / "state"))
+    try:
+        key = f"dropped-{uuid.uuid4().hex[:8]}"
+        code = ("import time\nruns = globals().get('runs', 0) + 1\ntime.sleep(3)\n"
+                "print('finished run', runs)")
+        await anyio.to_thread.run_sync(drop_mid_call, server,
+                                       {"name": "execute_code", "arguments": {"code": code, "idempotency_key": key}},
+                                       1.0)
+        async with http_client(server, "legacy") as client:
+            again = await call(client, "execute_code", code=code, idempotency_key=key)
+            assert "finished run 1" in joined(again), joined(again)
+            counted = await call(client, "execute_code", code="print(runs)")
+            assert joined(counted).strip() == "1", "the code ran once"
+    finally:
+        server.stop()
+
+
+async def test_a_stdio_client_restarted_mid_run_gets_its_end_not_a_second_run(jupyter_server, tmp_path):
+    """On stdio the server is the client's child: a client that goes mid-run takes the server (and
+    the kernels it started) with it, after cancelling its call. Restarted on the same state dir,
+    the client's retry with its idempotency_key gets how that run ended, and the code does not run
+    again."""
+    from conftest import client_for
+
+    state = ["--document-backend", "file", "--state-dir", str(tmp_path / "state")]
+    marks = tmp_path / "runs.txt"
+    key = f"stdio-{uuid.uuid4().hex[:8]}"
+    code = f"import time\nopen({str(marks)!r}, 'a').write('ran\\n')\ntime.sleep(60)"
+    async with client_for(jupyter_server, "legacy", *state) as client:
+        with anyio.move_on_after(3):
+            await client.call_tool("execute_code", {"code": code, "idempotency_key": key, "timeout": 120})
+    assert marks.read_text() == "ran\n"
+    async with client_for(jupyter_server, "legacy", *state) as client:
+        again = await client.call_tool("execute_code", {"code": code, "idempotency_key": key, "timeout": 120})
+        text = joined(again)
+        # The client's going cancelled the call (the kernel interrupted); the retry is told so.
+        assert "interrupted" in text and "KeyboardInterrupt" in text, text
+    assert marks.read_text() == "ran\n", "the code ran a second time"
