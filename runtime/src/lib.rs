@@ -335,13 +335,13 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if let Some(dir) = config.wasm.sources.extensions_dir.clone() {
         wasm::watch_folder(dir, extensions.clone());
     }
-    if let Some(store) = store {
+    if let Some(store) = store.clone() {
         // Before anything else connects to a kernel: the Jupyter Server drops a closed socket's
         // kept messages once another session connects.
         if state.hub.is_none() {
             domain.resume_executions().await;
         }
-        keep_pruning(store);
+        keep_store(store);
     }
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
@@ -380,6 +380,12 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         .unwrap_or_default();
     for domain in std::iter::once(domain).chain(users) {
         domain.release_all().await;
+    }
+    // The runs the stops above ended, on the disk before we go.
+    if let Some(store) = &store
+        && let Err(e) = store.sync()
+    {
+        tracing::warn!("could not flush the execution store at exit: {e}");
     }
     if let Some(embedded) = embedded {
         embedded.stop().await;
@@ -453,10 +459,28 @@ fn open_store(settings: config::StateSettings) -> Option<Arc<domain::executions:
     }
 }
 
-/// How often the execution store is pruned (retention and size) while the server runs.
+/// How often the execution store is pruned (retention and size) while the server runs (a
+/// prune commits with immediate durability, so it flushes too).
 const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
 
-fn keep_pruning(store: Arc<domain::executions::store::Store>) {
+/// How often records written since are flushed to the disk (`Store::sync`): the most a power
+/// cut can lose.
+const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn keep_store(store: Arc<domain::executions::store::Store>) {
+    let syncing = store.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(SYNC_EVERY);
+        loop {
+            every.tick().await;
+            let store = syncing.clone();
+            match tokio::task::spawn_blocking(move || store.sync()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("could not flush the execution store: {e}"),
+                Err(e) => tracing::warn!("the execution store's flush failed: {e}"),
+            }
+        }
+    });
     tokio::spawn(async move {
         let mut every = tokio::time::interval(PRUNE_EVERY);
         every.tick().await; // opening pruned it

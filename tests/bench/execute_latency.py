@@ -1,4 +1,7 @@
-"""Latency of execute_code("i+1"): our server vs. the raw kernel round trip vs. the Python server.
+"""Latency of execute_code("i+1"): our server vs. the raw kernel round trip vs. the Python server;
+and what durable execution records cost: execute_code with records on disk (--state-dir, the
+default) beside the same server with none (--state-dir none), interleaved, and get_execution's
+latency answered from memory and, after a restart, from the store.
 
 All three run against one Jupyter Server started here, in one run, and the figures are printed side
 by side with ratios (absolute times alone mean little on a shared machine). Not a test: it asserts
@@ -63,6 +66,47 @@ async def mcp_round_trips(command: str, args: list[str], calls: int, env: dict[s
         return samples
 
 
+ID_KEY = "io.jupyter-mcp/execution_id"
+
+
+async def recording_cost(command: str, connect: list[str], state_dir: Path, calls: int,
+                         env: dict[str, str]) -> dict[str, list[float]]:
+    """execute_code through two servers at once, one recording to `state_dir` and one recording
+    nothing, alternating call by call (so both see the same load); then get_execution of the last
+    run, from memory, and from the store of a restarted server."""
+    recording = StdioServerParameters(command=command, env=env,
+                                      args=["start", *connect, "--state-dir", str(state_dir)])
+    bare = StdioServerParameters(command=command, env=env, args=["start", *connect, "--state-dir", "none"])
+    rows: dict[str, list[float]] = {"records on disk": [], "no records": [],
+                                    "get_execution, in memory": [], "get_execution, from the store": []}
+    async with Client(recording, mode="legacy", read_timeout_seconds=300) as on, \
+            Client(bare, mode="legacy", read_timeout_seconds=300) as off:
+        for client in (on, off):
+            for i in range(3):
+                await client.call_tool("execute_code", {"code": f"{i}+1"})
+        for i in range(calls):
+            for name, client in (("records on disk", on), ("no records", off)):
+                started = time.perf_counter()
+                await client.call_tool("execute_code", {"code": f"{i}+1"})
+                rows[name].append(time.perf_counter() - started)
+        # A run to read back: a background one names its id in _meta.
+        begun = await on.call_tool("execute_code", {"code": "41+1", "background": True})
+        last = (begun.meta or {}).get(ID_KEY)
+        assert last, f"execute_code gave no execution id: {begun}"
+        await on.call_tool("get_execution", {"execution_id": last, "wait_seconds": 30})
+        for _ in range(calls):
+            started = time.perf_counter()
+            await on.call_tool("get_execution", {"execution_id": last})
+            rows["get_execution, in memory"].append(time.perf_counter() - started)
+    async with Client(recording, mode="legacy", read_timeout_seconds=300) as restarted:
+        for _ in range(calls):
+            started = time.perf_counter()
+            result = await restarted.call_tool("get_execution", {"execution_id": last})
+            rows["get_execution, from the store"].append(time.perf_counter() - started)
+            assert not result.is_error, result
+    return rows
+
+
 def main() -> None:
     parser = common.parser(__doc__)
     parser.add_argument("--calls", type=int, default=100)
@@ -81,6 +125,7 @@ def main() -> None:
         connect = common.connect(jupyter)
         ours = asyncio.run(mcp_round_trips(opts.ours, ["start", *connect], opts.calls, env))
         rows.append(("jupyter-mcp-server (Rust), MCP stdio", ours))
+        durable = asyncio.run(recording_cost(opts.ours, connect, tmp / "state", opts.calls, env))
         if common.upstream(opts):
             upstream = asyncio.run(mcp_round_trips(
                 opts.upstream, ["start", "--transport", "stdio", *connect], opts.upstream_calls, env))
@@ -102,6 +147,15 @@ def main() -> None:
     print(f"\nours - floor at the median: {(ours_median - floor_median) * 1e3:+.2f} ms (target: <= +2 ms)")
     if len(rows) == 4:
         print(f"Python server / ours at the median: {summary(rows[3][1])[0] / ours_median:.0f}x")
+
+    print(f"\ndurable execution records (embedded store), {opts.calls} calls each, interleaved")
+    print(f"{'path':48} {'median ms':>10} {'p90 ms':>10}")
+    for name, samples in durable.items():
+        median, p90 = summary(samples)
+        print(f"{name:48} {median * 1e3:10.2f} {p90 * 1e3:10.2f}")
+    cost = summary(durable["records on disk"])[0] - summary(durable["no records"])[0]
+    print(f"recording on execute_code's round trip at the median: {cost * 1e3:+.2f} ms (target: <= 1 ms); "
+          "Redis (--state-store) is not built yet")
 
 
 if __name__ == "__main__":

@@ -185,7 +185,7 @@ impl Execution {
 
     fn write(&self) {
         if let Some(scope) = &self.scope {
-            scope.put(&self.record());
+            scope.put(self.record());
         }
     }
 

@@ -14,7 +14,8 @@
 //! widely used; SQLite would bring a C library and a SQL layer for two tables of JSON values.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
@@ -148,9 +149,31 @@ fn open_database(path: &Path) -> Result<Database, StoreError> {
 
 /// The database, shared by every domain of the server (Hub mode: each user's records apart).
 pub struct Store {
-    db: Database,
+    db: Arc<Database>,
     path: PathBuf,
     settings: StateSettings,
+    /// Records were written since the last commit that reached the disk ([`Store::sync`]).
+    unsynced: Arc<AtomicBool>,
+    /// Records on their way to the writer thread ([`Store::enqueue`]); taken at drop.
+    queue: Mutex<Option<mpsc::Sender<(String, Record)>>>,
+    /// How many records were queued, and how many of those the writer has committed.
+    queued: AtomicU64,
+    written: Arc<(Mutex<u64>, Condvar)>,
+    /// The writer thread, joined at drop (it holds the database open).
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Store {
+    /// What is queued is written, and the database closed, before the store is gone.
+    fn drop(&mut self) {
+        self.queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -194,17 +217,7 @@ impl Store {
         txn.open_table(RECORDS)?;
         txn.open_table(KEYS)?;
         txn.commit()?;
-        let store_settings = settings.clone();
-        let pruned = {
-            let store = Store {
-                db,
-                path: path.clone(),
-                settings: store_settings,
-            };
-            let pruned = store.prune(SystemTime::now())?;
-            db = store.db;
-            pruned
-        };
+        let pruned = prune_database(&db, &settings, SystemTime::now())?;
         if pruned != Pruned::default() {
             // What a prune freed is given back to the file system only by a compaction.
             if let Err(e) = db.compact() {
@@ -212,7 +225,90 @@ impl Store {
             }
         }
         tracing::debug!(path = %path.display(), ?pruned, "execution store open");
-        Ok(Store { db, path, settings })
+        Ok(Store::over(db, path, settings).writing())
+    }
+
+    /// A store over an open database, without its writer thread yet.
+    fn over(db: Database, path: PathBuf, settings: StateSettings) -> Store {
+        Store {
+            db: Arc::new(db),
+            path,
+            settings,
+            unsynced: Arc::default(),
+            queue: Mutex::new(None),
+            queued: AtomicU64::new(0),
+            written: Arc::default(),
+            writer: None,
+        }
+    }
+
+    /// Starts the writer thread: queued records are committed in batches, off the callers'
+    /// path (a commit is a fraction of a millisecond to a few milliseconds).
+    fn writing(mut self) -> Store {
+        let (sender, receiver) = mpsc::channel::<(String, Record)>();
+        let (db, unsynced, written) =
+            (self.db.clone(), self.unsynced.clone(), self.written.clone());
+        let started = std::thread::Builder::new()
+            .name("execution-store".into())
+            .spawn(move || {
+                while let Ok(first) = receiver.recv() {
+                    let mut batch = vec![first];
+                    batch.extend(receiver.try_iter());
+                    if let Err(e) = put_all(&db, &batch) {
+                        tracing::warn!("could not record {} executions: {e}", batch.len());
+                    }
+                    unsynced.store(true, Ordering::Release);
+                    let (count, changed) = &*written;
+                    *count.lock().unwrap_or_else(PoisonError::into_inner) += batch.len() as u64;
+                    changed.notify_all();
+                }
+            });
+        match started {
+            Ok(writer) => {
+                *self.queue.lock().unwrap_or_else(PoisonError::into_inner) = Some(sender);
+                self.writer = Some(writer);
+            }
+            // Without the thread every record is written in place.
+            Err(e) => tracing::warn!("the execution store writes in place (no thread: {e})"),
+        }
+        self
+    }
+
+    /// Queues a record for the writer thread and returns at once; written in place when there
+    /// is no thread. A killed process loses what is still queued: the microseconds before the
+    /// writer takes it.
+    pub fn enqueue(&self, owner: &str, record: Record) -> Result<(), StoreError> {
+        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        match queue.as_ref() {
+            Some(sender) => {
+                self.queued.fetch_add(1, Ordering::AcqRel);
+                if sender.send((owner.to_owned(), record)).is_err() {
+                    self.queued.fetch_sub(1, Ordering::AcqRel);
+                }
+                Ok(())
+            }
+            None => {
+                drop(queue);
+                self.put(owner, &record)
+            }
+        }
+    }
+
+    /// Waits until the writer has committed every record queued before this call.
+    pub fn drain(&self) {
+        let target = self.queued.load(Ordering::Acquire);
+        let (count, changed) = &*self.written;
+        let mut written = count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *written < target {
+            let (next, timeout) = changed
+                .wait_timeout(written, Duration::from_secs(5))
+                .unwrap_or_else(PoisonError::into_inner);
+            written = next;
+            if timeout.timed_out() {
+                tracing::warn!("the execution store's writer is behind; not waiting longer");
+                return;
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -223,20 +319,25 @@ impl Store {
         &self.settings
     }
 
-    /// Writes a record (replacing the one with its id), with its idempotency key; on disk
-    /// before it returns.
+    /// Writes a record (replacing the one with its id), with its idempotency key. Committed
+    /// into the file before it returns, so a killed or crashed process loses nothing; the
+    /// flush to the disk itself (an fsync, milliseconds) is left to [`Store::sync`], off the
+    /// execution's path, so a power cut may lose the last second's records.
     pub fn put(&self, owner: &str, record: &Record) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(record).map_err(|e| StoreError::Database(e.to_string()))?;
+        put_all(&self.db, &[(owner.to_owned(), record.clone())])?;
+        self.unsynced.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Flushes what [`Store::put`] committed to the disk, when it wrote anything since the last
+    /// flush (an empty commit with immediate durability persists the eventual ones before it).
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.drain();
+        if !self.unsynced.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
         let mut txn = self.db.begin_write()?;
         txn.set_durability(Durability::Immediate);
-        {
-            let mut records = txn.open_table(RECORDS)?;
-            records.insert(row(owner, &record.id).as_str(), bytes.as_slice())?;
-            if let Some(key) = &record.idempotency_key {
-                let mut keys = txn.open_table(KEYS)?;
-                keys.insert(row(owner, key).as_str(), record.id.as_str())?;
-            }
-        }
         txn.commit()?;
         Ok(())
     }
@@ -276,74 +377,105 @@ impl Store {
             }
             listed.extend(decode(value.value()));
         }
-        listed.sort_by_key(|r| r.started_ms);
+        // Runs of one millisecond in a fixed order (by id).
+        listed.sort_by(|a, b| (a.started_ms, &a.id).cmp(&(b.started_ms, &b.id)));
         Ok(listed)
     }
 
-    /// Removes the records settled longer ago than the retention, then the oldest ended ones
-    /// while the records hold more than the size cap. A running one is kept for its timeout
-    /// beyond the retention (no run outlives its timeout by much).
+    /// Prunes by retention and size ([`prune_database`]).
     pub fn prune(&self, now: SystemTime) -> Result<Pruned, StoreError> {
-        let now_ms = unix_ms(now);
-        let retention_ms = millis(self.settings.retention);
-        let mut pruned = Pruned::default();
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::Immediate);
-        {
-            let mut records = txn.open_table(RECORDS)?;
-            let mut keys = txn.open_table(KEYS)?;
-            // (row, settled, size, ended, idempotency key)
-            let mut rows: Vec<(String, u64, u64, bool, Option<String>)> = Vec::new();
-            for entry in records.iter()? {
-                let (key, value) = entry?;
-                let size = value.value().len() as u64 + key.value().len() as u64;
-                let row_key = key.value().to_owned();
-                match decode(value.value()) {
-                    Some(record) => {
-                        let settled = match record.end {
-                            Some(_) => record.settled_ms(),
-                            None => record.started_ms.saturating_add(millis(record.timeout)),
-                        };
-                        let ended = record.end.is_some();
-                        let key = record.idempotency_key.clone();
-                        rows.push((row_key, settled, size, ended, key));
-                    }
-                    // Unreadable (a later version's layout): pruned as if very old.
-                    None => rows.push((row_key, 0, size, true, None)),
+        prune_database(&self.db, &self.settings, now)
+    }
+}
+
+/// Removes the records settled longer ago than the retention, then the oldest ended ones
+/// while the records hold more than the size cap. A running one is kept for its timeout
+/// beyond the retention (no run outlives its timeout by much).
+fn prune_database(
+    db: &Database,
+    settings: &StateSettings,
+    now: SystemTime,
+) -> Result<Pruned, StoreError> {
+    let now_ms = unix_ms(now);
+    let retention_ms = millis(settings.retention);
+    let mut pruned = Pruned::default();
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Immediate);
+    {
+        let mut records = txn.open_table(RECORDS)?;
+        let mut keys = txn.open_table(KEYS)?;
+        // (row, settled, size, ended, idempotency key)
+        let mut rows: Vec<(String, u64, u64, bool, Option<String>)> = Vec::new();
+        for entry in records.iter()? {
+            let (key, value) = entry?;
+            let size = value.value().len() as u64 + key.value().len() as u64;
+            let row_key = key.value().to_owned();
+            match decode(value.value()) {
+                Some(record) => {
+                    let settled = match record.end {
+                        Some(_) => record.settled_ms(),
+                        None => record.started_ms.saturating_add(millis(record.timeout)),
+                    };
+                    let ended = record.end.is_some();
+                    let key = record.idempotency_key.clone();
+                    rows.push((row_key, settled, size, ended, key));
                 }
-            }
-            let mut remove = |row_key: &str, key: &Option<String>| -> Result<(), StoreError> {
-                records.remove(row_key)?;
-                if let (Some(key), Some((owner, _))) = (key, row_key.split_once('\0')) {
-                    keys.remove(row(owner, key).as_str())?;
-                }
-                Ok(())
-            };
-            rows.sort_by_key(|r| r.1);
-            let mut kept = Vec::new();
-            for entry in rows {
-                if now_ms.saturating_sub(entry.1) > retention_ms {
-                    remove(&entry.0, &entry.4)?;
-                    pruned.expired += 1;
-                } else {
-                    kept.push(entry);
-                }
-            }
-            let mut total: u64 = kept.iter().map(|r| r.2).sum();
-            for entry in &kept {
-                if total <= self.settings.max_bytes {
-                    break;
-                }
-                if entry.3 {
-                    remove(&entry.0, &entry.4)?;
-                    total -= entry.2;
-                    pruned.over_size += 1;
-                }
+                // Unreadable (a later version's layout): pruned as if very old.
+                None => rows.push((row_key, 0, size, true, None)),
             }
         }
-        txn.commit()?;
-        Ok(pruned)
+        let mut remove = |row_key: &str, key: &Option<String>| -> Result<(), StoreError> {
+            records.remove(row_key)?;
+            if let (Some(key), Some((owner, _))) = (key, row_key.split_once('\0')) {
+                keys.remove(row(owner, key).as_str())?;
+            }
+            Ok(())
+        };
+        rows.sort_by_key(|r| r.1);
+        let mut kept = Vec::new();
+        for entry in rows {
+            if now_ms.saturating_sub(entry.1) > retention_ms {
+                remove(&entry.0, &entry.4)?;
+                pruned.expired += 1;
+            } else {
+                kept.push(entry);
+            }
+        }
+        let mut total: u64 = kept.iter().map(|r| r.2).sum();
+        for entry in &kept {
+            if total <= settings.max_bytes {
+                break;
+            }
+            if entry.3 {
+                remove(&entry.0, &entry.4)?;
+                total -= entry.2;
+                pruned.over_size += 1;
+            }
+        }
     }
+    txn.commit()?;
+    Ok(pruned)
+}
+
+/// Commits records (later ones replacing earlier ones of the same id) in one transaction, into
+/// the file but not yet flushed to the disk (`Store::sync` does that).
+fn put_all(db: &Database, records: &[(String, Record)]) -> Result<(), StoreError> {
+    let mut txn = db.begin_write()?;
+    txn.set_durability(Durability::Eventual);
+    {
+        let mut rows = txn.open_table(RECORDS)?;
+        let mut keys = txn.open_table(KEYS)?;
+        for (owner, record) in records {
+            let bytes =
+                serde_json::to_vec(record).map_err(|e| StoreError::Database(e.to_string()))?;
+            rows.insert(row(owner, &record.id).as_str(), bytes.as_slice())?;
+            if let Some(key) = &record.idempotency_key {
+                keys.insert(row(owner, key).as_str(), record.id.as_str())?;
+            }
+        }
+    }
+    txn.commit()?;
+    Ok(())
 }
 
 fn decode(bytes: &[u8]) -> Option<Record> {
@@ -379,10 +511,12 @@ impl Scope {
         }
     }
 
-    /// Writes, logging a failure: a store that cannot write costs durability, never the call.
-    pub fn put(&self, record: &Record) {
-        if let Err(e) = self.store.put(&self.owner, record) {
-            tracing::warn!(execution = %record.id, "could not record the execution: {e}");
+    /// Queues the record for the store's writer, logging a failure: a store that cannot write
+    /// costs durability, never the call (nor its time).
+    pub fn put(&self, record: Record) {
+        let id = record.id.clone();
+        if let Err(e) = self.store.enqueue(&self.owner, record) {
+            tracing::warn!(execution = %id, "could not record the execution: {e}");
         }
     }
 

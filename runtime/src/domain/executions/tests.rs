@@ -83,6 +83,8 @@ fn a_new_process_reads_the_records_an_earlier_one_wrote() {
             panic!()
         };
         done.finish(ended(vec![output.clone()], Completion::Finished));
+        // Listed oldest first, by the millisecond each began.
+        std::thread::sleep(Duration::from_millis(5));
         let Begun::Fresh(running) = executions.begin(new(None)) else {
             panic!()
         };

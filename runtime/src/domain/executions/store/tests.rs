@@ -202,3 +202,20 @@ fn an_unreadable_store_is_moved_aside_whole_and_a_new_one_started() {
     assert_eq!(mode, 0o600, "still private");
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
+
+#[test]
+fn a_flush_persists_what_was_written_and_is_free_when_nothing_was() {
+    let dir = temp_dir("flush");
+    let now = unix_ms(SystemTime::now());
+    let store = Store::open(settings(&dir)).unwrap();
+    // Nothing written: no commit at all.
+    store.sync().unwrap();
+    assert!(!store.unsynced.load(std::sync::atomic::Ordering::Acquire));
+    store.put("", &record("a", now, true, None)).unwrap();
+    assert!(store.unsynced.load(std::sync::atomic::Ordering::Acquire));
+    store.sync().unwrap();
+    assert!(!store.unsynced.load(std::sync::atomic::Ordering::Acquire));
+    drop(store);
+    let store = Store::open(settings(&dir)).unwrap();
+    assert!(store.get("", "a").unwrap().is_some());
+}
