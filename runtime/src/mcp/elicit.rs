@@ -133,12 +133,12 @@ fn question_key(message: &str) -> String {
     format!("confirm-{short}")
 }
 
-/// An answer the client sent for a deferred question, read as the person's.
-fn answered(response: &Value) -> Answer {
-    match response.get("action").and_then(Value::as_str) {
-        Some("accept") => Answer::Accepted,
-        Some("decline") => Answer::Declined,
-        // Cancel, and anything a later revision adds: no yes.
+/// The person's answer, however it came (a session's reply, or a stateless retry's response).
+fn answered(action: Option<ElicitationAction>) -> Answer {
+    match action {
+        Some(ElicitationAction::Accept) => Answer::Accepted,
+        Some(ElicitationAction::Decline) => Answer::Declined,
+        // Cancel, anything unreadable, and any action a later revision adds: no yes.
         _ => Answer::Cancelled,
     }
 }
@@ -151,7 +151,10 @@ impl Confirmer for PeerConfirmer {
                 Reach::RoundTrip { answers, deferred } => {
                     let key = question_key(message);
                     if let Some(response) = answers.get(&key) {
-                        return answered(response);
+                        let action = response
+                            .get("action")
+                            .and_then(|a| serde_json::from_value(a.clone()).ok());
+                        return answered(action);
                     }
                     deferred
                         .lock()
@@ -169,12 +172,7 @@ impl Confirmer for PeerConfirmer {
                 .send_request(ServerRequest::ElicitRequest(request))
                 .await
             {
-                Ok(ClientResult::ElicitResult(result)) => match result.action {
-                    ElicitationAction::Accept => Answer::Accepted,
-                    ElicitationAction::Decline => Answer::Declined,
-                    // Cancel, and any action a later revision adds: no yes.
-                    _ => Answer::Cancelled,
-                },
+                Ok(ClientResult::ElicitResult(result)) => answered(Some(result.action)),
                 Ok(_) => Answer::Unavailable(
                     "the client answered the question with something other than an \
                      elicitation result"
