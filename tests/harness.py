@@ -356,3 +356,146 @@ def stop_hub(hub: Hub) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(hub.process.pid, 9)
         hub.process.wait()
+
+
+# ---- a real Redis on loopback (the replica tests, the execute bench), and just enough of its
+# protocol (RESP2) to read what is kept ----
+
+class RedisError(Exception):
+    """An error reply (`-ERR ...`, `-NOAUTH ...`)."""
+
+
+class Resp:
+    """One connection to Redis speaking RESP2: commands out as arrays of bulk strings, replies
+    parsed into bytes, ints, lists and None."""
+
+    def __init__(self, port: int, password: str | None = None, username: str | None = None,
+                 timeout: float = 10):
+        self.socket = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.reader = self.socket.makefile("rb")
+        if password is not None:
+            self.call("AUTH", *([username] if username else []), password)
+
+    def close(self) -> None:
+        self.reader.close()
+        self.socket.close()
+
+    def call(self, *args):
+        parts = [str(a).encode() if not isinstance(a, bytes) else a for a in args]
+        self.socket.sendall(b"*%d\r\n" % len(parts)
+                            + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts))
+        reply = self.read()
+        if isinstance(reply, RedisError):
+            raise reply
+        return reply
+
+    def read(self):
+        line = self.reader.readline()
+        if not line.endswith(b"\r\n"):
+            raise ConnectionError("Redis closed the connection")
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest
+        if kind == b"-":
+            return RedisError(rest.decode(errors="replace"))
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            size = int(rest)
+            return None if size < 0 else self.reader.read(size + 2)[:-2]
+        if kind == b"*":
+            size = int(rest)
+            return None if size < 0 else [self.read() for _ in range(size)]
+        raise ValueError(f"not a RESP2 reply: {line!r}")
+
+
+def flattened(reply) -> list[bytes]:
+    if isinstance(reply, list):
+        return [part for item in reply for part in flattened(item)]
+    if isinstance(reply, int):
+        return [str(reply).encode()]
+    return [] if reply is None else [reply]
+
+
+# How each type's whole value is read.
+READ_ALL = {
+    b"string": ("GET",),
+    b"hash": ("HGETALL",),
+    b"list": ("LRANGE", "{key}", 0, -1),
+    b"set": ("SMEMBERS",),
+    b"zset": ("ZRANGE", "{key}", 0, -1, "WITHSCORES"),
+    b"stream": ("XRANGE", "{key}", "-", "+"),
+}
+
+
+class Redis:
+    """Debian's redis-server on a free loopback port: no persistence, its folder in the test's
+    tmp_path; a password, when given, only in a 0600 config file (never on its argv)."""
+
+    def __init__(self, binary: str, root: Path, password: str | None = None,
+                 users: dict[str, str] | None = None):
+        root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        self.password = password
+        self.log = root / "redis.log"
+        config = root / "redis.conf"
+        lines = [f"requirepass {password}"] if password else []
+        # An ACL user of its own: reaches every key and channel, as the server's account would.
+        lines += [f"user {name} on >{secret} ~* &* +@all" for name, secret in (users or {}).items()]
+        descriptor = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as f:
+            f.write("".join(line + "\n" for line in lines))
+        self.process = subprocess.Popen(
+            [binary, str(config), "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+             "--appendonly", "no", "--dir", str(root), "--daemonize", "no", "--protected-mode", "yes"],
+            stdin=subprocess.DEVNULL, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            assert self.process.poll() is None, f"redis-server exited: {self.log.read_text(errors='replace')}"
+            with contextlib.suppress(OSError):
+                connection = self.connect()
+                try:
+                    if connection.call("PING") == b"PONG":
+                        break
+                finally:
+                    connection.close()
+            assert time.monotonic() < deadline, f"redis-server did not answer PING: {self.log.read_text()}"
+            time.sleep(0.05)
+
+    def url(self, db: int | None = None) -> str:
+        return f"redis://{self.host}" + (f"/{db}" if db is not None else "")
+
+    def connect(self, db: int = 0) -> Resp:
+        connection = Resp(self.port, self.password)
+        if db:
+            connection.call("SELECT", db)
+        return connection
+
+    def contents(self, db: int = 0) -> dict[bytes, list[bytes]]:
+        """Every key of `db` (SCAN, not KEYS) with every part of its value, whatever its type."""
+        connection = self.connect(db)
+        try:
+            found, cursor = {}, b"0"
+            while True:
+                cursor, batch = connection.call("SCAN", cursor, "COUNT", 1000)
+                for key in batch:
+                    kind = connection.call("TYPE", key)
+                    if kind == b"none":  # expired between SCAN and TYPE
+                        continue
+                    assert kind in READ_ALL, f"key {key!r} has a type this test cannot read: {kind!r}"
+                    command, *rest = READ_ALL[kind]
+                    args = [key if a == "{key}" else a for a in rest] or [key]
+                    found[key] = flattened(connection.call(command, *args))
+                if cursor == b"0":
+                    return found
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()

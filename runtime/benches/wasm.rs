@@ -27,7 +27,6 @@ use jupyter_mcp_server::tools::{ToolContext, ToolOutput, native};
 use jupyter_mcp_server::wasm::{CallKind, GuestSettings, WasmHost};
 use jupyter_mcp_server::wasm::{load_all, register_tools};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
@@ -241,11 +240,7 @@ fn word_count_examples(dir: &std::path::Path, runtime: &tokio::runtime::Runtime)
             .block_on(runtime.spawn(async move {
                 let mut samples = Vec::with_capacity(5_000);
                 for i in 0..5_500 {
-                    let context = ToolContext {
-                        domain: domain.clone(),
-                        cancel: CancellationToken::new(),
-                        progress: None,
-                    };
+                    let context = ToolContext::internal(domain.clone());
                     let started = Instant::now();
                     let result = call_tool(&tools, None, "word_count", None, context, None)
                         .await
@@ -341,11 +336,7 @@ fn tools_and_start(dir: &std::path::Path, runtime: &tokio::runtime::Runtime) {
                 for i in 0..11_000 {
                     let mut arguments = serde_json::Map::new();
                     arguments.insert("said".into(), json!("hi"));
-                    let context = ToolContext {
-                        domain: domain.clone(),
-                        cancel: CancellationToken::new(),
-                        progress: None,
-                    };
+                    let context = ToolContext::internal(domain.clone());
                     let started = Instant::now();
                     let result = call_tool(&tools, None, name, Some(arguments), context, None)
                         .await

@@ -56,6 +56,10 @@ pub enum RunError {
     Toolset(#[from] dispatch::UnknownToolNames),
     #[error("{0}")]
     GuestSettings(String),
+    /// `--state-store` was asked for and cannot be used: serving without it would answer
+    /// from this replica's memory alone.
+    #[error("{0}")]
+    StateStore(domain::executions::store::StoreError),
     #[error(
         "the extension {0} is granted notebook host functions, which Hub mode (--jupyterhub-url) \
          does not offer yet: a guest's host functions would not know whose notebooks to use; \
@@ -129,6 +133,10 @@ fn refuse_guests(config: &Config) -> Result<(), RunError> {
 /// (its kernels and, if it started one, the Jupyter Server).
 pub async fn run(config: Config) -> Result<(), RunError> {
     // Settings that refuse to serve are refused before anything (guests, Jupyter) is started.
+    let store = match &config.state_store {
+        Some(shared) => Some(open_shared_store(shared)?),
+        None => config.state.clone().and_then(open_store),
+    };
     let hub = match &config.jupyter {
         JupyterSource::Hub(endpoints) => Some(endpoints.clone()),
         _ => None,
@@ -277,8 +285,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
     let tools = Arc::new(tools);
     let mut settings = domain::Settings::of(&config);
-    let store = config.state.clone().and_then(open_store);
-    settings.store = store.clone().map(domain::executions::store::Scope::server);
+    settings.store = store
+        .clone()
+        .map(domain::executions::records::Scope::server);
     let hub = hub.map(|endpoints| {
         tracing::info!(
             "Hub mode: serving every user of the JupyterHub at {}",
@@ -340,6 +349,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         // kept messages once another session connects.
         if state.hub.is_none() {
             domain.resume_executions().await;
+            if store.shared() {
+                watch_left_runs(domain.clone());
+            }
         }
         keep_store(store);
     }
@@ -441,8 +453,10 @@ async fn pull_components(
     pulled
 }
 
+type Records = Arc<dyn domain::executions::records::Records>;
+
 /// The execution store, or none (memory only) when it cannot be used; the reason is logged.
-fn open_store(settings: config::StateSettings) -> Option<Arc<domain::executions::store::Store>> {
+fn open_store(settings: config::StateSettings) -> Option<Records> {
     let dir = settings.dir.display().to_string();
     match domain::executions::store::Store::open(settings) {
         Ok(store) => {
@@ -459,6 +473,33 @@ fn open_store(settings: config::StateSettings) -> Option<Arc<domain::executions:
     }
 }
 
+/// The Redis the replicas share, or the reason it cannot be used (the server does not start).
+fn open_shared_store(settings: &config::SharedStoreSettings) -> Result<Records, RunError> {
+    let store =
+        domain::executions::shared::SharedStore::connect(settings).map_err(RunError::StateStore)?;
+    tracing::info!(
+        "execution records are kept in {}, shared with every replica using it",
+        domain::executions::records::Records::place(&store)
+    );
+    Ok(Arc::new(store))
+}
+
+/// How often a replica looks for runs another one left (its liveness mark expired).
+const LEFT_RUNS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// With a shared store: runs whose replica stopped are followed again here (or ended lost), by
+/// whichever replica claims each first.
+fn watch_left_runs(domain: Arc<Domain>) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(LEFT_RUNS_EVERY);
+        every.tick().await;
+        loop {
+            every.tick().await;
+            domain.resume_executions().await;
+        }
+    });
+}
+
 /// How often the execution store is pruned (retention and size) while the server runs (a
 /// prune commits with immediate durability, so it flushes too).
 const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
@@ -467,7 +508,7 @@ const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
 /// cut can lose.
 const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-fn keep_store(store: Arc<domain::executions::store::Store>) {
+fn keep_store(store: Records) {
     let syncing = store.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(SYNC_EVERY);

@@ -301,6 +301,13 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_STATE_DIR", value_name = "DIR|none")]
     pub state_dir: Option<PathBuf>,
 
+    /// Keep execution records in Redis, shared by every replica given the same store:
+    /// redis://HOST:PORT[/DB], or rediss:// for TLS. No password here (a command line is
+    /// visible to other users): it is read from JUPYTER_MCP_STATE_STORE_PASSWORD (and the user
+    /// from JUPYTER_MCP_STATE_STORE_USERNAME).
+    #[arg(long, env = "JUPYTER_MCP_STATE_STORE", value_name = "URL")]
+    pub state_store: Option<String>,
+
     /// How long an ended execution stays answerable (get_execution, list_executions,
     /// idempotency keys): a number with s, m, h or d (24h, 90m, 3600s).
     #[arg(long, env = "JUPYTER_MCP_EXECUTION_RETENTION", value_name = "DURATION", default_value = "24h", value_parser = parse_duration)]

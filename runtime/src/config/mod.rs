@@ -78,6 +78,8 @@ pub struct Config {
     pub confirm: crate::confirm::Rules,
     /// Where execution records outlive a restart (`--state-dir`; `None`: memory only).
     pub state: Option<StateSettings>,
+    /// The Redis several replicas share the records in (`--state-store`), in place of the file.
+    pub state_store: Option<SharedStoreSettings>,
 }
 
 /// The execution store's place and bounds (`--state-dir`, `--execution-retention`,
@@ -89,6 +91,28 @@ pub struct StateSettings {
     pub max_bytes: u64,
 }
 
+/// The Redis execution records are shared in (`--state-store`), and how to sign in: the URL never carries the password (it
+/// comes from the environment, never argv).
+#[derive(Debug, Clone)]
+pub struct SharedStoreSettings {
+    /// `redis://HOST:PORT[/DB]` or `rediss://…`, without credentials.
+    pub url: url::Url,
+    pub username: Option<String>,
+    pub password: Option<crate::jupyter::auth::Secret>,
+    pub retention: Duration,
+}
+
+impl SharedStoreSettings {
+    /// `HOST:PORT`, for messages.
+    pub fn target(&self) -> String {
+        format!(
+            "{}:{}",
+            self.url.host_str().unwrap_or("?"),
+            self.url.port().unwrap_or(6379)
+        )
+    }
+}
+
 /// `--state-dir` resolved: `none` turns the store off; unset, the user's state directory
 /// (`$XDG_STATE_HOME`, else `~/.local/state`), or none when neither is known.
 fn state_dir(given: Option<PathBuf>, env: &impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
@@ -97,6 +121,51 @@ fn state_dir(given: Option<PathBuf>, env: &impl Fn(&str) -> Option<String>) -> O
     }
     crate::user_dirs::base_in(env, "XDG_STATE_HOME", ".local/state")
         .map(|b| b.join("jupyter-mcp-server"))
+}
+
+/// `--state-store` resolved: a Redis URL without a password, the credentials read from the
+/// environment.
+fn state_store(
+    given: Option<String>,
+    retention: Duration,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<SharedStoreSettings>, ConfigError> {
+    let Some(given) = given.filter(|g| !g.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| {
+        ConfigError::StateStore(format!(
+            "--state-store {why}; it takes redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB]"
+        ))
+    };
+    let mut url = url::Url::parse(given.trim()).map_err(|_| refuse("is not a URL"))?;
+    if !matches!(url.scheme(), "redis" | "rediss") {
+        return Err(refuse(&format!("names a {}:// store", url.scheme())));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(refuse("names no host"));
+    }
+    if url.password().is_some() {
+        return Err(ConfigError::StateStore(
+            "--state-store must not carry a password: a command line is visible to other \
+             users of the machine. Give the URL without it and put the password in JUPYTER_MCP_STATE_STORE_PASSWORD (the user in \
+             JUPYTER_MCP_STATE_STORE_USERNAME)"
+                .into(),
+        ));
+    }
+    let username = env("JUPYTER_MCP_STATE_STORE_USERNAME")
+        .filter(|u| !u.is_empty())
+        .or_else(|| (!url.username().is_empty()).then(|| url.username().to_owned()));
+    let _ = url.set_username("");
+    let password = env("JUPYTER_MCP_STATE_STORE_PASSWORD")
+        .filter(|p| !p.is_empty())
+        .map(crate::jupyter::auth::Secret::new);
+    Ok(Some(SharedStoreSettings {
+        url,
+        username,
+        password,
+        retention,
+    }))
 }
 
 /// `--kernel-env` and `kernel_env` entries (the file's first, so the command line wins):
@@ -240,6 +309,8 @@ pub enum ConfigError {
     HubMode(String),
     #[error("{0}")]
     KernelEnv(String),
+    #[error("{0}")]
+    StateStore(String),
     #[error(
         "--execution-timeout ({default}s) is larger than --max-execution-timeout ({max}s); raise the maximum or lower the default"
     )]
@@ -445,6 +516,7 @@ impl Config {
             },
             prewarm: file.prewarm,
             confirm: file.confirm,
+            state_store: state_store(args.state_store, args.execution_retention, &env)?,
             state: state_dir(args.state_dir, &env).map(|dir| StateSettings {
                 dir,
                 retention: args.execution_retention,

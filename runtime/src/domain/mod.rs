@@ -51,7 +51,7 @@ pub struct Settings {
     /// Which code needs a person's yes while `execution.confirm` is on.
     pub confirm: crate::confirm::Rules,
     /// Where execution records outlive the process (`--state-dir`), if anywhere.
-    pub store: Option<executions::store::Scope>,
+    pub store: Option<executions::records::Scope>,
 }
 
 impl Settings {

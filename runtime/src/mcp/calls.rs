@@ -72,6 +72,7 @@ impl McpServer {
                 domain: self.domain(context),
                 cancel,
                 progress: reporter,
+                task_id: None,
             },
             request,
             peer: context.peer.clone(),
@@ -111,6 +112,7 @@ impl McpServer {
             .with_poll_interval_ms(500);
         let task = tasks.spawn(options, move |task| {
             call.task = Some(task.clone());
+            call.tool_context.task_id = Some(task.task_id().to_owned());
             Box::pin(async move {
                 #[cfg(feature = "conformance-fixtures")]
                 if let Some(error) = fixture_failure {

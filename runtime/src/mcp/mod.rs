@@ -372,9 +372,18 @@ impl ServerHandler for McpServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        Ok(GetTaskResult::new(
-            self.tasks(&context).get_task(&request.task_id)?,
-        ))
+        match self.tasks(&context).get_task(&request.task_id) {
+            Ok(task) => Ok(GetTaskResult::new(task)),
+            // Not one of this process's: the execution it ran may be recorded (a restart, or a
+            // replica sharing the store).
+            Err(unknown) => {
+                let domain = self.domain(&context);
+                match tasks::from_record(&self.state.tools, &domain, &request.task_id).await {
+                    Some(task) => Ok(GetTaskResult::new(task)),
+                    None => Err(unknown),
+                }
+            }
+        }
     }
 
     async fn update_task(

@@ -9,10 +9,21 @@
 //! gates the `tasks/*` methods on the client's declaration; each tool says whether it may run as
 //! a task (`ToolSpec::tasks`); this module says for how long a task is kept. Cancelling a task
 //! cancels its call the same way a cancelled request does, so an execution interrupts its kernel.
+//!
+//! rmcp's tasks live in this process's memory; the execution a task ran is recorded with the
+//! task's id, so `tasks/get` for a task this process does not hold (after a restart, or one a
+//! replica sharing the store started) is answered from that record ([`from_record`]), with the
+//! same words `get_execution` gives.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::model::{DetailedTask, Task, TaskPayload, TaskStatus};
+
 use crate::config::ExecutionLimits;
+use crate::dispatch::ToolRegistry;
+use crate::domain::Domain;
+use crate::domain::executions::State;
 
 /// A tool's own word on whether its calls may become tasks (`ToolSpec::tasks`): the ones that
 /// run code, whose calls can take minutes, say `Optional`.
@@ -45,6 +56,49 @@ pub fn ttl(limits: &ExecutionLimits) -> Duration {
         .max_timeout
         .saturating_mul(2)
         .saturating_add(Duration::from_secs(600))
+}
+
+/// The task `task_id` as the record of the execution it ran shows it, when one did: working
+/// while it runs, else completed with `get_execution`'s answer (through dispatch, as a call).
+pub async fn from_record(
+    tools: &ToolRegistry,
+    domain: &Arc<Domain>,
+    task_id: &str,
+) -> Option<DetailedTask> {
+    let execution = domain.executions.by_task(task_id)?;
+    let created = chrono::DateTime::<chrono::Utc>::from(execution.started).to_rfc3339();
+    let mut task = Task::new(
+        task_id,
+        TaskStatus::Working,
+        created,
+        chrono::Utc::now().to_rfc3339(),
+    );
+    task.ttl_ms = u64::try_from(ttl(&domain.settings.execution).as_millis()).ok();
+    task.poll_interval_ms = Some(500);
+    if execution.snapshot().state == State::Running {
+        task.status_message = Some(format!(
+            "execution {} runs (get_execution with its id shows its outputs so far)",
+            execution.id
+        ));
+        return Some(DetailedTask::new(task, TaskPayload::Working));
+    }
+    let mut arguments = serde_json::Map::new();
+    arguments.insert("execution_id".into(), execution.id.clone().into());
+    let context = crate::tools::ToolContext::internal(domain.clone());
+    let answer =
+        crate::dispatch::call_tool(tools, None, "get_execution", Some(arguments), context, None)
+            .await;
+    let payload = match answer.map(serde_json::to_value) {
+        Ok(Ok(serde_json::Value::Object(result))) => TaskPayload::Completed { result },
+        Ok(_) => return None,
+        Err(error) => TaskPayload::Failed {
+            error: serde_json::to_value(error)
+                .ok()
+                .and_then(|v| v.as_object().cloned())
+                .unwrap_or_default(),
+        },
+    };
+    Some(DetailedTask::new(task, payload))
 }
 
 #[cfg(test)]

@@ -113,6 +113,7 @@ async fn run(context: ToolContext, args: ExecuteCodeArgs) -> ToolResult {
         timeout,
         background: args.background,
         idempotency_key: args.idempotency_key,
+        task_id: None,
     };
     let kernel_id = args.kernel_id;
     let runner = domain.clone();

@@ -36,6 +36,10 @@ where
     Fut: Future<Output = Result<Executed, Error>> + Send + 'static,
 {
     let background = new.background;
+    let new = NewExecution {
+        task_id: context.task_id.clone(),
+        ..new
+    };
     let execution = match context.domain.executions.begin(new) {
         Begun::Repeated(earlier) => return repeated(&earlier, present).await,
         Begun::Fresh(execution) => execution,

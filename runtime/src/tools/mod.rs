@@ -144,6 +144,21 @@ pub struct ToolContext {
     pub domain: Arc<Domain>,
     pub cancel: CancellationToken,
     pub progress: Option<ProgressReporter>,
+    /// The MCP task the call runs as, if it does (an execution records it for `tasks/get`).
+    pub task_id: Option<String>,
+}
+
+impl ToolContext {
+    /// A call no client made (a management route, a task answered from its record): nothing
+    /// to report progress to, cancelled by nobody, no task.
+    pub fn internal(domain: Arc<Domain>) -> ToolContext {
+        ToolContext {
+            domain,
+            cancel: CancellationToken::new(),
+            progress: None,
+            task_id: None,
+        }
+    }
 }
 
 pub type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>>;

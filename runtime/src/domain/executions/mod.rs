@@ -10,7 +10,9 @@
 //! reported lost at start (`resume.rs`). The code itself runs through `execution.rs`'s paths
 //! (kernel readiness, the `execution.confirm` gate, hooks), which this module only wraps.
 
+pub mod records;
 pub mod resume;
+pub mod shared;
 mod state;
 pub mod store;
 
@@ -31,7 +33,8 @@ use crate::confirm;
 use crate::hooks::{CALL_SCOPE, CallScope};
 use crate::jupyter::document::file::sha256_hex;
 use crate::jupyter::kernel::{OutputSink, Sent, SentSink};
-use store::{EndRecord, Record, Scope};
+use records::Scope;
+use store::{EndRecord, Record};
 
 /// How many executions a domain remembers; the oldest finished ones go first.
 pub const KEPT: usize = 256;
@@ -43,6 +46,8 @@ pub struct NewExecution {
     pub timeout: Duration,
     pub background: bool,
     pub idempotency_key: Option<String>,
+    /// The MCP task the call became, if it did.
+    pub task_id: Option<String>,
 }
 
 /// One execution's record.
@@ -57,6 +62,10 @@ pub struct Execution {
     pub background: bool,
     pub started: SystemTime,
     idempotency_key: Option<String>,
+    task_id: Option<String>,
+    /// Read from the store while another process (a replica, or the one before this) ran it:
+    /// its progress is read again from the store, never written from here.
+    foreign: bool,
     clock: Instant,
     live: Mutex<Live>,
     ended: watch::Sender<bool>,
@@ -70,6 +79,9 @@ pub struct Execution {
 
 /// How often a running execution's outputs are written to the store, at most.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// How often a wait on an execution another process runs reads its record again.
+const POLL_EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Default)]
 struct Live {
@@ -111,6 +123,8 @@ impl Execution {
             background: new.background,
             started: SystemTime::now(),
             idempotency_key: new.idempotency_key,
+            task_id: new.task_id,
+            foreign: false,
             clock: Instant::now(),
             live: Mutex::default(),
             ended: watch::channel(false).0,
@@ -120,9 +134,10 @@ impl Execution {
         }
     }
 
-    /// An execution a previous process recorded: ended as it ended, or (`resumed`) running again,
-    /// its outputs so far as that process last wrote them.
-    fn restored(record: Record, scope: Option<Scope>) -> Execution {
+    /// An execution another process recorded (one before this, or a replica): ended as it
+    /// ended, or running, its outputs so far as that process last wrote them. `foreign`: read
+    /// only (its progress read again from the store); else adopted, to be followed here.
+    fn restored(record: Record, scope: Option<Scope>, foreign: bool) -> Execution {
         let since = SystemTime::now()
             .duration_since(record_started(&record))
             .unwrap_or_default();
@@ -144,6 +159,8 @@ impl Execution {
             background: record.background,
             started: record_started_ms(record.started_ms),
             idempotency_key: record.idempotency_key,
+            task_id: record.task_id,
+            foreign: foreign && !done,
             clock,
             live: Mutex::new(Live {
                 outputs: record.outputs,
@@ -180,13 +197,51 @@ impl Execution {
                 state: end.state.clone(),
                 result: (*end.result).clone(),
             }),
+            runner: self
+                .scope
+                .as_ref()
+                .and_then(|scope| scope.store.runner().map(str::to_owned)),
+            task_id: self.task_id.clone(),
         }
     }
 
     fn write(&self) {
+        if self.foreign {
+            return;
+        }
         if let Some(scope) = &self.scope {
             scope.put(self.record());
         }
+    }
+
+    /// A foreign execution's progress read again from the store; true once it has ended.
+    fn refresh(&self) -> bool {
+        let Some(record) = self.scope.as_ref().and_then(|scope| scope.get(&self.id)) else {
+            return false;
+        };
+        let mut live = self.live.lock().expect("execution lock");
+        live.sent = record.sent;
+        match record.end {
+            Some(end) => {
+                live.end = Some(Ended {
+                    elapsed: end.elapsed,
+                    state: end.state,
+                    result: Arc::new(end.result),
+                });
+                drop(live);
+                self.ended.send_replace(true);
+                true
+            }
+            None => {
+                live.outputs = record.outputs;
+                false
+            }
+        }
+    }
+
+    /// Whether it has ended, as far as this process knows.
+    fn done(&self) -> bool {
+        *self.ended.borrow()
     }
 
     /// Where the kernel layer reports outputs as they come (written to the store at most every
@@ -268,14 +323,29 @@ impl Execution {
 
     /// Waits up to `up_to` for the execution to end; true when it has.
     pub async fn wait(&self, up_to: Duration) -> bool {
-        let mut ended = self.ended.subscribe();
-        tokio::time::timeout(up_to, ended.wait_for(|done| *done))
-            .await
-            .is_ok()
+        let ended = async {
+            if self.foreign {
+                self.polled().await;
+            } else {
+                let mut ended = self.ended.subscribe();
+                let _ = ended.wait_for(|done| *done).await;
+            }
+        };
+        tokio::time::timeout(up_to, ended).await.is_ok()
+    }
+
+    /// Until a foreign execution's record shows its end (read again every [`POLL_EVERY`]).
+    async fn polled(&self) {
+        while !self.done() && !self.refresh() {
+            tokio::time::sleep(POLL_EVERY).await;
+        }
     }
 
     /// Waits for the end, however long it takes.
     pub async fn result(&self) -> Arc<Result<Executed, Error>> {
+        if self.foreign {
+            self.polled().await;
+        }
         let mut ended = self.ended.subscribe();
         let _ = ended.wait_for(|done| *done).await;
         self.snapshot().result.expect("ended")
@@ -379,7 +449,7 @@ impl Executions {
         match &self.scope {
             Some(scope) => format!(
                 "for {} (--execution-retention), across restarts",
-                crate::config::humane_duration(scope.store.settings().retention)
+                crate::config::humane_duration(scope.store.retention())
             ),
             None => format!("the newest {KEPT}, while the server runs"),
         }
@@ -388,18 +458,31 @@ impl Executions {
     /// A new execution's record, or the one an earlier call with the same key began.
     pub fn begin(&self, new: NewExecution) -> Begun {
         let mut table = self.table.lock().expect("executions lock");
-        if let Some(key) = &new.idempotency_key {
-            if let Some(earlier) = table.by_key.get(key).and_then(|id| table.by_id.get(id)) {
-                return Begun::Repeated(earlier.clone());
-            }
-            if let Some(record) = self.scope.as_ref().and_then(|s| s.by_key(key)) {
-                return Begun::Repeated(Arc::new(Execution::restored(record, self.scope.clone())));
-            }
+        if let Some(key) = &new.idempotency_key
+            && let Some(earlier) = table.by_key.get(key).and_then(|id| table.by_id.get(id))
+        {
+            return Begun::Repeated(earlier.clone());
         }
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let key = new.idempotency_key.clone();
         let execution = Arc::new(Execution::new(id.clone(), new, self.scope.clone()));
-        execution.write();
+        // A key is claimed in the store with the first record, so of two processes (replicas)
+        // asked at once only one runs the code.
+        let earlier = match (&key, &self.scope) {
+            (Some(key), Some(scope)) => scope.claim_key(key, &execution.record()),
+            _ => {
+                execution.write();
+                None
+            }
+        };
+        if let Some(record) = earlier {
+            let foreign = self.foreign(&record);
+            return Begun::Repeated(Arc::new(Execution::restored(
+                record,
+                self.scope.clone(),
+                foreign,
+            )));
+        }
         if let Some(key) = key {
             table.by_key.insert(key, id.clone());
         }
@@ -407,9 +490,12 @@ impl Executions {
         Begun::Fresh(execution)
     }
 
-    /// A run a previous process recorded as running, followed again in this one.
+    /// A run a previous process recorded as running, followed again in this one: written back
+    /// at once, so a shared store names this process as its runner (no third replica follows it
+    /// too once the claim to follow it has expired).
     fn adopt(&self, record: Record) -> Arc<Execution> {
-        let execution = Arc::new(Execution::restored(record, self.scope.clone()));
+        let execution = Arc::new(Execution::restored(record, self.scope.clone(), false));
+        execution.write();
         let mut table = self.table.lock().expect("executions lock");
         if let Some(key) = &execution.idempotency_key {
             table.by_key.insert(key.clone(), execution.id.clone());
@@ -433,10 +519,36 @@ impl Executions {
                 .and_then(|id| table.by_id.get(id))
                 .cloned()
         };
-        found.or_else(|| {
-            let record = self.scope.as_ref()?.by_key(key)?;
-            Some(Arc::new(Execution::restored(record, self.scope.clone())))
-        })
+        found.or_else(|| self.read(self.scope.as_ref()?.by_key(key)?))
+    }
+
+    /// A record read from the store, as an execution this process does not run.
+    fn read(&self, record: Record) -> Option<Arc<Execution>> {
+        let foreign = self.foreign(&record);
+        Some(Arc::new(Execution::restored(
+            record,
+            self.scope.clone(),
+            foreign,
+        )))
+    }
+
+    /// Whether a stored record not in memory is run by another process: every running one
+    /// (this process follows what it runs from memory).
+    fn foreign(&self, record: &Record) -> bool {
+        record.end.is_none()
+    }
+
+    /// The execution the MCP task `task_id` ran, if one did.
+    pub fn by_task(&self, task_id: &str) -> Option<Arc<Execution>> {
+        let found = {
+            let table = self.table.lock().expect("executions lock");
+            table
+                .by_id
+                .values()
+                .find(|e| e.task_id.as_deref() == Some(task_id))
+                .cloned()
+        };
+        found.or_else(|| self.read(self.scope.as_ref()?.by_task(task_id)?))
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Execution>> {
@@ -444,10 +556,7 @@ impl Executions {
             let table = self.table.lock().expect("executions lock");
             table.by_id.get(id).cloned()
         };
-        found.or_else(|| {
-            let record = self.scope.as_ref()?.get(id)?;
-            Some(Arc::new(Execution::restored(record, self.scope.clone())))
-        })
+        found.or_else(|| self.read(self.scope.as_ref()?.get(id)?))
     }
 
     /// Every remembered execution, oldest first: the store's, and those in memory.
@@ -458,7 +567,7 @@ impl Executions {
             .iter()
             .flat_map(Scope::list)
             .filter(|record| !table.by_id.contains_key(&record.id))
-            .map(|record| Arc::new(Execution::restored(record, self.scope.clone())))
+            .filter_map(|record| self.read(record))
             .collect();
         listed.extend(
             table

@@ -1,20 +1,31 @@
 //! At start, the runs a previous process of ours recorded as running: followed again when their
 //! kernel still runs (the Jupyter Server replays what the kernel sent to the closed socket of
 //! the run's session, and the rest comes live), else ended as `lost` with the reason. Either way
-//! get_execution answers for them: nothing this server handed out is ever unknown.
+//! get_execution answers for them: nothing this server handed out is ever unknown. With a store
+//! replicas share, the same happens while serving to the runs of a replica that stopped (its
+//! liveness mark expired), in whichever replica claims each first.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use super::store::{Record, outcome_of};
-use super::{Execution, State};
+use super::{Execution, Place, State};
 use crate::domain::Domain;
 use crate::domain::execution::Executed;
 use crate::jupyter::kernel::resume::{self, ResumeError};
 
 /// The note a followed-again run's answer starts with.
-pub const RESUMED_NOTE: &str = "[This run was followed again after the MCP server restarted: \
-     output that reached the previous process in its last second may be missing.]";
+fn resumed_note(shared: bool) -> String {
+    let after = if shared {
+        "the replica of the MCP server running it stopped"
+    } else {
+        "the MCP server restarted"
+    };
+    format!(
+        "[This run was followed again after {after}: output that reached the previous process \
+         in its last second may be missing.]"
+    )
+}
 
 /// How long the reopening of every run's socket may hold the start.
 const REOPEN_WITHIN: Duration = Duration::from_secs(15);
@@ -29,19 +40,28 @@ impl Domain {
             return;
         };
         let left: Vec<Record> = scope
-            .list()
+            .running()
             .into_iter()
-            .filter(|record| record.end.is_none())
             .filter(|record| !self.executions.in_memory(&record.id))
+            .filter(|record| !scope.store.followed_elsewhere(record))
+            .filter(|record| scope.store.claim_follow(&scope.owner, &record.id))
             .collect();
         if left.is_empty() {
             return;
         }
+        let shared = scope.store.shared();
         tracing::info!(
-            "{} execution(s) were running when the server last stopped; following them again",
-            left.len()
+            "{} execution(s) were running when {} stopped; following them again",
+            left.len(),
+            if shared {
+                "the replica running them"
+            } else {
+                "the server last"
+            }
         );
-        let resumed = left.into_iter().map(|record| self.resume_one(record));
+        let resumed = left
+            .into_iter()
+            .map(|record| self.resume_one(record, shared));
         if tokio::time::timeout(REOPEN_WITHIN, futures_util::future::join_all(resumed))
             .await
             .is_err()
@@ -50,14 +70,19 @@ impl Domain {
         }
     }
 
-    async fn resume_one(self: &Arc<Self>, record: Record) {
+    async fn resume_one(self: &Arc<Self>, record: Record, shared: bool) {
+        let stopped = if shared {
+            "the replica running it stopped"
+        } else {
+            "the server restarted"
+        };
         let Some(sent) = record.sent.clone() else {
             let execution = self.executions.adopt(record);
             lose(
                 &execution,
-                "the server restarted before the run reached a kernel, so whether it ran is not \
-                 known"
-                    .to_owned(),
+                format!(
+                    "{stopped} before the run reached a kernel, so whether it ran is not known"
+                ),
             );
             return;
         };
@@ -69,7 +94,7 @@ impl Domain {
         let resuming = match resume::reopen(&rest, &sent).await {
             Ok(resuming) => resuming,
             Err(e) => {
-                lose(&execution, lost_reason(&e));
+                lose(&execution, lost_reason(stopped, &e));
                 return;
             }
         };
@@ -78,6 +103,7 @@ impl Domain {
             .duration_since(SystemTime::now())
             .unwrap_or_default();
         let deadline = tokio::time::Instant::now() + left;
+        let domain = self.clone();
         tokio::spawn(async move {
             let sink = execution.output_sink();
             let followed = resuming
@@ -85,21 +111,39 @@ impl Domain {
                 .await;
             match followed {
                 Ok(outcome) => {
+                    // A cell's outputs go into the notebook, as they would have in the process
+                    // that started the run.
+                    if let Place::Cell { path, cell_id, .. } = &execution.place {
+                        let written = domain
+                            .write_cell_outputs(
+                                path,
+                                cell_id,
+                                outcome.outputs.clone(),
+                                outcome.execution_count,
+                            )
+                            .await;
+                        if let Err(e) = written {
+                            tracing::warn!(
+                                execution = %execution.id,
+                                "the outputs of a run followed again could not be written into                                  cell {cell_id} of '{path}': {e}"
+                            );
+                        }
+                    }
                     execution.finish(Ok(Executed {
                         outcome,
-                        replaced: Some(RESUMED_NOTE.to_owned()),
+                        replaced: Some(resumed_note(shared)),
                     }));
                 }
-                Err(e) => lose(&execution, lost_reason(&e)),
+                Err(e) => lose(&execution, lost_reason(stopped, &e)),
             }
         });
     }
 }
 
-fn lost_reason(error: &ResumeError) -> String {
+fn lost_reason(stopped: &str, error: &ResumeError) -> String {
     match error {
-        ResumeError::KernelGone(_) => format!("the server restarted and {error}"),
-        _ => format!("the server restarted and the run's outputs could not be recovered: {error}"),
+        ResumeError::KernelGone(_) => format!("{stopped} and {error}"),
+        _ => format!("{stopped} and the run's outputs could not be recovered: {error}"),
     }
 }
 

@@ -15,13 +15,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::records::WriterThread;
 use super::{Place, State};
 use crate::config::StateSettings;
 use crate::domain::Error;
@@ -53,6 +54,12 @@ pub enum StoreError {
     Open { path: String, reason: String },
     #[error("the execution store failed: {0}")]
     Database(String),
+    /// The shared store (Redis) did not answer, or refused us.
+    #[error(
+        "could not use the state store (Redis at {target}): {reason}. Check that it runs and \
+         that --state-store names it"
+    )]
+    Shared { target: String, reason: String },
 }
 
 macro_rules! from_redb {
@@ -92,6 +99,13 @@ pub struct Record {
     /// The outputs so far while it runs (once ended, the result holds them).
     pub outputs: Vec<Value>,
     pub end: Option<EndRecord>,
+    /// The process that runs (or last followed) it, when records are shared by several
+    /// ([`Records::runner`]); a running record whose runner stopped is another's to follow.
+    #[serde(default)]
+    pub runner: Option<String>,
+    /// The MCP task the run's call became, so `tasks/get` is answered from the record.
+    #[serde(default)]
+    pub task_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -154,26 +168,12 @@ pub struct Store {
     settings: StateSettings,
     /// Records were written since the last commit that reached the disk ([`Store::sync`]).
     unsynced: Arc<AtomicBool>,
-    /// Records on their way to the writer thread ([`Store::enqueue`]); taken at drop.
-    queue: Mutex<Option<mpsc::Sender<(String, Record)>>>,
     /// How many records were queued, and how many of those the writer has committed.
     queued: AtomicU64,
     written: Arc<(Mutex<u64>, Condvar)>,
-    /// The writer thread, joined at drop (it holds the database open).
-    writer: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Store {
-    /// What is queued is written, and the database closed, before the store is gone.
-    fn drop(&mut self) {
-        self.queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(writer) = self.writer.take() {
-            let _ = writer.join();
-        }
-    }
+    /// The writer thread ([`Store::enqueue`]), joined at drop: what is queued is written, and
+    /// the database closed, before the store is gone.
+    writer: Option<WriterThread>,
 }
 
 impl std::fmt::Debug for Store {
@@ -235,7 +235,6 @@ impl Store {
             path,
             settings,
             unsynced: Arc::default(),
-            queue: Mutex::new(None),
             queued: AtomicU64::new(0),
             written: Arc::default(),
             writer: None,
@@ -245,29 +244,23 @@ impl Store {
     /// Starts the writer thread: queued records are committed in batches, off the callers'
     /// path (a commit is a fraction of a millisecond to a few milliseconds).
     fn writing(mut self) -> Store {
-        let (sender, receiver) = mpsc::channel::<(String, Record)>();
         let (db, unsynced, written) =
             (self.db.clone(), self.unsynced.clone(), self.written.clone());
-        let started = std::thread::Builder::new()
-            .name("execution-store".into())
-            .spawn(move || {
-                while let Ok(first) = receiver.recv() {
-                    let mut batch = vec![first];
-                    batch.extend(receiver.try_iter());
-                    if let Err(e) = put_all(&db, &batch) {
-                        tracing::warn!("could not record {} executions: {e}", batch.len());
-                    }
-                    unsynced.store(true, Ordering::Release);
-                    let (count, changed) = &*written;
-                    *count.lock().unwrap_or_else(PoisonError::into_inner) += batch.len() as u64;
-                    changed.notify_all();
+        let started = WriterThread::start("execution-store", move |receiver| {
+            while let Ok(first) = receiver.recv() {
+                let mut batch = vec![first];
+                batch.extend(receiver.try_iter());
+                if let Err(e) = put_all(&db, &batch) {
+                    tracing::warn!("could not record {} executions: {e}", batch.len());
                 }
-            });
-        match started {
-            Ok(writer) => {
-                *self.queue.lock().unwrap_or_else(PoisonError::into_inner) = Some(sender);
-                self.writer = Some(writer);
+                unsynced.store(true, Ordering::Release);
+                let (count, changed) = &*written;
+                *count.lock().unwrap_or_else(PoisonError::into_inner) += batch.len() as u64;
+                changed.notify_all();
             }
+        });
+        match started {
+            Ok(writer) => self.writer = Some(writer),
             // Without the thread every record is written in place.
             Err(e) => tracing::warn!("the execution store writes in place (no thread: {e})"),
         }
@@ -278,19 +271,15 @@ impl Store {
     /// is no thread. A killed process loses what is still queued: the microseconds before the
     /// writer takes it.
     pub fn enqueue(&self, owner: &str, record: Record) -> Result<(), StoreError> {
-        let queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-        match queue.as_ref() {
-            Some(sender) => {
+        match &self.writer {
+            Some(writer) => {
                 self.queued.fetch_add(1, Ordering::AcqRel);
-                if sender.send((owner.to_owned(), record)).is_err() {
+                if !writer.send(owner, record) {
                     self.queued.fetch_sub(1, Ordering::AcqRel);
                 }
                 Ok(())
             }
-            None => {
-                drop(queue);
-                self.put(owner, &record)
-            }
+            None => self.put(owner, &record),
         }
     }
 
@@ -485,62 +474,6 @@ fn decode(bytes: &[u8]) -> Option<Record> {
             tracing::warn!("ignoring an unreadable execution record: {e}");
             None
         }
-    }
-}
-
-/// One domain's view of the store: the server's (owner ""), or in Hub mode one user's.
-#[derive(Debug, Clone)]
-pub struct Scope {
-    pub store: Arc<Store>,
-    pub owner: String,
-}
-
-impl Scope {
-    pub fn server(store: Arc<Store>) -> Scope {
-        Scope {
-            store,
-            owner: String::new(),
-        }
-    }
-
-    /// The same store, for one Hub user.
-    pub fn for_user(&self, user: &str) -> Scope {
-        Scope {
-            store: self.store.clone(),
-            owner: format!("user:{user}"),
-        }
-    }
-
-    /// Queues the record for the store's writer, logging a failure: a store that cannot write
-    /// costs durability, never the call (nor its time).
-    pub fn put(&self, record: Record) {
-        let id = record.id.clone();
-        if let Err(e) = self.store.enqueue(&self.owner, record) {
-            tracing::warn!(execution = %id, "could not record the execution: {e}");
-        }
-    }
-
-    pub fn get(&self, id: &str) -> Option<Record> {
-        self.store
-            .get(&self.owner, id)
-            .inspect_err(|e| tracing::warn!("could not read execution {id}: {e}"))
-            .ok()
-            .flatten()
-    }
-
-    pub fn by_key(&self, key: &str) -> Option<Record> {
-        self.store
-            .by_key(&self.owner, key)
-            .inspect_err(|e| tracing::warn!("could not read the executions by key: {e}"))
-            .ok()
-            .flatten()
-    }
-
-    pub fn list(&self) -> Vec<Record> {
-        self.store
-            .list(&self.owner)
-            .inspect_err(|e| tracing::warn!("could not list the recorded executions: {e}"))
-            .unwrap_or_default()
     }
 }
 

@@ -11,6 +11,7 @@ fn new(key: Option<&str>) -> NewExecution {
         timeout: Duration::from_secs(5),
         background: true,
         idempotency_key: key.map(str::to_owned),
+        task_id: None,
     }
 }
 

@@ -416,6 +416,46 @@ pub(super) async fn attach_session(
     }
 }
 
+impl Domain {
+    /// Writes a run's outputs into its cell, by the cell's id, as a run in the notebook does at
+    /// its end: through the notebook in use on `path` when there is one (so subscribers hear
+    /// of it), else through a document opened for this write alone (a run followed again after
+    /// a restart, or after the replica that ran it stopped).
+    pub async fn write_cell_outputs(
+        &self,
+        path: &str,
+        cell_id: &str,
+        outputs: Vec<serde_json::Value>,
+        execution_count: Option<i64>,
+    ) -> Result<(), Error> {
+        let edit = Edit::SetOutputs {
+            cell_id: cell_id.to_owned(),
+            outputs,
+            execution_count,
+        };
+        if let Some(in_use) = self.notebooks.all().into_iter().find(|n| n.path == path) {
+            in_use.apply(vec![edit]).await?;
+            return Ok(());
+        }
+        let document = open_document(
+            self.settings.document_backend,
+            self.documents_rest(),
+            path,
+            false,
+        )
+        .await?;
+        let written = document
+            .update(Box::new(move |_| Ok(vec![edit])))
+            .await
+            .map(|_| ());
+        // Our save proven (file) or our change confirmed by the room (live) before letting go.
+        let closed = document.close().await;
+        written?;
+        closed?;
+        Ok(())
+    }
+}
+
 /// Opens the notebook with the backend the operator chose; `auto` is live when the server offers
 /// real-time collaboration.
 async fn open_document(

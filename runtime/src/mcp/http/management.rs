@@ -7,7 +7,6 @@ use std::time::Duration;
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 use super::body::{json_response, read_body};
 use super::{Body, HttpContext, extension_routes};
@@ -167,11 +166,7 @@ impl HttpContext {
             arguments.insert("jupyter_token".into(), token.into());
         }
         // The tool's own path: the same capability gate, hooks and span as an MCP call.
-        let context = crate::tools::ToolContext {
-            domain: self.state.domain.clone(),
-            cancel: CancellationToken::new(),
-            progress: None,
-        };
+        let context = crate::tools::ToolContext::internal(self.state.domain.clone());
         let outcome = crate::dispatch::run(
             &self.state.tools,
             crate::tools::connect::NAME,

@@ -201,6 +201,7 @@ async fn run_cell(
         timeout,
         background: how.background,
         idempotency_key: how.idempotency_key,
+        task_id: None,
     };
     let (runner, in_use, cell) = (domain.clone(), in_use.clone(), cell.clone());
     let run = move |request| async move { runner.run_cell(&in_use, index, &cell, request).await };

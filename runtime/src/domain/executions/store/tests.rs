@@ -39,6 +39,8 @@ fn record(id: &str, started_ms: u64, ended: bool, key: Option<&str>) -> Record {
                 replaced: None,
             }),
         }),
+        runner: None,
+        task_id: None,
     }
 }
 
