@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -49,15 +50,21 @@ def write_notebook(path: Path, sources: list[str]) -> None:
     path.write_text(json.dumps(nb, indent=1))
 
 
-async def timed_calls(client, tool: str, arguments: dict, calls: int, warm_up: int, label: str) -> list[float]:
+def arguments_of(arguments) -> Callable[[int], dict]:
+    """A tool's arguments for call i: the same each time, or (a function) new each time."""
+    return arguments if callable(arguments) else (lambda _: arguments)
+
+
+async def timed_calls(client, tool: str, arguments, calls: int, warm_up: int, label: str) -> list[float]:
     """Seconds per call of `tool`, after `warm_up` untimed calls; every call must succeed."""
-    for _ in range(warm_up):
-        r = await client.call_tool(tool, arguments)
+    args_for = arguments_of(arguments)
+    for i in range(warm_up):
+        r = await client.call_tool(tool, args_for(i))
         assert not r.is_error, f"{label}: {r.content}"
     samples = []
-    for _ in range(calls):
+    for i in range(warm_up, warm_up + calls):
         started = time.perf_counter()
-        r = await client.call_tool(tool, arguments)
+        r = await client.call_tool(tool, args_for(i))
         samples.append(time.perf_counter() - started)
         assert not r.is_error, f"{label}: {r.content}"
     return samples
@@ -100,17 +107,18 @@ async def measure(command: str, args: list[str], env: dict, calls: int, tag: str
     params = StdioServerParameters(command=command, args=args, env=env)
     results: dict[str, list[float]] = {}
     async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
-        async def timed(name: str, tool: str, arguments: dict, n: int) -> None:
+        async def timed(name: str, tool: str, arguments, n: int) -> None:
             results[name] = await timed_calls(client, tool, arguments, n, warm_up=2, label=f"{tag} {tool}")
 
-        async def timed_edit(name: str, tool: str, arguments: dict, n: int) -> None:
+        async def timed_edit(name: str, tool: str, arguments, n: int) -> None:
             if floor is None:
                 await timed(name, tool, arguments, n)
                 return
+            args_for = arguments_of(arguments)
             samples, floors = [], []
             for i in range(n + 2):
                 started = time.perf_counter()
-                r = await client.call_tool(tool, arguments)
+                r = await client.call_tool(tool, args_for(i))
                 took = time.perf_counter() - started
                 assert not r.is_error, f"{tag} {tool}: {r.content}"
                 below = floor.sample()
@@ -128,8 +136,9 @@ async def measure(command: str, args: list[str], env: dict, calls: int, tag: str
         assert not r.is_error, r.content
         await timed_edit("insert_cell", "insert_cell",
                          {"cell_index": -1, "cell_type": "code", "cell_source": "y = 1"}, calls)
+        # A new source each call: an overwrite with the source the cell already has saves nothing.
         await timed_edit("overwrite_cell_source", "overwrite_cell_source",
-                         {"cell_index": 0, "cell_source": "1 + 2"}, calls)
+                         lambda i: {"cell_index": 0, "cell_source": f"1 + {i % 2 + 2}"}, calls)
         await timed("execute_cell (one line)", "execute_cell",
                     {"cell_index": 0, "stream": False}, max(3, calls // 3))
     return results
