@@ -16,7 +16,7 @@ import nbformat
 import pytest
 import websockets
 
-from conftest import RawStdio, client_for, joined, server_env, start_http_server
+from conftest import RawStdio, client_for, joined, server_binary, server_env, start_http_server
 from harness import peak_rss_mb, start_jupyter, stop_jupyter, wait_gone
 
 pytestmark = pytest.mark.anyio
@@ -326,3 +326,72 @@ async def test_full_disk_gives_a_clear_error_and_no_half_written_file(jupyter_se
             assert "y = 2" in path.read_text()
     finally:
         subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def fd_flags(pid: int, fd: int) -> int:
+    line = next(l for l in open(f"/proc/{pid}/fdinfo/{fd}") if l.startswith("flags:"))
+    return int(line.split()[1], 8)
+
+
+O_NONBLOCK = 0o4000
+
+
+def test_stdio_over_socket_pairs_and_streams_left_as_they_were(jupyter_server, tmp_path):
+    """Clients built on libuv (Node) start a server with socket pairs, not pipes: requests are
+    answered over them, garbage gets a parse error, and closing stdin ends the server cleanly.
+    Pipes and sockets are polled non-blocking; stdout to a file shared with others (as a
+    terminal would be) is left blocking, as the server found it."""
+    args = [server_binary(), "start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token]
+    ours_in, theirs_in = socket.socketpair()
+    ours_out, theirs_out = socket.socketpair()
+    process = subprocess.Popen(args, stdin=theirs_in.fileno(), stdout=theirs_out.fileno(),
+                               stderr=subprocess.DEVNULL, env=server_env())
+    theirs_in.close()
+    theirs_out.close()
+    try:
+        ours_out.settimeout(60)
+        pending = b""
+
+        def answer(message: bytes) -> dict:
+            nonlocal pending
+            ours_in.sendall(message + b"\n")
+            while b"\n" not in pending:
+                chunk = ours_out.recv(65536)
+                assert chunk, "the server closed stdout"
+                pending += chunk
+            line, pending = pending.split(b"\n", 1)
+            return json.loads(line)
+
+        hello = answer(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "pair", "version": "0"}}}).encode())
+        assert hello["id"] == 1 and "serverInfo" in hello["result"], hello
+        assert answer(b"{not json")["error"]["code"] == -32700
+        for fd in (0, 1):
+            assert fd_flags(process.pid, fd) & O_NONBLOCK, f"fd {fd} is not polled"
+        ours_in.close()
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    with open(tmp_path / "stdout.txt", "wb") as stdout:
+        process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.DEVNULL,
+                                   env=server_env())
+        try:
+            process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "file", "version": "0"}}}).encode() + b"\n")
+            process.stdin.flush()
+            deadline = time.monotonic() + 60
+            while b'"id":7' not in (tmp_path / "stdout.txt").read_bytes():
+                assert time.monotonic() < deadline, "no answer to initialize in the file"
+                time.sleep(0.05)
+            assert fd_flags(process.pid, 0) & O_NONBLOCK, "the pipe on stdin is not polled"
+            assert not fd_flags(process.pid, 1) & O_NONBLOCK, "the file on stdout was made non-blocking"
+            process.stdin.close()
+            assert process.wait(timeout=60) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()

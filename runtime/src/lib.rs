@@ -558,7 +558,8 @@ async fn serve(
 ) -> Result<(), RunError> {
     match transport {
         Transport::Stdio => {
-            let stdio = mcp::stdio::filtered(tokio::io::stdin(), tokio::io::stdout());
+            let (input, output) = mcp::stdio::standard_streams();
+            let stdio = mcp::stdio::filtered(input, output);
             // The one line a person starting us by hand looks for: everything is up.
             tracing::info!("serving MCP on stdio");
             let service = mcp::McpServer::new(state)

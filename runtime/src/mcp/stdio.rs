@@ -5,6 +5,9 @@
 //! those itself; everything else goes to rmcp unchanged. Both writers share one task, so a reply
 //! line is never interleaved with another.
 
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileTypeExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +68,87 @@ impl Shape {
     fn is_answer(line: &str) -> bool {
         serde_json::from_str::<Shape>(line).is_ok_and(|shape| shape.method.is_none())
     }
+}
+
+/// Where requests come from (stdin).
+pub type Input = Box<dyn AsyncRead + Unpin + Send>;
+/// Where answers go (stdout).
+pub type Output = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// Stdin and stdout as the server reads and writes them. MCP clients start a server with pipes
+/// (or, from libuv programs such as Node, socket pairs) on both: those are polled on the
+/// runtime's own threads, non-blocking, which spares every message a hop through tokio's
+/// blocking pool each way (its `stdin`/`stdout` hand each read and write to a pool thread). A
+/// terminal or a file keeps tokio's `stdin`/`stdout`: making it non-blocking would change it
+/// for every other process sharing it (a shell). The descriptions of a client's pipes are ours
+/// alone (the embedded Jupyter gets neither: `jupyter::launcher`).
+pub fn standard_streams() -> (Input, Output) {
+    let input = polled(std::io::stdin().as_fd().try_clone_to_owned(), |fd, kind| {
+        Ok(match kind {
+            Kind::Pipe => Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?) as Input,
+            Kind::Socket => Box::new(socket(fd)?) as Input,
+        })
+    })
+    .unwrap_or_else(|| Box::new(tokio::io::stdin()));
+    let output = polled(
+        std::io::stdout().as_fd().try_clone_to_owned(),
+        |fd, kind| {
+            Ok(match kind {
+                Kind::Pipe => {
+                    Box::new(tokio::net::unix::pipe::Sender::from_owned_fd(fd)?) as Output
+                }
+                Kind::Socket => Box::new(socket(fd)?) as Output,
+            })
+        },
+    )
+    .unwrap_or_else(|| Box::new(tokio::io::stdout()));
+    (input, output)
+}
+
+enum Kind {
+    Pipe,
+    Socket,
+}
+
+/// A copy of a standard stream's descriptor opened as `open` says for a pipe or a socket, or
+/// none (anything else, or a failure, which leaves the stream blocking as it was).
+fn polled<T>(
+    fd: std::io::Result<OwnedFd>,
+    open: impl FnOnce(OwnedFd, Kind) -> std::io::Result<T>,
+) -> Option<T> {
+    let file = File::from(fd.ok()?);
+    let kind = file.metadata().ok()?.file_type();
+    let kind = if kind.is_fifo() {
+        Kind::Pipe
+    } else if kind.is_socket() {
+        Kind::Socket
+    } else {
+        return None;
+    };
+    // Kept to put the stream back in blocking mode should registering it fail half-way.
+    let keep = file.try_clone().ok()?;
+    match open(OwnedFd::from(file), kind) {
+        Ok(opened) => Some(opened),
+        Err(e) => {
+            tracing::debug!("stdio stays on tokio's blocking streams: {e}");
+            let _ = make_blocking(&keep);
+            None
+        }
+    }
+}
+
+/// A stream socket on a standard stream (a socket pair from the client), non-blocking.
+fn socket(fd: OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
+    let stream = std::os::unix::net::UnixStream::from(fd);
+    stream.set_nonblocking(true)?;
+    tokio::net::UnixStream::from_std(stream)
+}
+
+/// Clears O_NONBLOCK on the stream `file` is a copy of.
+fn make_blocking(file: &File) -> nix::Result<()> {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    let flags = OFlag::from_bits_truncate(fcntl(file, FcntlArg::F_GETFL)?);
+    fcntl(file, FcntlArg::F_SETFL(flags - OFlag::O_NONBLOCK)).map(drop)
 }
 
 /// The two ends rmcp serves on, and the task writing its replies out.
