@@ -432,3 +432,43 @@ async def test_an_unreachable_store_stops_the_start_clearly(jupyter_server, tmp_
     assert "Redis" in stderr and f"127.0.0.1:{port}" in stderr, stderr
     assert "state store" in stderr.lower(), stderr
     assert password not in stderr, stderr
+
+
+async def test_in_hub_mode_a_users_run_on_a_killed_replica_is_followed_by_the_other(tmp_path, redis):
+    """Two replicas in Hub mode (a real JupyterHub, each user on their own server) on one Redis:
+    a user's background run started through A is read through B; A killed, B, which the user
+    reaches next, follows the run again on the user's server and it ends with every output.
+    Another user's calls see nothing of it."""
+    from harness import start_hub, stop_hub
+    from test_hub import hub_client, proxy_bin
+
+    hub = start_hub(tmp_path / "hub", proxy_bin())
+    a = b = None
+    try:
+        for user in ("frank", "grace"):
+            hub.add_user(user)
+        frank, _ = hub.new_token("frank")
+        grace, _ = hub.new_token("grace")
+        args = ["start", "--jupyterhub-url", hub.url, "--state-store", redis.url()]
+        a = start_http_server(args, hub_mode=True, log_dir=tmp_path)
+        b = start_http_server(args, hub_mode=True, log_dir=tmp_path)
+        async with hub_client(a.mcp_url, frank) as client_a:
+            execution_id = await started(client_a, "execute_code", timeout=120,
+                                         code="import time\nprint('hub-before', flush=True)\ntime.sleep(8)\nprint('hub-after')")
+            async with hub_client(b.mcp_url, frank) as client_b:
+                await until_shows(client_b, execution_id, "hub-before", within=60)
+        killed(a)
+        async with hub_client(b.mcp_url, frank) as client_b:
+            state, text = await until_ended(client_b, execution_id, within=60)
+            assert state == "finished", text
+            assert "hub-before" in text and "hub-after" in text, text
+        async with hub_client(b.mcp_url, grace) as client_grace:
+            theirs = await client_grace.call_tool("get_execution", {"execution_id": execution_id})
+            assert theirs.is_error, joined(theirs)
+            assert "hub-" not in joined(theirs), joined(theirs)
+            assert execution_id not in joined(await call(client_grace, "list_executions"))
+    finally:
+        for server in (b, a):
+            if server:
+                server.stop()
+        stop_hub(hub)

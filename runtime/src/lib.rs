@@ -347,11 +347,21 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if let Some(store) = store.clone() {
         // Before anything else connects to a kernel: the Jupyter Server drops a closed socket's
         // kept messages once another session connects.
-        if state.hub.is_none() {
-            domain.resume_executions().await;
-            if store.shared() {
-                watch_left_runs(domain.clone());
+        match &state.hub {
+            None => {
+                domain.resume_executions().await;
+                if store.shared() {
+                    let domain = domain.clone();
+                    watch_left_runs(move || vec![domain.clone()]);
+                }
             }
+            // Each user's records are followed in that user's domain, made when the user first
+            // calls this replica (as a client does once its replica is gone).
+            Some(hub) if store.shared() => {
+                let users = hub.users.clone();
+                watch_left_runs(move || users.all());
+            }
+            Some(_) => {}
         }
         keep_store(store);
     }
@@ -488,14 +498,17 @@ fn open_shared_store(settings: &config::SharedStoreSettings) -> Result<Records, 
 const LEFT_RUNS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// With a shared store: runs whose replica stopped are followed again here (or ended lost), by
-/// whichever replica claims each first.
-fn watch_left_runs(domain: Arc<Domain>) {
+/// whichever replica claims each first, in each of the `domains` (the server's, or in Hub mode
+/// every user's this replica has served).
+fn watch_left_runs(domains: impl Fn() -> Vec<Arc<Domain>> + Send + 'static) {
     tokio::spawn(async move {
         let mut every = tokio::time::interval(LEFT_RUNS_EVERY);
         every.tick().await;
         loop {
             every.tick().await;
-            domain.resume_executions().await;
+            for domain in domains() {
+                domain.resume_executions().await;
+            }
         }
     });
 }
