@@ -370,8 +370,13 @@ class Resp:
     parsed into bytes, ints, lists and None."""
 
     def __init__(self, port: int, password: str | None = None, username: str | None = None,
-                 timeout: float = 10):
+                 timeout: float = 10, ca: Path | None = None):
         self.socket = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if ca is not None:
+            import ssl
+
+            self.socket = ssl.create_default_context(cafile=str(ca)).wrap_socket(
+                self.socket, server_hostname="127.0.0.1")
         self.reader = self.socket.makefile("rb")
         if password is not None:
             self.call("AUTH", *([username] if username else []), password)
@@ -433,11 +438,13 @@ class Redis:
     tmp_path; a password, when given, only in a 0600 config file (never on its argv)."""
 
     def __init__(self, binary: str, root: Path, password: str | None = None,
-                 users: dict[str, str] | None = None):
+                 users: dict[str, str] | None = None, tls: bool = False):
         root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.password = password
+        # With `tls`: TLS only, under a certificate for 127.0.0.1 from a CA of its own (self.ca).
+        self.ca = tls_certificates(root) if tls else None
         self.log = root / "redis.log"
         config = root / "redis.conf"
         lines = [f"requirepass {password}"] if password else []
@@ -446,8 +453,13 @@ class Redis:
         descriptor = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w") as f:
             f.write("".join(line + "\n" for line in lines))
+        ports = ["--port", str(self.port)]
+        if self.ca:
+            ports = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(root / "server.pem"),
+                     "--tls-key-file", str(root / "server.key"), "--tls-ca-cert-file", str(self.ca),
+                     "--tls-auth-clients", "no"]
         self.process = subprocess.Popen(
-            [binary, str(config), "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+            [binary, str(config), "--bind", "127.0.0.1", *ports, "--save", "",
              "--appendonly", "no", "--dir", str(root), "--daemonize", "no", "--protected-mode", "yes"],
             stdin=subprocess.DEVNULL, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30
@@ -464,10 +476,10 @@ class Redis:
             time.sleep(0.05)
 
     def url(self, db: int | None = None) -> str:
-        return f"redis://{self.host}" + (f"/{db}" if db is not None else "")
+        return f"{'rediss' if self.ca else 'redis'}://{self.host}" + (f"/{db}" if db is not None else "")
 
     def connect(self, db: int = 0) -> Resp:
-        connection = Resp(self.port, self.password)
+        connection = Resp(self.port, self.password, ca=self.ca)
         if db:
             connection.call("SELECT", db)
         return connection
@@ -499,3 +511,19 @@ class Redis:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
+
+
+def tls_certificates(root: Path) -> Path:
+    """A CA of its own and a server certificate for 127.0.0.1 it signed (server.pem, server.key)
+    in `root`, made with openssl; returns the CA's certificate."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=root, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test CA",
+            "-keyout", "ca.key", "-out", "ca.pem")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key",
+            "-out", "server.csr")
+    (root / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-extfile", "san.ext", "-out", "server.pem")
+    return root / "ca.pem"

@@ -86,6 +86,16 @@ async def until_ended(client, execution_id, within: float):
             return state, text
 
 
+async def begun_on_a_seen_on_b(a, b, code: str, shown: str) -> str:
+    """A background execute_code started through A, once B shows its output `shown` (so the
+    store holds it): its execution id."""
+    async with http_client(a, "auto") as client_a:
+        execution_id = await started(client_a, "execute_code", timeout=120, code=code)
+        async with http_client(b, "auto") as client_b:
+            await until_shows(client_b, execution_id, shown, within=30)
+    return execution_id
+
+
 def refused_start(jupyter, tmp_path: Path, *extra: str, env: dict[str, str] | None = None,
                   within: float = 60) -> str:
     """A start that must end on its own, non-zero, before serving; its stderr."""
@@ -195,12 +205,8 @@ async def test_a_replica_killed_mid_run_is_noticed_and_its_run_followed_again(ju
     a = replica(jupyter_server, tmp_path, "a", redis.url())
     b = replica(jupyter_server, tmp_path, "b", redis.url())
     try:
-        async with http_client(a, "auto") as client_a:
-            execution_id = await started(client_a, "execute_code", timeout=120,
-                                         code="import time\nprint('line-before', flush=True)\ntime.sleep(6)\nprint('line-after')")
-            async with http_client(b, "auto") as client_b:
-                # Once B shows the first output, the store has it.
-                await until_shows(client_b, execution_id, "line-before", within=30)
+        execution_id = await begun_on_a_seen_on_b(
+            a, b, "import time\nprint('line-before', flush=True)\ntime.sleep(6)\nprint('line-after')", "line-before")
         killed(a)
         async with http_client(b, "auto") as client_b:
             state, text = await until_ended(client_b, execution_id, within=45)
@@ -256,11 +262,8 @@ async def test_a_run_of_a_killed_replica_whose_kernel_is_gone_is_reported_lost(j
     a = replica(jupyter_server, tmp_path, "a", redis.url())
     b = replica(jupyter_server, tmp_path, "b", redis.url())
     try:
-        async with http_client(a, "auto") as client_a:
-            execution_id = await started(client_a, "execute_code", timeout=120,
-                                         code="import time\nprint('line-started', flush=True)\ntime.sleep(60)")
-            async with http_client(b, "auto") as client_b:
-                await until_shows(client_b, execution_id, "line-started", within=30)
+        execution_id = await begun_on_a_seen_on_b(
+            a, b, "import time\nprint('line-started', flush=True)\ntime.sleep(60)", "line-started")
         run_kernels = kernels(jupyter_server) - before
         assert run_kernels, "the run's kernel is not among the Jupyter Server's kernels"
         killed(a)
@@ -390,6 +393,34 @@ async def test_the_store_password_comes_from_the_environment_and_is_never_logged
         for server in (a, b):
             assert password.encode() not in Path(f"/proc/{server.process.pid}/cmdline").read_bytes()
             assert password not in log_of(server), "the store's password is in the server's log"
+    finally:
+        for server in (b, a):
+            if server:
+                server.stop()
+        store.stop()
+
+
+async def test_a_store_over_tls_is_used_with_the_ca_the_operator_trusts(jupyter_server, tmp_path):
+    """rediss://: a Redis speaking TLS only, its certificate from a private CA. Two replicas
+    trusting that CA (SSL_CERT_FILE, as for any program using the system's roots) share their
+    records over TLS; a replica that does not trust it is refused at start, saying so."""
+    store = Redis(redis_binary(), tmp_path / "redis", tls=True)
+    a = b = None
+    try:
+        assert store.url().startswith("rediss://")
+        trusting = {"SSL_CERT_FILE": str(store.ca)}
+        stderr = refused_start(jupyter_server, tmp_path, "--state-store", store.url())
+        assert "state store" in stderr.lower() and store.host in stderr, stderr
+        assert "SSL_CERT_FILE" in stderr, stderr
+        assert not store.contents(), "a refused start wrote to the store"
+
+        a = replica(jupyter_server, tmp_path, "a", store.url(), env=trusting)
+        b = replica(jupyter_server, tmp_path, "b", store.url(), env=trusting)
+        async with http_client(a, "auto") as client_a, http_client(b, "auto") as client_b:
+            execution_id = await started(client_a, "execute_code", code="print('over tls')")
+            state, text = await until_ended(client_b, execution_id, within=60)
+            assert state == "finished" and "over tls" in text, text
+        assert any(key.startswith(PREFIX) for key in store.contents()), "nothing in the store"
     finally:
         for server in (b, a):
             if server:

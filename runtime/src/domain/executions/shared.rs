@@ -243,10 +243,18 @@ fn explain(error: &redis::RedisError) -> String {
         ]
         .iter()
         .any(|word| text.contains(word));
+    let untrusted = ["certificate", "UnknownIssuer", "NotValidForName"]
+        .iter()
+        .any(|word| text.contains(word));
     if auth {
         format!(
             "{text}: Redis refused the sign-in; give its password in \
              JUPYTER_MCP_STATE_STORE_PASSWORD (and its user in JUPYTER_MCP_STATE_STORE_USERNAME)"
+        )
+    } else if untrusted {
+        format!(
+            "{text}: the store's TLS certificate is not trusted here; add the CA that signed it \
+             to the system's roots, or point SSL_CERT_FILE at it"
         )
     } else {
         text
@@ -556,6 +564,16 @@ mod tests {
             result: Err(crate::domain::Error::Failed("x".into())),
         });
         assert_eq!(ttl(&record, Duration::from_secs(3600)), 3_600_000);
+    }
+
+    #[test]
+    fn an_untrusted_certificate_says_how_to_trust_it() {
+        let error = redis::RedisError::from((
+            redis::ErrorKind::Io,
+            "invalid peer certificate: UnknownIssuer",
+        ));
+        let text = explain(&error);
+        assert!(text.contains("SSL_CERT_FILE"), "{text}");
     }
 
     #[test]
