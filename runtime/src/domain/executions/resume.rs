@@ -125,7 +125,8 @@ impl Domain {
                         if let Err(e) = written {
                             tracing::warn!(
                                 execution = %execution.id,
-                                "the outputs of a run followed again could not be written into                                  cell {cell_id} of '{path}': {e}"
+                                "the outputs of a run followed again could not be written into \
+                                 cell {cell_id} of '{path}': {e}"
                             );
                         }
                     }
