@@ -197,50 +197,55 @@ impl Scope {
     }
 
     pub fn get(&self, id: &str) -> Option<Record> {
-        self.store
-            .get(&self.owner, id)
-            .inspect_err(|e| tracing::warn!("could not read execution {id}: {e}"))
-            .ok()
-            .flatten()
+        or_logged(
+            self.store.get(&self.owner, id),
+            format_args!("read execution {id}"),
+        )
     }
 
     pub fn by_key(&self, key: &str) -> Option<Record> {
-        self.store
-            .by_key(&self.owner, key)
-            .inspect_err(|e| tracing::warn!("could not read the executions by key: {e}"))
-            .ok()
-            .flatten()
+        or_logged(
+            self.store.by_key(&self.owner, key),
+            format_args!("read the executions by key"),
+        )
     }
 
     pub fn list(&self) -> Vec<Record> {
-        self.store
-            .list(&self.owner)
-            .inspect_err(|e| tracing::warn!("could not list the recorded executions: {e}"))
-            .unwrap_or_default()
+        or_logged(
+            self.store.list(&self.owner),
+            format_args!("list the recorded executions"),
+        )
     }
 
     pub fn by_task(&self, task_id: &str) -> Option<Record> {
-        self.store
-            .by_task(&self.owner, task_id)
-            .inspect_err(|e| tracing::warn!("could not read the execution of task {task_id}: {e}"))
-            .ok()
-            .flatten()
+        or_logged(
+            self.store.by_task(&self.owner, task_id),
+            format_args!("read the execution of task {task_id}"),
+        )
     }
 
     pub fn running(&self) -> Vec<Record> {
-        self.store
-            .running(&self.owner)
-            .inspect_err(|e| tracing::warn!("could not list the running executions: {e}"))
-            .unwrap_or_default()
+        or_logged(
+            self.store.running(&self.owner),
+            format_args!("list the running executions"),
+        )
     }
 
     /// [`Records::claim_key`]; a store that cannot answer lets the run go ahead (durability
     /// lost, never the call).
     pub fn claim_key(&self, key: &str, record: &Record) -> Option<Record> {
-        self.store
-            .claim_key(&self.owner, key, record)
-            .inspect_err(|e| tracing::warn!("could not claim the idempotency key: {e}"))
-            .ok()
-            .flatten()
+        or_logged(
+            self.store.claim_key(&self.owner, key, record),
+            format_args!("claim the idempotency key"),
+        )
     }
+}
+
+/// A store's answer, or, when it failed, nothing (the failure logged as "could not `what`"): a
+/// store that cannot answer costs durability, never the call.
+fn or_logged<T: Default>(answer: Result<T, StoreError>, what: std::fmt::Arguments<'_>) -> T {
+    answer.unwrap_or_else(|e| {
+        tracing::warn!("could not {what}: {e}");
+        T::default()
+    })
 }
