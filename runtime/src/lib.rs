@@ -133,10 +133,8 @@ fn refuse_guests(config: &Config) -> Result<(), RunError> {
 /// (its kernels and, if it started one, the Jupyter Server).
 pub async fn run(config: Config) -> Result<(), RunError> {
     // Settings that refuse to serve are refused before anything (guests, Jupyter) is started.
-    let store = match &config.state_store {
-        Some(shared) => Some(open_shared_store(shared)?),
-        None => config.state.clone().and_then(open_store),
-    };
+    let store = domain::executions::upkeep::open(config.state.clone(), config.state_store.as_ref())
+        .map_err(RunError::StateStore)?;
     let hub = match &config.jupyter {
         JupyterSource::Hub(endpoints) => Some(endpoints.clone()),
         _ => None,
@@ -352,18 +350,18 @@ pub async fn run(config: Config) -> Result<(), RunError> {
                 domain.resume_executions().await;
                 if store.shared() {
                     let domain = domain.clone();
-                    watch_left_runs(move || vec![domain.clone()]);
+                    domain::executions::upkeep::watch_left_runs(move || vec![domain.clone()]);
                 }
             }
             // Each user's records are followed in that user's domain, made when the user first
             // calls this replica (as a client does once its replica is gone).
             Some(hub) if store.shared() => {
                 let users = hub.users.clone();
-                watch_left_runs(move || users.all());
+                domain::executions::upkeep::watch_left_runs(move || users.all());
             }
             Some(_) => {}
         }
-        keep_store(store);
+        domain::executions::upkeep::keep(store);
     }
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
@@ -461,96 +459,6 @@ async fn pull_components(
     }
     wasm_config.extensions = kept;
     pulled
-}
-
-type Records = Arc<dyn domain::executions::records::Records>;
-
-/// The execution store, or none (memory only) when it cannot be used; the reason is logged.
-fn open_store(settings: config::StateSettings) -> Option<Records> {
-    let dir = settings.dir.display().to_string();
-    match domain::executions::store::Store::open(settings) {
-        Ok(store) => {
-            tracing::info!("execution records are kept in {}", store.path().display());
-            Some(Arc::new(store))
-        }
-        Err(e) => {
-            tracing::warn!(
-                "{e}; execution records are kept in memory only, so a restart forgets them \
-                 (the state directory was {dir})"
-            );
-            None
-        }
-    }
-}
-
-/// The Redis the replicas share, or the reason it cannot be used (the server does not start).
-fn open_shared_store(settings: &config::SharedStoreSettings) -> Result<Records, RunError> {
-    let store =
-        domain::executions::shared::SharedStore::connect(settings).map_err(RunError::StateStore)?;
-    tracing::info!(
-        "execution records are kept in {}, shared with every replica using it",
-        domain::executions::records::Records::place(&store)
-    );
-    Ok(Arc::new(store))
-}
-
-/// How often a replica looks for runs another one left (its liveness mark expired).
-const LEFT_RUNS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// With a shared store: runs whose replica stopped are followed again here (or ended lost), by
-/// whichever replica claims each first, in each of the `domains` (the server's, or in Hub mode
-/// every user's this replica has served).
-fn watch_left_runs(domains: impl Fn() -> Vec<Arc<Domain>> + Send + 'static) {
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(LEFT_RUNS_EVERY);
-        every.tick().await;
-        loop {
-            every.tick().await;
-            for domain in domains() {
-                domain.resume_executions().await;
-            }
-        }
-    });
-}
-
-/// How often the execution store is pruned (retention and size) while the server runs (a
-/// prune commits with immediate durability, so it flushes too).
-const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// How often records written since are flushed to the disk (`Store::sync`): the most a power
-/// cut can lose.
-const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
-fn keep_store(store: Records) {
-    let syncing = store.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(SYNC_EVERY);
-        loop {
-            every.tick().await;
-            let store = syncing.clone();
-            match tokio::task::spawn_blocking(move || store.sync()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!("could not flush the execution store: {e}"),
-                Err(e) => tracing::warn!("the execution store's flush failed: {e}"),
-            }
-        }
-    });
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(PRUNE_EVERY);
-        every.tick().await; // opening pruned it
-        loop {
-            every.tick().await;
-            let store = store.clone();
-            let pruned =
-                tokio::task::spawn_blocking(move || store.prune(std::time::SystemTime::now()))
-                    .await;
-            match pruned {
-                Ok(Ok(pruned)) => tracing::debug!(?pruned, "execution store pruned"),
-                Ok(Err(e)) => tracing::warn!("could not prune the execution store: {e}"),
-                Err(e) => tracing::warn!("the execution store's pruning failed: {e}"),
-            }
-        }
-    });
 }
 
 /// Resolves only when the guests have all loaded and the operator's settings name something

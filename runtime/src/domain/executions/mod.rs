@@ -15,6 +15,7 @@ pub mod resume;
 pub mod shared;
 mod state;
 pub mod store;
+pub mod upkeep;
 
 pub use state::{Place, State};
 
@@ -476,12 +477,7 @@ impl Executions {
             }
         };
         if let Some(record) = earlier {
-            let foreign = self.foreign(&record);
-            return Begun::Repeated(Arc::new(Execution::restored(
-                record,
-                self.scope.clone(),
-                foreign,
-            )));
+            return Begun::Repeated(self.read(record));
         }
         if let Some(key) = key {
             table.by_key.insert(key, id.clone());
@@ -519,23 +515,13 @@ impl Executions {
                 .and_then(|id| table.by_id.get(id))
                 .cloned()
         };
-        found.or_else(|| self.read(self.scope.as_ref()?.by_key(key)?))
+        found.or_else(|| Some(self.read(self.scope.as_ref()?.by_key(key)?)))
     }
 
-    /// A record read from the store, as an execution this process does not run.
-    fn read(&self, record: Record) -> Option<Arc<Execution>> {
-        let foreign = self.foreign(&record);
-        Some(Arc::new(Execution::restored(
-            record,
-            self.scope.clone(),
-            foreign,
-        )))
-    }
-
-    /// Whether a stored record not in memory is run by another process: every running one
-    /// (this process follows what it runs from memory).
-    fn foreign(&self, record: &Record) -> bool {
-        record.end.is_none()
+    /// A record read from the store, as an execution this process does not run (it follows
+    /// what it runs from memory): a running one is foreign.
+    fn read(&self, record: Record) -> Arc<Execution> {
+        Arc::new(Execution::restored(record, self.scope.clone(), true))
     }
 
     /// The execution the MCP task `task_id` ran, if one did.
@@ -548,7 +534,7 @@ impl Executions {
                 .find(|e| e.task_id.as_deref() == Some(task_id))
                 .cloned()
         };
-        found.or_else(|| self.read(self.scope.as_ref()?.by_task(task_id)?))
+        found.or_else(|| Some(self.read(self.scope.as_ref()?.by_task(task_id)?)))
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Execution>> {
@@ -556,7 +542,7 @@ impl Executions {
             let table = self.table.lock().expect("executions lock");
             table.by_id.get(id).cloned()
         };
-        found.or_else(|| self.read(self.scope.as_ref()?.get(id)?))
+        found.or_else(|| Some(self.read(self.scope.as_ref()?.get(id)?)))
     }
 
     /// Every remembered execution, oldest first: the store's, and those in memory.
@@ -567,7 +553,7 @@ impl Executions {
             .iter()
             .flat_map(Scope::list)
             .filter(|record| !table.by_id.contains_key(&record.id))
-            .filter_map(|record| self.read(record))
+            .map(|record| self.read(record))
             .collect();
         listed.extend(
             table
