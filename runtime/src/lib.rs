@@ -11,6 +11,7 @@ pub mod config;
 pub mod confirm;
 pub mod dispatch;
 pub mod domain;
+pub mod hex;
 pub mod hooks;
 pub mod jupyter;
 pub mod mcp;
@@ -480,11 +481,11 @@ async fn serve(
     match transport {
         Transport::Stdio => {
             let (input, output) = mcp::stdio::standard_streams();
-            let stdio = mcp::stdio::filtered(input, output);
+            let stdio = mcp::stdio::transport(input, output);
             // The one line a person starting us by hand looks for: everything is up.
             tracing::info!("serving MCP on stdio");
             let service = mcp::McpServer::new(state)
-                .serve((stdio.input, stdio.output))
+                .serve(stdio.transport)
                 .await
                 .map_err(|e| RunError::Transport(e.to_string()))?;
             let served = service
@@ -492,8 +493,9 @@ async fn serve(
                 .await
                 .map_err(|e| RunError::Transport(e.to_string()));
             tracing::info!("stdin closed; shutting down");
-            // Every reply rmcp produced reaches stdout before we go.
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stdio.writer).await;
+            // rmcp's replies are out once it is done; our own answers follow before we go.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), stdio.answers_written)
+                .await;
             served.map(drop)
         }
         Transport::StreamableHttp => Ok(mcp::http::serve(state, stop).await?),

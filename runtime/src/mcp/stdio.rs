@@ -1,9 +1,8 @@
-//! MCP over stdio: newline-delimited JSON-RPC on stdin/stdout.
+//! MCP over stdio: newline-delimited JSON-RPC on stdin/stdout, as rmcp's transport.
 //!
-//! rmcp silently drops a line that is not JSON; JSON-RPC asks for a parse error (-32700, id null)
-//! instead, so a client that sent garbage learns it. Lines pass through a small filter that answers
-//! those itself; everything else goes to rmcp unchanged. Both writers share one task, so a reply
-//! line is never interleaved with another.
+//! rmcp's own stdio transport silently drops a line that is not JSON; JSON-RPC asks for a parse
+//! error (-32700, id null) instead, so a client that sent garbage learns it. Ours answers those
+//! itself, bounds the requests rmcp holds at once, and writes every line whole.
 
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
@@ -11,7 +10,11 @@ use std::os::unix::fs::FileTypeExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
+use rmcp::RoleServer;
+use rmcp::model::{ClientNotification, JsonRpcMessage};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Semaphore, mpsc};
 
 /// Largest request line we accept; longer lines are answered with an error and skipped (without
@@ -27,7 +30,7 @@ const MAX_IN_FLIGHT: usize = 256;
 /// answered must not stop stdin for good.
 const IN_FLIGHT_WAIT: Duration = Duration::from_secs(5);
 
-/// The requests rmcp has read and not yet answered, counted by the lines going in and out.
+/// The requests rmcp has read and not yet answered, counted by the messages going in and out.
 struct InFlight(Semaphore);
 
 impl InFlight {
@@ -35,8 +38,10 @@ impl InFlight {
         InFlight(Semaphore::new(MAX_IN_FLIGHT))
     }
 
-    async fn enter(&self) {
-        match tokio::time::timeout(IN_FLIGHT_WAIT, self.0.acquire()).await {
+    /// Takes a place, waiting for one until `deadline` at the most. Cancel-safe: a wait given
+    /// up takes nothing.
+    async fn enter_by(&self, deadline: tokio::time::Instant) {
+        match tokio::time::timeout_at(deadline, self.0.acquire()).await {
             Ok(Ok(place)) => place.forget(),
             _ => tracing::debug!(
                 "{MAX_IN_FLIGHT} requests unanswered for {IN_FLIGHT_WAIT:?}; reading on"
@@ -50,23 +55,6 @@ impl InFlight {
         if self.0.available_permits() < MAX_IN_FLIGHT {
             self.0.add_permits(1);
         }
-    }
-}
-
-/// Whether a JSON-RPC line is a request, a notification or an answer (by its `method` and `id`).
-#[derive(serde::Deserialize)]
-struct Shape {
-    method: Option<String>,
-    id: Option<serde::de::IgnoredAny>,
-}
-
-impl Shape {
-    fn of(message: &serde_json::Value) -> Option<Shape> {
-        serde::Deserialize::deserialize(message).ok()
-    }
-
-    fn is_answer(line: &str) -> bool {
-        serde_json::from_str::<Shape>(line).is_ok_and(|shape| shape.method.is_none())
     }
 }
 
@@ -151,150 +139,259 @@ fn make_blocking(file: &File) -> nix::Result<()> {
     fcntl(file, FcntlArg::F_SETFL(flags - OFlag::O_NONBLOCK)).map(drop)
 }
 
-/// The two ends rmcp serves on, and the task writing its replies out.
-pub struct FilteredStdio {
-    pub input: DuplexStream,
-    pub output: DuplexStream,
-    /// Ends once every reply rmcp wrote has reached `output`.
-    pub writer: tokio::task::JoinHandle<()>,
+/// Where every line to the client goes: rmcp's replies and our own answers, one whole line
+/// (a single write when the pipe has room) at a time.
+type SharedOutput = Arc<tokio::sync::Mutex<Output>>;
+
+/// rmcp's transport on stdin and stdout, with no task or buffer between them and rmcp: the
+/// service loop reads stdin itself and each reply is written by the task that sends it. (A
+/// filter in front of rmcp's own transport cost every call two more task hops and three more
+/// JSON parses.) Lines rmcp would drop without a word get an answer here: a parse error
+/// (-32700) for a line that is not JSON, an invalid request (-32600, with the request's id when
+/// it has one) for JSON that is not an MCP message.
+pub struct StdioTransport {
+    lines: LineReader,
+    output: SharedOutput,
+    in_flight: Arc<InFlight>,
+    /// A request read and waiting, until the deadline, for a place among those in flight.
+    waiting: Option<(RxJsonRpcMessage<RoleServer>, tokio::time::Instant)>,
+    /// Our own answers, written in order by their own task so that `receive` never stops
+    /// half-way through a write.
+    answers: mpsc::Sender<String>,
+    /// An answer made while that queue was full (a client flooding garbage without reading).
+    unsent: Option<String>,
 }
 
-/// Builds the two ends rmcp serves on, fed from `input` and written to `output`.
-pub fn filtered<R, W>(input: R, output: W) -> FilteredStdio
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let (rmcp_in, mut to_rmcp) = tokio::io::duplex(1 << 20);
-    let (from_rmcp, rmcp_out) = tokio::io::duplex(1 << 20);
+/// The transport, and the task writing our own answers, which ends once every answer made
+/// before the transport was dropped is out.
+pub struct Stdio {
+    pub transport: StdioTransport,
+    pub answers_written: tokio::task::JoinHandle<()>,
+}
+
+/// Serves MCP on `input` and `output`.
+pub fn transport(input: Input, output: Output) -> Stdio {
+    let output: SharedOutput = Arc::new(tokio::sync::Mutex::new(output));
     // Bounded: a client flooding garbage without reading our answers is slowed down, not
     // allowed to grow our memory.
-    let (errors_tx, errors_rx) = mpsc::channel::<String>(256);
-    let in_flight = Arc::new(InFlight::new());
-    let answered = in_flight.clone();
-    tokio::spawn(async move {
-        let mut reader = BufReader::new(input);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match read_bounded_line(&mut reader, &mut line).await {
-                Ok(LineRead::Eof) => break,
-                Ok(LineRead::TooLong) => {
-                    let _ = errors_tx
-                        .send(parse_error(&format!(
-                            "request line longer than {MAX_LINE_BYTES} bytes"
-                        )))
-                        .await;
-                    continue;
-                }
-                Ok(LineRead::Line) => {}
-                Err(e) => {
-                    tracing::error!("reading stdin failed: {e}");
-                    break;
-                }
-            }
-            let trimmed = line.trim_ascii();
-            if trimmed.is_empty() {
-                continue;
-            }
-            // Checked apart from the JSON: skipping a string's contents does not check its
-            // UTF-8, and rmcp drops such a line without a word.
-            if let Err(e) = std::str::from_utf8(trimmed) {
-                let _ = errors_tx
-                    .send(parse_error(&format!("the line is not UTF-8: {e}")))
-                    .await;
-                continue;
-            }
-            // A full parse, not a skim: skimming accepts numbers a parse refuses (1e999), and
-            // rmcp drops such a line without a word (found by fuzzing).
-            let (repaired, shape) = match serde_json::from_slice::<serde_json::Value>(trimmed) {
-                Ok(message) => (super::compat::repair(&message, None), Shape::of(&message)),
-                Err(e) => {
-                    tracing::debug!("answering an unparsable line with a parse error: {e}");
-                    let _ = errors_tx.send(parse_error(&e.to_string())).await;
-                    continue;
-                }
-            };
-            let forwarded: std::borrow::Cow<[u8]> = match &repaired {
-                Some(message) => message.to_string().into_bytes().into(),
-                None => trimmed.into(),
-            };
-            let cancels = match &shape {
-                Some(Shape {
-                    method: Some(_),
-                    id: Some(_),
-                }) => {
-                    in_flight.enter().await;
-                    false
-                }
-                Some(Shape {
-                    method: Some(method),
-                    id: None,
-                }) => method == "notifications/cancelled",
-                _ => false,
-            };
-            if to_rmcp.write_all(&forwarded).await.is_err()
-                || to_rmcp.write_all(b"\n").await.is_err()
-            {
-                break;
-            }
-            // rmcp does not answer a cancelled request.
-            if cancels {
-                in_flight.leave();
+    let (answers, mut queued) = mpsc::channel::<String>(256);
+    let writer = output.clone();
+    let answers_written = tokio::spawn(async move {
+        while let Some(line) = queued.recv().await {
+            let mut line = line.into_bytes();
+            line.push(b'\n');
+            if write_line(&mut *writer.lock().await, &line).await.is_err() {
+                return;
             }
         }
-        // Dropping `to_rmcp` is rmcp's end of input: the service finishes.
     });
-    let writer = tokio::spawn(write_lines(from_rmcp, errors_rx, output, answered));
-    FilteredStdio {
-        input: rmcp_in,
-        output: rmcp_out,
-        writer,
+    Stdio {
+        transport: StdioTransport {
+            lines: LineReader::new(input),
+            output,
+            in_flight: Arc::new(InFlight::new()),
+            waiting: None,
+            answers,
+            unsent: None,
+        },
+        answers_written,
     }
 }
 
+impl Transport<RoleServer> for StdioTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let output = self.output.clone();
+        let in_flight = self.in_flight.clone();
+        async move {
+            let answers = matches!(item, JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_));
+            let mut line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            line.push(b'\n');
+            let written = write_line(&mut *output.lock().await, &line).await;
+            if answers {
+                in_flight.leave();
+            }
+            written
+        }
+    }
+
+    /// Cancel-safe, as rmcp needs (it polls this inside a `select!`): everything read so far
+    /// lives in `self`, never in the future.
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if self.unsent.is_some() {
+                match self.answers.reserve().await {
+                    Ok(place) => place.send(self.unsent.take().unwrap_or_default()),
+                    // The writer is gone with stdout: nobody can read the answer.
+                    Err(_) => self.unsent = None,
+                }
+            }
+            if let Some((_, deadline)) = &self.waiting {
+                self.in_flight.enter_by(*deadline).await;
+                return self.waiting.take().map(|(message, _)| message);
+            }
+            let line = match self.lines.next().await {
+                Ok(LineRead::Line(line)) => line,
+                Ok(LineRead::TooLong) => {
+                    self.answer(parse_error(&format!(
+                        "request line longer than {MAX_LINE_BYTES} bytes"
+                    )));
+                    continue;
+                }
+                Ok(LineRead::Eof) => return None,
+                Err(e) => {
+                    tracing::error!("reading stdin failed: {e}");
+                    return None;
+                }
+            };
+            match incoming(&line) {
+                Incoming::Message(message) => {
+                    let message = *message;
+                    match &message {
+                        JsonRpcMessage::Request(_) => {
+                            let deadline = tokio::time::Instant::now() + IN_FLIGHT_WAIT;
+                            self.waiting = Some((message, deadline));
+                            continue;
+                        }
+                        // rmcp does not answer a cancelled request: its place is free.
+                        JsonRpcMessage::Notification(notification)
+                            if matches!(
+                                notification.notification,
+                                ClientNotification::CancelledNotification(_)
+                            ) =>
+                        {
+                            self.in_flight.leave();
+                        }
+                        _ => {}
+                    }
+                    return Some(message);
+                }
+                Incoming::Answer(answer) => self.answer(answer),
+                Incoming::Nothing => {}
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.output.lock().await.flush().await
+    }
+}
+
+impl StdioTransport {
+    /// Queues one of our own answers; when the queue is full it is sent before the next read.
+    fn answer(&mut self, line: String) {
+        match self.answers.try_send(line) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(line)) => self.unsent = Some(line),
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+}
+
+/// What one line from the client comes to.
+enum Incoming {
+    /// Boxed: a message is large beside the other cases.
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    /// Our own answer to it.
+    Answer(String),
+    /// An empty line, or a notification rmcp could not read (notifications get no answer).
+    Nothing,
+}
+
+fn incoming(line: &[u8]) -> Incoming {
+    let trimmed = line.trim_ascii();
+    if trimmed.is_empty() {
+        return Incoming::Nothing;
+    }
+    // Checked apart from the JSON: skipping a string's contents does not check its UTF-8.
+    if let Err(e) = std::str::from_utf8(trimmed) {
+        return Incoming::Answer(parse_error(&format!("the line is not UTF-8: {e}")));
+    }
+    // A full parse, not a skim: skimming accepts numbers a parse refuses (1e999), and rmcp
+    // would drop such a line without a word (found by fuzzing).
+    let value = match serde_json::from_slice::<serde_json::Value>(trimmed) {
+        Ok(value) => value,
+        Err(e) => {
+            tracing::debug!("answering an unparsable line with a parse error: {e}");
+            return Incoming::Answer(parse_error(&e.to_string()));
+        }
+    };
+    // Read from the text, as rmcp's own transport reads it.
+    let read = match super::compat::repair(&value, None) {
+        Some(repaired) => serde_json::from_value(repaired),
+        None => serde_json::from_slice(trimmed),
+    };
+    match read {
+        Ok(message) => Incoming::Message(Box::new(message)),
+        Err(e) if value.get("method").is_some() && value.get("id").is_none() => {
+            tracing::debug!("dropping a notification that is not an MCP message: {e}");
+            Incoming::Nothing
+        }
+        Err(e) => Incoming::Answer(invalid_request(&value, &e.to_string())),
+    }
+}
+
+/// Reads lines of at most `MAX_LINE_BYTES`, cancel-safe: a line read in part stays here.
+struct LineReader {
+    reader: BufReader<Input>,
+    line: Vec<u8>,
+    too_long: bool,
+}
+
 enum LineRead {
-    Line,
+    Line(Vec<u8>),
     TooLong,
     Eof,
 }
 
-async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
-    reader: &mut R,
-    line: &mut Vec<u8>,
-) -> std::io::Result<LineRead> {
-    let mut too_long = false;
-    loop {
-        let available = reader.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(if line.is_empty() && !too_long {
-                LineRead::Eof
-            } else if too_long {
-                LineRead::TooLong
-            } else {
-                LineRead::Line
-            });
+impl LineReader {
+    fn new(input: Input) -> Self {
+        LineReader {
+            reader: BufReader::new(input),
+            line: Vec::new(),
+            too_long: false,
         }
-        let (chunk, found) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..=i], true),
-            None => (available, false),
-        };
-        let used = chunk.len();
-        if !too_long {
-            if line.len() + used > MAX_LINE_BYTES {
-                too_long = true;
-                line.clear();
-            } else {
-                line.extend_from_slice(chunk);
+    }
+
+    /// The next line (longer ones are skipped without being held in memory); a last line
+    /// without a newline counts.
+    async fn next(&mut self) -> std::io::Result<LineRead> {
+        loop {
+            let available = self.reader.fill_buf().await?;
+            if available.is_empty() {
+                return Ok(if std::mem::take(&mut self.too_long) {
+                    LineRead::TooLong
+                } else if self.line.is_empty() {
+                    LineRead::Eof
+                } else {
+                    LineRead::Line(std::mem::take(&mut self.line))
+                });
             }
-        }
-        reader.consume(used);
-        if found {
-            return Ok(if too_long {
-                LineRead::TooLong
-            } else {
-                LineRead::Line
-            });
+            let (chunk, found) = match available.iter().position(|&b| b == b'\n') {
+                Some(i) => (&available[..=i], true),
+                None => (available, false),
+            };
+            let used = chunk.len();
+            if !self.too_long {
+                if self.line.len() + used > MAX_LINE_BYTES {
+                    self.too_long = true;
+                    self.line = Vec::new();
+                } else {
+                    self.line.extend_from_slice(chunk);
+                }
+            }
+            self.reader.consume(used);
+            if found {
+                return Ok(if std::mem::take(&mut self.too_long) {
+                    LineRead::TooLong
+                } else {
+                    LineRead::Line(std::mem::take(&mut self.line))
+                });
+            }
         }
     }
 }
@@ -308,85 +405,131 @@ fn parse_error(detail: &str) -> String {
     .to_string()
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(
-    from_rmcp: DuplexStream,
-    mut errors: mpsc::Receiver<String>,
-    mut output: W,
-    in_flight: Arc<InFlight>,
-) {
-    let mut replies = BufReader::new(from_rmcp).lines();
-    let mut errors_open = true;
-    loop {
-        let line = tokio::select! {
-            reply = replies.next_line() => match reply {
-                Ok(Some(line)) => {
-                    if Shape::is_answer(&line) {
-                        in_flight.leave();
-                    }
-                    line
-                }
-                _ => break,
-            },
-            error = errors.recv(), if errors_open => match error {
-                Some(line) => line,
-                None => { errors_open = false; continue; }
-            },
-        };
-        if !write_line(&mut output, &line).await {
-            return;
-        }
-    }
-    // rmcp is done (stdin ended): parse errors still queued are answered too. The reader has
-    // ended by now, so the queue closes once it is empty.
-    while errors_open && let Some(line) = errors.recv().await {
-        if !write_line(&mut output, &line).await {
-            return;
-        }
-    }
+/// The answer to JSON that is not an MCP message: with its id when it has a usable one, so
+/// the client can match it to its request.
+fn invalid_request(message: &serde_json::Value, detail: &str) -> String {
+    let id = message
+        .get("id")
+        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
+        .cloned()
+        .unwrap_or_default();
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {
+            "code": -32600,
+            "message": format!(
+                "Invalid request: {detail}. Send a JSON-RPC 2.0 message with \"jsonrpc\": \"2.0\", \
+                 a \"method\" and, for that method, \"params\" of the shape the MCP \
+                 specification gives."
+            ),
+        },
+    })
+    .to_string()
 }
 
-/// Writes one line and flushes it; `false` when stdout is gone.
-async fn write_line<W: AsyncWrite + Unpin>(output: &mut W, line: &str) -> bool {
-    output.write_all(line.as_bytes()).await.is_ok()
-        && output.write_all(b"\n").await.is_ok()
-        && output.flush().await.is_ok()
+/// Writes one whole line and flushes it.
+async fn write_line(output: &mut Output, line: &[u8]) -> std::io::Result<()> {
+    output.write_all(line).await?;
+    output.flush().await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, DuplexStream};
+
+    /// A transport on in-memory pipes: the client's end of stdin and of stdout.
+    fn on_pipes(capacity: usize) -> (Stdio, DuplexStream, DuplexStream) {
+        let (client_in, server_in) = tokio::io::duplex(capacity);
+        let (server_out, client_out) = tokio::io::duplex(capacity);
+        (
+            transport(Box::new(server_in), Box::new(server_out)),
+            client_in,
+            client_out,
+        )
+    }
+
+    fn lines_of(bytes: &[u8]) -> Vec<serde_json::Value> {
+        bytes
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| serde_json::from_slice(line).expect("only JSON lines"))
+            .collect()
+    }
 
     #[tokio::test]
-    async fn garbage_gets_a_parse_error_and_json_passes() {
-        let (mut client_in, server_in) = tokio::io::duplex(4096);
-        let (server_out, client_out) = tokio::io::duplex(4096);
-        let FilteredStdio {
-            input: rmcp_in,
-            output: rmcp_out,
-            ..
-        } = filtered(server_in, server_out);
+    async fn garbage_is_answered_and_messages_pass() {
+        let (stdio, mut client_in, mut client_out) = on_pipes(4096);
+        let mut transport = stdio.transport;
         client_in
-            .write_all(b"{not json\n\n{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n")
+            .write_all(
+                b"{not json\n\n{\"jsonrpc\":\"2.0\",\"id\":9,\"params\":{}}\n\
+                  {\"jsonrpc\":\"2.0\",\"params\":{}}\n\
+                  {\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            )
             .await
             .unwrap();
         drop(client_in);
-        let mut passed = String::new();
-        let mut reader = BufReader::new(rmcp_in);
-        reader.read_line(&mut passed).await.unwrap();
-        assert_eq!(passed, "{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\n");
-        drop(rmcp_out);
-        let mut lines = BufReader::new(client_out).lines();
-        let error: serde_json::Value =
-            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-        assert_eq!(error["error"]["code"], -32700);
-        assert_eq!(error["id"], serde_json::Value::Null);
+        let passed = transport.receive().await.expect("the notification");
+        assert!(matches!(
+            passed,
+            JsonRpcMessage::Notification(n)
+                if matches!(n.notification, ClientNotification::InitializedNotification(_))
+        ));
+        assert!(transport.receive().await.is_none(), "stdin ended");
+        drop(transport);
+        stdio.answers_written.await.unwrap();
+        let mut answered = Vec::new();
+        client_out.read_to_end(&mut answered).await.unwrap();
+        let answers = lines_of(&answered);
+        assert_eq!(answers.len(), 3, "{answers:?}");
+        assert_eq!(answers[0]["error"]["code"], -32700);
+        assert_eq!(answers[0]["id"], serde_json::Value::Null);
+        // JSON that is no MCP message: refused, with the id it came with when it has one.
+        assert_eq!(answers[1]["error"]["code"], -32600);
+        assert_eq!(answers[1]["id"], 9);
+        assert_eq!(answers[2]["error"]["code"], -32600);
+        assert_eq!(answers[2]["id"], serde_json::Value::Null);
     }
 
-    /// Lines rmcp receives within a short wait (none more once stdin is held back).
-    async fn forwarded(reader: &mut tokio::io::Lines<BufReader<DuplexStream>>) -> usize {
+    #[tokio::test]
+    async fn a_reply_is_one_whole_line() {
+        let (stdio, _client_in, mut client_out) = on_pipes(4096);
+        let mut transport = stdio.transport;
+        let reply: TxJsonRpcMessage<RoleServer> =
+            serde_json::from_str("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}").unwrap();
+        transport.send(reply).await.unwrap();
+        let mut buffer = vec![0; 4096];
+        let read = client_out.read(&mut buffer).await.unwrap();
+        assert_eq!(&buffer[read - 1..read], b"\n");
+        assert_eq!(lines_of(&buffer[..read])[0]["id"], 3);
+    }
+
+    #[tokio::test]
+    async fn a_line_read_in_part_survives_a_cancelled_receive() {
+        let (stdio, mut client_in, _client_out) = on_pipes(4096);
+        let mut transport = stdio.transport;
+        client_in
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,")
+            .await
+            .unwrap();
+        // rmcp drops `receive` whenever another branch of its loop is ready first.
+        let cut = tokio::time::timeout(Duration::from_millis(50), transport.receive()).await;
+        assert!(cut.is_err());
+        client_in
+            .write_all(b"\"method\":\"ping\"}\n")
+            .await
+            .unwrap();
+        let message = transport.receive().await.expect("the whole request");
+        assert!(matches!(message, JsonRpcMessage::Request(r) if r.id.to_string() == "1"));
+    }
+
+    /// Messages rmcp receives within a short wait (none more once stdin is held back).
+    async fn received(transport: &mut StdioTransport) -> usize {
         let mut count = 0;
-        while let Ok(Ok(Some(_))) =
-            tokio::time::timeout(Duration::from_millis(200), reader.next_line()).await
+        while let Ok(Some(_)) =
+            tokio::time::timeout(Duration::from_millis(200), transport.receive()).await
         {
             count += 1;
         }
@@ -395,13 +538,8 @@ mod tests {
 
     #[tokio::test]
     async fn requests_past_the_in_flight_bound_wait_for_answers_or_cancels() {
-        let (mut client_in, server_in) = tokio::io::duplex(1 << 20);
-        let (server_out, client_out) = tokio::io::duplex(1 << 20);
-        let FilteredStdio {
-            input: rmcp_in,
-            output: mut rmcp_out,
-            ..
-        } = filtered(server_in, server_out);
+        let (stdio, mut client_in, client_out) = on_pipes(1 << 20);
+        let mut transport = stdio.transport;
         let request =
             |id: usize| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n");
         let mut lines: String = (0..MAX_IN_FLIGHT).map(request).collect();
@@ -409,31 +547,32 @@ mod tests {
         lines += "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":5}}\n";
         lines += &request(1000);
         client_in.write_all(lines.as_bytes()).await.unwrap();
-        let mut rmcp_reads = BufReader::new(rmcp_in).lines();
-        assert_eq!(forwarded(&mut rmcp_reads).await, MAX_IN_FLIGHT + 2);
+        assert_eq!(received(&mut transport).await, MAX_IN_FLIGHT + 2);
         // The bound is full again: further requests wait.
         let more: String = (2000..2010).map(request).collect();
         client_in.write_all(more.as_bytes()).await.unwrap();
-        assert_eq!(forwarded(&mut rmcp_reads).await, 0);
-        // Three answers (one without an id, as rmcp answers an invalid request) let three more in;
-        // a request rmcp sends to the client does not.
-        let answers = "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}\n\
-             {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32601,\"message\":\"x\"}}\n\
-             {\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32600,\"message\":\"Invalid request\"}}\n\
-             {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"roots/list\"}\n";
-        rmcp_out.write_all(answers.as_bytes()).await.unwrap();
-        assert_eq!(forwarded(&mut rmcp_reads).await, 3);
+        assert_eq!(received(&mut transport).await, 0);
+        // Three answers (one without an id, as an invalid request is answered) let three more
+        // in; a request we send to the client does not.
+        for sent in [
+            "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32601,\"message\":\"x\"}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32600,\"message\":\"x\"}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"roots/list\"}",
+        ] {
+            let message: TxJsonRpcMessage<RoleServer> = serde_json::from_str(sent).unwrap();
+            transport.send(message).await.unwrap();
+        }
+        assert_eq!(received(&mut transport).await, 3);
         drop(client_out);
     }
 
-    #[tokio::test]
-    async fn invalid_utf8_is_a_parse_error() {
-        let mut reader = BufReader::new(&b"\xff\xfe\n"[..]);
-        let mut line = Vec::new();
-        assert!(matches!(
-            read_bounded_line(&mut reader, &mut line).await.unwrap(),
-            LineRead::Line
-        ));
-        assert!(serde_json::from_slice::<serde::de::IgnoredAny>(line.trim_ascii()).is_err());
+    #[test]
+    fn invalid_utf8_is_a_parse_error() {
+        let Incoming::Answer(answer) = incoming(b"\xff\xfe\n") else {
+            panic!("not answered");
+        };
+        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["error"]["code"], -32700);
     }
 }
