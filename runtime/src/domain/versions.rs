@@ -27,10 +27,7 @@ fn short_hash(parts: &[&str]) -> String {
         // A separator no source holds alone keeps ("ab", "c") apart from ("a", "bc").
         hasher.update([0u8]);
     }
-    hasher.finalize()[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hex::lower_hex(&hasher.finalize()[..4])
 }
 
 /// The cell's version: changes when its source or type does, never otherwise.

@@ -129,8 +129,7 @@ fn question(message: String) -> ElicitRequest {
 fn question_key(message: &str) -> String {
     use sha2::{Digest, Sha256};
     let digest = Sha256::digest(message.as_bytes());
-    let short: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("confirm-{short}")
+    format!("confirm-{}", crate::hex::lower_hex(&digest[..8]))
 }
 
 /// The person's answer, however it came (a session's reply, or a stateless retry's response).

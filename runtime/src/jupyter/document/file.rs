@@ -352,8 +352,7 @@ fn reapply(state: &mut State, base: Notebook, broken: bool, checked: Instant) ->
 }
 
 pub fn sha256_hex(text: &str) -> String {
-    let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hex::lower_hex(&Sha256::digest(text.as_bytes()))
 }
 
 impl Document for FileDocument {

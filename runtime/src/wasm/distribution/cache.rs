@@ -104,12 +104,7 @@ impl CompileCache {
         engine.precompile_compatibility_hash().hash(&mut hasher);
         hasher.0.update(b"\0component\0");
         hasher.0.update(bytes);
-        hasher
-            .0
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        crate::hex::lower_hex(&hasher.0.finalize())
     }
 
     /// The component, from the cache when we compiled it before, else compiled and stored.
@@ -153,11 +148,7 @@ impl CompileCache {
         hasher.update((bytes.len() as u64).to_le_bytes());
         hasher.update(bytes);
         hasher.update(config.as_bytes());
-        let key: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let key = crate::hex::lower_hex(&hasher.finalize());
         disk.dir.join(format!("{key}.manifest.json"))
     }
 

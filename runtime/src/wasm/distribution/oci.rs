@@ -498,9 +498,7 @@ fn is_loopback(registry: &str) -> bool {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::hex::lower_hex(&Sha256::digest(bytes)))
 }
 
 /// A cache file name for a digest: `sha256-HEX.EXT` (only the digest's safe characters).
