@@ -72,22 +72,24 @@ const PRUNE_EVERY: Duration = Duration::from_secs(300);
 /// cut can lose.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
 
-/// Flushes the store every [`SYNC_EVERY`] and prunes it every [`PRUNE_EVERY`], off the runtime's
-/// workers.
+/// Flushes the store every [`SYNC_EVERY`] (when it has flushing to do: not a shared store) and
+/// prunes it every [`PRUNE_EVERY`], off the runtime's workers.
 pub fn keep(store: Arc<dyn Records>) {
-    let syncing = store.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(SYNC_EVERY);
-        loop {
-            every.tick().await;
-            let store = syncing.clone();
-            match tokio::task::spawn_blocking(move || store.sync()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!("could not flush the execution store: {e}"),
-                Err(e) => tracing::warn!("the execution store's flush failed: {e}"),
+    if store.flushes() {
+        let syncing = store.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(SYNC_EVERY);
+            loop {
+                every.tick().await;
+                let store = syncing.clone();
+                match tokio::task::spawn_blocking(move || store.sync()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!("could not flush the execution store: {e}"),
+                    Err(e) => tracing::warn!("the execution store's flush failed: {e}"),
+                }
             }
-        }
-    });
+        });
+    }
     tokio::spawn(async move {
         let mut every = tokio::time::interval(PRUNE_EVERY);
         every.tick().await; // opening pruned it
