@@ -1,6 +1,8 @@
 //! Lowercase hex for digests (file hashes, cell versions, cache keys). By table, not by
 //! `format!` per byte: cell versions are computed for every cell on every edit.
 
+use sha2::{Digest, Sha256};
+
 const DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 pub fn lower_hex(bytes: &[u8]) -> String {
@@ -10,6 +12,11 @@ pub fn lower_hex(bytes: &[u8]) -> String {
         text.push(DIGITS[usize::from(byte & 0x0f)] as char);
     }
     text
+}
+
+/// The SHA-256 of `bytes` in lowercase hex, as Jupyter's contents API gives a file's hash.
+pub fn sha256(bytes: &[u8]) -> String {
+    lower_hex(&Sha256::digest(bytes))
 }
 
 #[cfg(test)]

@@ -32,7 +32,6 @@ use super::Error;
 use super::execution::{Executed, PAST_GATE};
 use crate::confirm;
 use crate::hooks::{CALL_SCOPE, CallScope};
-use crate::jupyter::document::file::sha256_hex;
 use crate::jupyter::kernel::{OutputSink, Sent, SentSink};
 use records::Scope;
 use store::{EndRecord, Record};
@@ -118,7 +117,7 @@ impl Execution {
         Execution {
             id,
             place: new.place,
-            code_sha256: sha256_hex(&new.code),
+            code_sha256: crate::hex::sha256(new.code.as_bytes()),
             cell_version,
             timeout: new.timeout,
             background: new.background,

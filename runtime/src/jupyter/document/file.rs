@@ -37,7 +37,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
 use super::live::journal::Journal;
@@ -253,7 +252,7 @@ impl Inner {
             let settled = Instant::now() + settle;
             state.unproven.push_back((state.saves, settled));
             *self.settles_at.lock().expect("never poisoned") = Some(settled);
-            state.known = Some((next.clone(), sha256_hex(&text)));
+            state.known = Some((next.clone(), crate::hex::sha256(text.as_bytes())));
             state.holds = true;
             if !state.careful() {
                 self.check_later(state);
@@ -349,10 +348,6 @@ fn reapply(state: &mut State, base: Notebook, broken: bool, checked: Instant) ->
         Ok(repaired) => (repaired, true),
         Err(_) => (base, true),
     }
-}
-
-pub fn sha256_hex(text: &str) -> String {
-    crate::hex::lower_hex(&Sha256::digest(text.as_bytes()))
 }
 
 impl Document for FileDocument {

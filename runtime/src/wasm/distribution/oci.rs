@@ -16,7 +16,6 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
-use sha2::{Digest as _, Sha256};
 
 use super::signatures::{FoundSignature, SIGNATURE_ANNOTATION, SIMPLE_SIGNING, Trust};
 use crate::config::ExtensionSources;
@@ -498,7 +497,7 @@ fn is_loopback(registry: &str) -> bool {
 }
 
 fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", crate::hex::lower_hex(&Sha256::digest(bytes)))
+    format!("sha256:{}", crate::hex::sha256(bytes))
 }
 
 /// A cache file name for a digest: `sha256-HEX.EXT` (only the digest's safe characters).
