@@ -111,10 +111,6 @@ pub trait Records: Send + Sync + std::fmt::Debug {
     /// Makes what was written durable (the file store's flush to the disk; nothing for a shared
     /// store, whose durability is its server's).
     fn sync(&self) -> Result<(), StoreError>;
-    /// Whether `sync` has work to do, so that upkeep calls it every second.
-    fn flushes(&self) -> bool {
-        true
-    }
     /// Removes what is past the retention (and the size cap).
     fn prune(&self, now: SystemTime) -> Result<Pruned, StoreError>;
 }

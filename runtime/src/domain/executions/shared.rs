@@ -497,10 +497,6 @@ impl Records for SharedStore {
         Ok(())
     }
 
-    fn flushes(&self) -> bool {
-        false
-    }
-
     /// Drops from each owner's index the ids whose record expired (Redis expires the records).
     fn prune(&self, _now: SystemTime) -> Result<Pruned, StoreError> {
         let pattern = format!("{PREFIX}executions:*");

@@ -72,10 +72,10 @@ const PRUNE_EVERY: Duration = Duration::from_secs(300);
 /// cut can lose.
 const SYNC_EVERY: Duration = Duration::from_secs(1);
 
-/// Flushes the store every [`SYNC_EVERY`] (when it has flushing to do: not a shared store) and
-/// prunes it every [`PRUNE_EVERY`], off the runtime's workers.
+/// Flushes the store every [`SYNC_EVERY`] and prunes it every [`PRUNE_EVERY`], off the runtime's
+/// workers. A shared store has nothing to flush (its durability is its server's).
 pub fn keep(store: Arc<dyn Records>) {
-    if store.flushes() {
+    if !store.shared() {
         let syncing = store.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(SYNC_EVERY);
