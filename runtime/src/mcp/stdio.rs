@@ -320,7 +320,7 @@ fn incoming(line: &[u8]) -> Incoming {
             return Incoming::Answer(parse_error(&e.to_string()));
         }
     };
-    // Read from the text, as rmcp's own transport reads it.
+    // Read from the text, as rmcp's own transport reads it (a repaired message from its value).
     let read = match super::compat::repair(&value, None) {
         Some(repaired) => serde_json::from_value(repaired),
         None => serde_json::from_slice(trimmed),
