@@ -26,7 +26,7 @@ WITH_UI = {"extensions": {UI: {"mimeTypes": [APP_MIME]}}}
 VIEWER_TOOLS = {"execute_cell", "execute_code", "insert_execute_code_cell", "read_cell"}
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 DRIVER = Path(__file__).resolve().parent / "browser" / "app-host.cjs"
-VENDOR = Path(__file__).resolve().parent.parent / "runtime" / "src" / "mcp" / "apps" / "vendor"
+VENDOR = Path(__file__).resolve().parent.parent / "runtime" / "server" / "src" / "mcp" / "apps" / "vendor"
 
 RICH_CODE = """
 %matplotlib inline

@@ -2,7 +2,7 @@
 //! that encodes and decodes back to itself.
 #![no_main]
 
-use jupyter_mcp_server::jupyter::kernel::codec;
+use jupyter_client::kernel::codec;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

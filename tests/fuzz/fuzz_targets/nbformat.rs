@@ -1,7 +1,7 @@
 //! Notebook files: parsing fails cleanly, or what we write parses again to the same notebook.
 #![no_main]
 
-use jupyter_mcp_server::jupyter::notebook::Notebook;
+use notebook_format::notebook::Notebook;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

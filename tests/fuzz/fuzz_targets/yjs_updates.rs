@@ -8,9 +8,9 @@
 //! is that no panic escapes our code.
 #![no_main]
 
-use jupyter_mcp_server::jupyter::document::Edit;
-use jupyter_mcp_server::jupyter::document::ynotebook::YNotebook;
-use jupyter_mcp_server::jupyter::notebook::{Cell, CellType};
+use jupyter_client::document::Edit;
+use jupyter_client::document::ynotebook::YNotebook;
+use notebook_format::notebook::{Cell, CellType};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(

@@ -1,0 +1,269 @@
+//! The journal of our recent edits to a room, to re-apply after a rejoin and to tell whether the
+//! file on disk holds them.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::document::{Edit, apply_edits};
+use notebook_format::notebook::Notebook;
+
+/// At most this many journal entries; the oldest proven ones go first.
+const JOURNAL_LIMIT: usize = 2000;
+/// How long a proven edit stays re-appliable: covers the room's save delay (1 s) and a server
+/// that dies before saving.
+const KEEP_PROVEN: Duration = Duration::from_secs(30);
+/// Our recent edits, each with what the cell showed before it, to re-apply after a rejoin (the
+/// file backend uses it too, to re-apply an edit another writer's save dropped).
+#[derive(Default)]
+pub(in crate::document) struct Journal {
+    pub(super) entries: VecDeque<Entry>,
+}
+
+pub(super) struct Entry {
+    edit: Edit,
+    /// For source and output edits: the cell as it was before (source; outputs and count).
+    before: Option<Prior>,
+    /// The answer number on the current link that proves this edit; `None` once proven.
+    pending: Option<u64>,
+    proven_at: Option<Instant>,
+}
+
+#[derive(Clone, PartialEq)]
+enum Prior {
+    Source(String),
+    Outputs(Vec<Value>, Option<i64>),
+}
+
+impl Journal {
+    /// Records edits made to `base`; returns how many entries that added.
+    pub(in crate::document) fn record(
+        &mut self,
+        base: &Notebook,
+        edits: &[Edit],
+        proof: u64,
+    ) -> usize {
+        let mut added = 0;
+        for edit in edits {
+            let cell = |id: &str| base.index_of(id).map(|i| &base.cells[i]);
+            let before = match edit {
+                Edit::SetSource { cell_id, .. } => {
+                    cell(cell_id).map(|c| Prior::Source(c.source.clone()))
+                }
+                Edit::SetOutputs { cell_id, .. } => {
+                    cell(cell_id).map(|c| Prior::Outputs(c.outputs.clone(), c.execution_count))
+                }
+                // Running marks are transient: a rejoin never brings them back.
+                Edit::SetRunning { .. } => continue,
+                _ => None,
+            };
+            self.entries.push_back(Entry {
+                edit: edit.clone(),
+                before,
+                pending: Some(proof),
+                proven_at: None,
+            });
+            added += 1;
+        }
+        while self.entries.len() > JOURNAL_LIMIT {
+            self.entries.pop_front();
+        }
+        added
+    }
+
+    /// Marks entries proven by `answered` answers and forgets old proven ones.
+    pub(super) fn settle(&mut self, answered: u64) {
+        let now = Instant::now();
+        for entry in &mut self.entries {
+            if entry.pending.is_some_and(|proof| proof <= answered) {
+                entry.pending = None;
+                entry.proven_at = Some(now);
+            }
+        }
+        self.entries.retain(|e| {
+            e.proven_at
+                .is_none_or(|at| now.duration_since(at) < KEEP_PROVEN)
+        });
+    }
+
+    /// The file backend's proofs: entries held by save `through` or earlier are forgotten (a
+    /// check after that save's settle time found the file holding them).
+    pub(in crate::document) fn prove(&mut self, through: u64) {
+        self.entries
+            .retain(|e| e.pending.is_some_and(|proof| proof > through));
+    }
+
+    /// Every entry still unproven is to be proven by save `proof` (it re-applies them).
+    pub(in crate::document) fn restamp(&mut self, proof: u64) {
+        for entry in &mut self.entries {
+            entry.pending = entry.pending.map(|_| proof);
+        }
+    }
+
+    /// Drops the `count` newest entries (edits that were never saved).
+    pub(in crate::document) fn forget_newest(&mut self, count: usize) {
+        let keep = self.entries.len().saturating_sub(count);
+        self.entries.truncate(keep);
+    }
+
+    /// The edits that bring a fresh copy of the room up to what we wrote, skipping those the room
+    /// already shows and those someone else has since superseded.
+    pub(in crate::document) fn replay(&self, room: &Notebook) -> (Vec<Edit>, usize) {
+        let mut view = room.clone();
+        let mut edits = Vec::new();
+        let mut superseded = 0;
+        for entry in &self.entries {
+            let needed = match &entry.edit {
+                Edit::Insert { cell, .. } => view.index_of(&cell.id).is_none(),
+                Edit::Delete { cell_ids } => cell_ids.iter().any(|id| view.index_of(id).is_some()),
+                Edit::Move { cell_id, to } => view
+                    .index_of(cell_id)
+                    .is_some_and(|at| at != (*to).min(view.cells.len() - 1)),
+                Edit::SetSource {
+                    cell_id, source, ..
+                } => match view.index_of(cell_id).map(|i| &view.cells[i].source) {
+                    Some(now) if now == source => false,
+                    Some(now) if Some(Prior::Source(now.clone())) == entry.before => true,
+                    Some(_) => {
+                        superseded += 1;
+                        false
+                    }
+                    None => false,
+                },
+                Edit::SetOutputs {
+                    cell_id,
+                    outputs,
+                    execution_count,
+                } => match view.index_of(cell_id).map(|i| &view.cells[i]) {
+                    Some(c) if c.outputs == *outputs && c.execution_count == *execution_count => {
+                        false
+                    }
+                    Some(c)
+                        if Some(Prior::Outputs(c.outputs.clone(), c.execution_count))
+                            == entry.before =>
+                    {
+                        true
+                    }
+                    Some(_) => {
+                        superseded += 1;
+                        false
+                    }
+                    None => false,
+                },
+                Edit::SetRunning { .. } => false,
+                // Re-applied unless the room already shows it.
+                Edit::SetNotebookMetadata { key, value } => view.metadata.get(key) != Some(value),
+            };
+            if !needed {
+                continue;
+            }
+            let edit = match &entry.edit {
+                Edit::Delete { cell_ids } => Edit::Delete {
+                    cell_ids: cell_ids
+                        .iter()
+                        .filter(|id| view.index_of(id).is_some())
+                        .cloned()
+                        .collect(),
+                },
+                other => other.clone(),
+            };
+            if let Ok(next) = apply_edits(&view, std::slice::from_ref(&edit), "") {
+                view = next;
+                edits.push(edit);
+            }
+        }
+        (edits, superseded)
+    }
+}
+
+impl Journal {
+    /// Whether `saved` (the file on disk) already shows every edit we recently made: replaying
+    /// the journal onto it changes none of the cells. Someone else's newer version of a cell we
+    /// edited counts as holding ours, as it does after a rejoin.
+    pub(super) fn held_by(&self, saved: &Notebook) -> bool {
+        let (edits, _) = self.replay(saved);
+        if edits.is_empty() {
+            return true;
+        }
+        match apply_edits(saved, &edits, "") {
+            Ok(replayed) => same_cells(&replayed, saved),
+            Err(_) => false,
+        }
+    }
+}
+
+/// Cells compared by what a person sees: id, type, source, outputs and execution count
+/// (metadata that the room or JupyterLab adds on its own is left out).
+fn same_cells(a: &Notebook, b: &Notebook) -> bool {
+    a.cells.len() == b.cells.len()
+        && a.cells.iter().zip(&b.cells).all(|(x, y)| {
+            x.id == y.id
+                && x.cell_type == y.cell_type
+                && x.source == y.source
+                && x.outputs == y.outputs
+                && x.execution_count == y.execution_count
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notebook_format::notebook::{Cell, CellType};
+
+    fn notebook(cells: &[(&str, &str)]) -> Notebook {
+        let mut nb = Notebook::empty();
+        for (id, source) in cells {
+            let mut cell = Cell::new(CellType::Code, *source);
+            cell.id = (*id).into();
+            nb.cells.push(cell);
+        }
+        nb
+    }
+
+    #[test]
+    fn an_insert_is_held_only_once_the_file_has_it() {
+        let base = notebook(&[]);
+        let mut cell = Cell::new(CellType::Code, "x = 1");
+        cell.id = "a".into();
+        let mut journal = Journal::default();
+        journal.record(&base, &[Edit::Insert { index: 0, cell }], 1);
+        assert!(!journal.held_by(&base));
+        assert!(journal.held_by(&notebook(&[("a", "x = 1")])));
+    }
+
+    #[test]
+    fn an_insert_then_delete_is_held_by_a_file_without_the_cell() {
+        let base = notebook(&[("b", "keep")]);
+        let mut cell = Cell::new(CellType::Code, "gone");
+        cell.id = "a".into();
+        let mut journal = Journal::default();
+        journal.record(&base, &[Edit::Insert { index: 0, cell }], 1);
+        journal.record(
+            &notebook(&[("a", "gone"), ("b", "keep")]),
+            &[Edit::Delete {
+                cell_ids: vec!["a".into()],
+            }],
+            2,
+        );
+        assert!(journal.held_by(&base));
+        assert!(!journal.held_by(&notebook(&[("a", "gone"), ("b", "keep")])));
+    }
+
+    #[test]
+    fn a_source_edit_is_not_held_by_the_old_source() {
+        let base = notebook(&[("a", "old")]);
+        let mut journal = Journal::default();
+        journal.record(
+            &base,
+            &[Edit::SetSource {
+                cell_id: "a".into(),
+                source: "new".into(),
+                expected: None,
+            }],
+            1,
+        );
+        assert!(!journal.held_by(&base));
+        assert!(journal.held_by(&notebook(&[("a", "new")])));
+    }
+}

@@ -1,0 +1,365 @@
+//! The `live` backend: the notebook's real-time collaboration room (jupyter-collaboration).
+//!
+//! We join the room as one more peer, as JupyterLab does: `PUT /api/collaboration/session` names
+//! the room, a websocket speaks y-websocket (sync steps 1 and 2, updates, awareness), and every
+//! edit is a transaction on the shared Y document. People with the notebook open see our cells and
+//! outputs as they happen, and we read their unsaved edits; the server saves the room to disk.
+//!
+//! y-websocket has no acknowledgements, so after each update we also send our state vector (sync
+//! step 1): the room answers every step 1 with a step 2, in order, so that answer proves the room
+//! holds everything we sent before it. Edits not yet proven, and proven ones for a short while
+//! after (the room saves to disk about a second later), stay in a journal. When the socket drops
+//! or the Jupyter Server restarts, we join again with a *fresh* document (merging the old one into
+//! the room would duplicate every cell) and re-apply each journal entry the room does not already
+//! show — checked by cell id and content — but only where the room still shows what we changed,
+//! so nothing is lost, nothing doubled, and a newer edit by someone else is never overwritten.
+
+pub(super) mod journal;
+mod people;
+mod room;
+mod save;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use self::journal::Journal;
+use self::people::SharedPeople;
+use self::room::{Link, join, room_session};
+use self::save::SharedSaveClock;
+use super::{
+    Document, DocumentError, DocumentFuture, Edit, EditPlan, Persistence, apply_edits,
+    fresh_insert_ids,
+};
+use crate::rest::JupyterRest;
+use notebook_format::notebook::{CellType, Notebook};
+
+/// jupyter-collaboration's default `document_save_delay`: a room saves this long after its last
+/// change.
+const ROOM_SAVE_DELAY_SECS: f64 = 1.0;
+/// How long leaving a room may take to send what is still queued.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long, before leaving, we wait for the file on disk to hold our edits (the room's own
+/// autosave follows a change by about a second; a save we ask for comes sooner).
+const SAVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the room may take to answer a save request before we just watch the file.
+const SAVE_ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often the file is read while waiting for it to hold our edits.
+const SAVE_POLL: Duration = Duration::from_millis(100);
+/// Attempts to rejoin a room after the connection was lost, with growing pauses between them.
+const REJOIN_PAUSES: [Duration; 3] = [
+    Duration::ZERO,
+    Duration::from_millis(500),
+    Duration::from_millis(1500),
+];
+
+pub struct LiveDocument {
+    rest: JupyterRest,
+    path: String,
+    /// The current connection to the room; held across a whole edit, which serialises our own
+    /// edits and rejoining (and, for a notebook just created, the first join).
+    link: Arc<tokio::sync::Mutex<Option<Link>>>,
+    journal: Mutex<Journal>,
+    /// Who else is in the room, and who changed each cell last.
+    people: SharedPeople,
+    /// When the room saves (its delay as seen), kept across rejoins.
+    saves_clock: SharedSaveClock,
+}
+
+impl LiveDocument {
+    /// Joins the notebook's room. `NotFound` from the session call means the server has no
+    /// real-time collaboration.
+    pub async fn open(rest: JupyterRest, path: impl Into<String>) -> Result<Self, DocumentError> {
+        let path = path.into();
+        let people = SharedPeople::default();
+        let saves_clock = SharedSaveClock::default();
+        let link = join(&rest, &path, &people, &saves_clock).await?;
+        Ok(LiveDocument {
+            rest,
+            path,
+            link: Arc::new(tokio::sync::Mutex::new(Some(link))),
+            journal: Mutex::new(Journal::default()),
+            people,
+            saves_clock,
+        })
+    }
+
+    /// Opens the room of a notebook we just wrote, without waiting for it: the room is joined in
+    /// the background, and every read, edit or close waits for that join (it holds the link).
+    /// The room loads the notebook with one empty code cell added (jupyter_ydoc does so for a
+    /// notebook without cells); that cell is removed as soon as the room is joined, so the
+    /// notebook is what we wrote. Only the session call is awaited, so a server without
+    /// real-time collaboration is known before the caller answers.
+    pub async fn open_created(
+        rest: JupyterRest,
+        path: impl Into<String>,
+    ) -> Result<Arc<Self>, DocumentError> {
+        let path = path.into();
+        room_session(&rest, &path).await?;
+        let document = Arc::new(LiveDocument {
+            rest,
+            path,
+            link: Arc::default(),
+            journal: Mutex::new(Journal::default()),
+            people: SharedPeople::default(),
+            saves_clock: SharedSaveClock::default(),
+        });
+        let mut slot = document
+            .link
+            .clone()
+            .try_lock_owned()
+            .expect("a document just made is not shared yet");
+        let joining = document.clone();
+        tokio::spawn(async move {
+            let plan: EditPlan<'static> = Box::new(|notebook| Ok(placeholder_removal(notebook)));
+            if let Err(e) = joining.update_link(&mut slot, plan).await {
+                // The slot is left empty: the next read or edit joins again and says why not.
+                tracing::warn!("joining the room of new notebook '{}': {e}", joining.path);
+            }
+        });
+        Ok(document)
+    }
+
+    /// An open link, rejoining the room (and re-applying the journal) if the old one was lost.
+    async fn open_link<'a>(
+        &self,
+        slot: &'a mut Option<Link>,
+    ) -> Result<&'a mut Link, DocumentError> {
+        if slot.as_ref().is_some_and(Link::is_open) {
+            return Ok(slot.as_mut().expect("checked above"));
+        }
+        if let Some(old) = slot.take() {
+            let reason = old.closed.borrow().clone().unwrap_or_default();
+            tracing::info!(
+                "rejoining the collaboration room of '{}' ({reason})",
+                self.path
+            );
+            self.journal().settle(old.answered());
+        }
+        let mut last = None;
+        for pause in REJOIN_PAUSES {
+            tokio::time::sleep(pause).await;
+            match join(&self.rest, &self.path, &self.people, &self.saves_clock).await {
+                Ok(link) => {
+                    if let Err(e) = self.catch_up(slot.insert(link)) {
+                        *slot = None;
+                        return Err(e);
+                    }
+                    return Ok(slot.as_mut().expect("inserted above"));
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("at least one attempt"))
+    }
+
+    /// Re-applies the journal entries a freshly joined room lacks.
+    fn catch_up(&self, link: &mut Link) -> Result<(), DocumentError> {
+        let room = self.read_link(link)?;
+        let mut journal = self.journal();
+        let (edits, superseded) = journal.replay(&room);
+        if superseded > 0 {
+            tracing::warn!(
+                "{superseded} of our edits to '{}' were changed by someone else while we were \
+                 disconnected; their version is kept",
+                self.path
+            );
+        }
+        // Every entry is judged against the fresh room now; the re-applied ones are proven afresh.
+        journal.entries.clear();
+        if edits.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            "re-applied {} edits to '{}' after rejoining its room",
+            edits.len(),
+            self.path
+        );
+        let update = link
+            .notebook
+            .lock()
+            .expect("the document lock is never poisoned")
+            .write(&edits)
+            .map_err(|e| self.damaged(&e))?;
+        let proof = link.send_update(update);
+        journal.record(&room, &edits, proof);
+        Ok(())
+    }
+
+    /// Plans, checks and writes edits on the locked link (see `Document::update`).
+    async fn update_link(
+        &self,
+        slot: &mut Option<Link>,
+        plan: EditPlan<'_>,
+    ) -> Result<(Notebook, Notebook), DocumentError> {
+        let link = self.open_link(slot).await?;
+        // Read, plan, check and write under one lock, so no remote update lands in between.
+        let (base, next, edits, update) = {
+            let notebook = link
+                .notebook
+                .lock()
+                .expect("the document lock is never poisoned");
+            let base = notebook.read().map_err(|source| DocumentError::Invalid {
+                path: self.path.clone(),
+                source,
+            })?;
+            let mut edits = plan(&base).map_err(DocumentError::Refused)?;
+            if edits.is_empty() {
+                return Ok((base.clone(), base));
+            }
+            fresh_insert_ids(&mut edits, &base);
+            let next = apply_edits(&base, &edits, &self.path)?;
+            let update = notebook.write(&edits);
+            (base, next, edits, update)
+        };
+        let update = match update {
+            Ok(update) => update,
+            Err(e) => {
+                // Our copy of the room can no longer be trusted: the next call rejoins.
+                *slot = None;
+                return Err(self.damaged(&e));
+            }
+        };
+        let proof = link.send_update(update);
+        // The room's people see our cursor in the cell we just worked on.
+        if let Some(cell_id) = worked_on(&edits, &next) {
+            link.focus.send_if_modified(|focus| {
+                let changed = focus.as_deref() != Some(cell_id);
+                *focus = Some(cell_id.to_owned());
+                changed
+            });
+        }
+        let mut journal = self.journal();
+        journal.settle(link.answered());
+        journal.record(&base, &edits, proof);
+        Ok((base, next))
+    }
+
+    fn damaged(&self, reason: &str) -> DocumentError {
+        DocumentError::Room(format!(
+            "our copy of the collaboration room of '{}' broke ({reason}); it is reloaded on the \
+             next call, so retry the edit",
+            self.path
+        ))
+    }
+
+    fn read_link(&self, link: &Link) -> Result<Notebook, DocumentError> {
+        link.notebook
+            .lock()
+            .expect("the document lock is never poisoned")
+            .read()
+            .map_err(|source| DocumentError::Invalid {
+                path: self.path.clone(),
+                source,
+            })
+    }
+
+    fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
+        self.journal
+            .lock()
+            .expect("the journal lock is never poisoned")
+    }
+}
+
+/// The cell a batch of edits worked on last, if it is still there (a deleted one is no place for
+/// a cursor).
+fn worked_on<'e>(edits: &'e [Edit], next: &Notebook) -> Option<&'e str> {
+    edits.iter().rev().find_map(|edit| {
+        let id = match edit {
+            Edit::Insert { cell, .. } => cell.id.as_str(),
+            Edit::SetSource { cell_id, .. }
+            | Edit::Move { cell_id, .. }
+            | Edit::SetOutputs { cell_id, .. }
+            | Edit::SetRunning { cell_id, .. } => cell_id.as_str(),
+            _ => return None,
+        };
+        next.cells.iter().any(|c| c.id == id).then_some(id)
+    })
+}
+
+impl Document for LiveDocument {
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    fn backend(&self) -> &'static str {
+        "live"
+    }
+
+    fn read(&self) -> DocumentFuture<'_, Notebook> {
+        Box::pin(async move {
+            let mut slot = self.link.lock().await;
+            let link = self.open_link(&mut slot).await?;
+            self.read_link(link)
+        })
+    }
+
+    fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)> {
+        Box::pin(async move {
+            let mut slot = self.link.lock().await;
+            self.update_link(&mut slot, plan).await
+        })
+    }
+
+    fn streams_outputs(&self) -> bool {
+        true
+    }
+
+    fn changed_by(&self, cell_id: &str) -> Option<String> {
+        self.people.lock().expect("people lock").changed_by(cell_id)
+    }
+
+    fn others_present(&self) -> Vec<String> {
+        self.people.lock().expect("people lock").present()
+    }
+
+    /// An edit is answered once the room holds it, before the room's save (its
+    /// `document_save_delay` after the last change). The server publishes no setting, so the
+    /// figure is the delay seen in this room once it has saved a change of ours, and until then
+    /// jupyter-collaboration's default.
+    fn persistence(&self) -> Persistence {
+        let seen = self.saves_clock.lock().expect("save clock lock").delay();
+        Persistence::InRoom {
+            save_delay_secs: seen.map_or(ROOM_SAVE_DELAY_SECS, |d| d.as_secs_f64()),
+            seen: seen.is_some(),
+        }
+    }
+
+    fn close(&self) -> DocumentFuture<'_, ()> {
+        Box::pin(async move {
+            let mut slot = self.link.lock().await;
+            let Some(mut link) = slot.take() else {
+                return Ok(());
+            };
+            if link.is_open() {
+                self.save_before_leaving(&mut link).await;
+            }
+            // Dropping the sender lets the task send what is queued, say goodbye and close;
+            // waiting for it means an edit made just before we exit still reaches the room.
+            let Link {
+                mut closed,
+                outgoing,
+                ..
+            } = link;
+            drop(outgoing);
+            let _ = tokio::time::timeout(LEAVE_TIMEOUT, closed.wait_for(Option::is_some)).await;
+            Ok(())
+        })
+    }
+}
+
+/// The edit removing the one empty code cell a room adds to a notebook without cells, if that
+/// is all the notebook holds.
+fn placeholder_removal(notebook: &Notebook) -> Vec<Edit> {
+    match notebook.cells.as_slice() {
+        [only]
+            if only.cell_type == CellType::Code
+                && only.source.is_empty()
+                && only.outputs.is_empty() =>
+        {
+            vec![Edit::Delete {
+                cell_ids: vec![only.id.clone()],
+            }]
+        }
+        _ => Vec::new(),
+    }
+}

@@ -1,0 +1,596 @@
+//! A notebook's shared Y document, laid out as jupyter_ydoc and JupyterLab expect (document
+//! version 2.0.0): `meta` {nbformat, nbformat_minor, metadata}, `cells` [Map{id, cell_type,
+//! source: Text, metadata, outputs: [Map], execution_count, execution_state}].
+//!
+//! Reading accepts what every writer produces: numbers as floats (pycrdt), outputs as maps or plain
+//! JSON (jupyter-nbmodel-client), stream text as Text or a string. Writing mirrors jupyter_ydoc so
+//! JupyterLab renders our cells like its own; a move is a delete and a re-insert, because the
+//! JavaScript side has no move operation.
+
+use serde_json::{Map as JsonMap, Value};
+use yrs::types::ToJson;
+use yrs::updates::decoder::Decode;
+use yrs::{
+    Any, Array, ArrayPrelim, ArrayRef, Doc, GetString, In, Map, MapPrelim, MapRef, Out, ReadTxn,
+    StateVector, Text, TextPrelim, TextRef, Transact, TransactionMut, Update,
+};
+
+use super::Edit;
+use super::room_update::well_formed;
+use notebook_format::notebook::{Cell, CellType, Notebook, NotebookError};
+
+pub struct YNotebook {
+    doc: Doc,
+    cells: ArrayRef,
+    meta: MapRef,
+}
+
+impl Default for YNotebook {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl YNotebook {
+    /// An empty document with a fresh client id, to be filled by syncing with the room.
+    pub fn new() -> Self {
+        let doc = Doc::new();
+        let cells = doc.get_or_insert_array("cells");
+        let meta = doc.get_or_insert_map("meta");
+        YNotebook { doc, cells, meta }
+    }
+
+    pub fn doc(&self) -> &Doc {
+        &self.doc
+    }
+
+    /// The cells list, for observers of who changes what.
+    pub fn cells(&self) -> &ArrayRef {
+        &self.cells
+    }
+
+    pub fn state_vector(&self) -> StateVector {
+        self.doc.transact().state_vector()
+    }
+
+    /// What a peer with state vector `remote` lacks.
+    pub fn diff(&self, remote: &StateVector) -> Vec<u8> {
+        self.doc.transact().encode_state_as_update_v1(remote)
+    }
+
+    /// Applies an update from the room. yrs asserts on some malformed input (found by fuzzing),
+    /// so a panic is caught and reported like any other bad update: one hostile peer must not
+    /// take our connection task down. After an error the caller should drop this document.
+    pub fn apply_update(&self, update: &[u8]) -> Result<(), String> {
+        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let update = well_formed(Update::decode_v1(update).map_err(|e| e.to_string())?)?;
+            self.doc
+                .transact_mut()
+                .apply_update(update)
+                .map_err(|e| e.to_string())
+        }));
+        applied.unwrap_or_else(|_| Err("the update is malformed (yrs refused it)".into()))
+    }
+
+    /// The notebook as it is in the document now.
+    pub fn read(&self) -> Result<Notebook, NotebookError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_unguarded()))
+            .unwrap_or_else(|_| {
+                Err(NotebookError::NotJson(
+                    "the shared document is damaged (yrs failed reading it)".into(),
+                ))
+            })
+    }
+
+    fn read_unguarded(&self) -> Result<Notebook, NotebookError> {
+        let txn = self.doc.transact();
+        let mut meta = any_to_json(self.meta.to_json(&txn));
+        let cells: Vec<Value> = self
+            .cells
+            .iter(&txn)
+            .map(|cell| {
+                let mut value = out_to_json(cell, &txn);
+                normalize_cell(&mut value);
+                value
+            })
+            .collect();
+        let metadata = meta
+            .get_mut("metadata")
+            .map(Value::take)
+            .unwrap_or_else(|| Value::Object(JsonMap::new()));
+        let integer = |key: &str| {
+            meta.get(key)
+                .and_then(Value::as_f64)
+                .map_or(Value::Null, |n| Value::from(n as i64))
+        };
+        let notebook = serde_json::json!({
+            // A room still loading has no meta yet; it is nbformat 4 all the same.
+            "nbformat": if meta.get("nbformat").is_some() { integer("nbformat") } else { Value::from(4) },
+            "nbformat_minor": integer("nbformat_minor"),
+            "metadata": metadata,
+            "cells": cells,
+        });
+        Notebook::from_value(notebook)
+    }
+
+    /// Applies edits already checked against `read()` in one transaction and returns the update
+    /// that carries them to the room. A document that yrs accepted from a malformed update can
+    /// make yrs panic here (found by fuzzing); that is caught and reported, and the caller should
+    /// drop this document.
+    pub fn write(&self, edits: &[Edit]) -> Result<Vec<u8>, String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut txn = self.doc.transact_mut();
+            let before = txn.state_vector();
+            for edit in edits {
+                self.write_one(&mut txn, edit);
+            }
+            txn.encode_state_as_update_v1(&before)
+        }))
+        .map_err(|_| "the shared document is damaged (yrs failed writing to it)".to_owned())
+    }
+
+    fn write_one(&self, txn: &mut TransactionMut, edit: &Edit) {
+        match edit {
+            Edit::Insert { index, cell } => {
+                let at = (*index as u32).min(self.cells.len(txn));
+                self.cells.insert(txn, at, cell_prelim(cell));
+            }
+            Edit::SetSource {
+                cell_id, source, ..
+            } => {
+                let Some((_, cell)) = self.find(txn, cell_id) else {
+                    return;
+                };
+                match cell.get(txn, "source") {
+                    Some(Out::YText(text)) => replace_text(txn, &text, source),
+                    _ => {
+                        cell.insert(txn, "source", TextPrelim::new(source.as_str()));
+                    }
+                }
+            }
+            Edit::Move { cell_id, to } => {
+                let Some((from, cell)) = self.find(txn, cell_id) else {
+                    return;
+                };
+                let mut value = out_to_json(Out::YMap(cell), txn);
+                normalize_cell(&mut value);
+                let Ok(copy) = Notebook::from_value(serde_json::json!({
+                    "nbformat": 4, "nbformat_minor": 5, "cells": [value],
+                })) else {
+                    return;
+                };
+                let Some(mut copy) = copy.cells.into_iter().next() else {
+                    return;
+                };
+                copy.id = cell_id.clone();
+                self.cells.remove(txn, from);
+                let to = (*to as u32).min(self.cells.len(txn));
+                self.cells.insert(txn, to, cell_prelim(&copy));
+            }
+            Edit::Delete { cell_ids } => {
+                for cell_id in cell_ids {
+                    if let Some((index, _)) = self.find(txn, cell_id) {
+                        self.cells.remove(txn, index);
+                    }
+                }
+            }
+            Edit::SetOutputs {
+                cell_id,
+                outputs,
+                execution_count,
+            } => {
+                let Some((_, cell)) = self.find(txn, cell_id) else {
+                    return;
+                };
+                set_outputs(txn, &cell, outputs);
+                let count = execution_count.map_or(Any::Null, |n| Any::from(n as f64));
+                cell.insert(txn, "execution_count", count);
+            }
+            Edit::SetRunning { cell_id, running } => {
+                let Some((_, cell)) = self.find(txn, cell_id) else {
+                    return;
+                };
+                let state = if *running { "running" } else { "idle" };
+                cell.insert(txn, "execution_state", state);
+            }
+            Edit::SetNotebookMetadata { key, value } => match self.meta.get(txn, "metadata") {
+                Some(Out::YMap(metadata)) => {
+                    metadata.insert(txn, key.as_str(), json_to_any(value));
+                }
+                _ => {
+                    let mut object = JsonMap::new();
+                    object.insert(key.clone(), value.clone());
+                    self.meta.insert(txn, "metadata", object_prelim(&object));
+                }
+            },
+        }
+    }
+
+    /// The file hash the room wrote into the document's `state` map at its last save.
+    pub fn saved_hash(&self) -> Option<String> {
+        let txn = self.doc.transact();
+        let state = txn.get_map("state")?;
+        match state.get(&txn, "hash") {
+            Some(Out::Any(Any::String(hash))) => Some(hash.to_string()),
+            _ => None,
+        }
+    }
+
+    /// A cursor at the end of a cell's source, as y-protocols awareness states carry one (a Y.js
+    /// relative position in JSON, every field present, as JupyterLab's peers send it). Scoped to
+    /// the source's text itself, so it stays at the end whatever is typed before it.
+    pub fn end_of_source(&self, cell_id: &str) -> Option<Value> {
+        let txn = self.doc.transact();
+        let (_, cell) = self.find(&txn, cell_id)?;
+        let Some(Out::YText(text)) = cell.get(&txn, "source") else {
+            return None;
+        };
+        let branch: &yrs::branch::Branch = text.as_ref();
+        let (scope, tname) = match branch.id() {
+            yrs::branch::BranchID::Nested(id) => (
+                serde_json::json!({ "client": id.client, "clock": id.clock }),
+                Value::Null,
+            ),
+            yrs::branch::BranchID::Root(name) => (Value::Null, Value::from(&*name)),
+        };
+        Some(serde_json::json!({ "type": scope, "tname": tname, "item": null, "assoc": 0 }))
+    }
+
+    fn find<T: ReadTxn>(&self, txn: &T, cell_id: &str) -> Option<(u32, MapRef)> {
+        self.cells
+            .iter(txn)
+            .enumerate()
+            .find_map(|(index, cell)| match cell {
+                Out::YMap(map) => match map.get(txn, "id") {
+                    Some(Out::Any(Any::String(id))) if &*id == cell_id => Some((index as u32, map)),
+                    _ => None,
+                },
+                _ => None,
+            })
+    }
+}
+
+/// The smallest splice that turns the text into `wanted`, so collaborators' cursors stay put.
+fn replace_text(txn: &mut TransactionMut, text: &TextRef, wanted: &str) {
+    let current = text.get_string(txn);
+    if current == wanted {
+        return;
+    }
+    let prefix = current
+        .chars()
+        .zip(wanted.chars())
+        .take_while(|(a, b)| a == b)
+        .map(|(c, _)| c.len_utf8())
+        .sum::<usize>();
+    let suffix = current[prefix..]
+        .chars()
+        .rev()
+        .zip(wanted[prefix..].chars().rev())
+        .take_while(|(a, b)| a == b)
+        .map(|(c, _)| c.len_utf8())
+        .sum::<usize>();
+    // Our document counts text offsets in bytes (yrs's default; peers see characters, not
+    // offsets). Counting UTF-16 units here made yrs panic on non-ASCII text.
+    let start = prefix as u32;
+    let removed = (current.len() - suffix - prefix) as u32;
+    if removed > 0 {
+        text.remove_range(txn, start, removed);
+    }
+    let inserted = &wanted[prefix..wanted.len() - suffix];
+    if !inserted.is_empty() {
+        text.insert(txn, start, inserted);
+    }
+}
+
+/// Keeps the outputs that are unchanged and replaces the rest, so streaming output appends.
+fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Value]) {
+    let array = match cell.get(txn, "outputs") {
+        Some(Out::YArray(array)) => array,
+        _ => cell.insert(txn, "outputs", ArrayPrelim::default()),
+    };
+    let existing: Vec<Value> = array
+        .iter(txn)
+        .map(|output| {
+            let mut value = out_to_json(output, txn);
+            normalize_output(&mut value);
+            value
+        })
+        .collect();
+    let same = existing
+        .iter()
+        .zip(outputs)
+        .take_while(|(a, b)| *a == *b)
+        .count();
+    if existing.len() > same {
+        array.remove_range(txn, same as u32, (existing.len() - same) as u32);
+    }
+    for output in &outputs[same..] {
+        array.push_back(txn, output_prelim(output));
+    }
+}
+
+fn cell_prelim(cell: &Cell) -> MapPrelim {
+    // Fields we do not know first, so that ours win a clash.
+    let mut map: Vec<(&str, In)> = cell
+        .extra
+        .iter()
+        .map(|(key, value)| (key.as_str(), In::Any(json_to_any(value))))
+        .collect();
+    map.extend([
+        ("id", In::from(cell.id.as_str())),
+        ("cell_type", In::from(cell.type_name())),
+        ("source", TextPrelim::new(cell.source.as_str()).into()),
+        ("metadata", object_prelim(&cell.metadata).into()),
+    ]);
+    match (cell.cell_type, &cell.unknown_type) {
+        (CellType::Code, None) => {
+            let outputs: ArrayPrelim = cell.outputs.iter().map(output_prelim).collect();
+            map.push(("outputs", outputs.into()));
+            let count = cell
+                .execution_count
+                .map_or(Any::Null, |n| Any::from(n as f64));
+            map.push(("execution_count", In::Any(count)));
+            map.push(("execution_state", In::from("idle")));
+        }
+        _ => {
+            if let Some(attachments) = cell.attachments.as_ref().filter(|a| !is_empty(a)) {
+                map.push(("attachments", In::Any(json_to_any(attachments))));
+            }
+        }
+    }
+    map.into_iter().collect()
+}
+
+fn output_prelim(output: &Value) -> In {
+    let Value::Object(fields) = output else {
+        return In::Any(json_to_any(output));
+    };
+    let stream = fields.get("output_type").and_then(Value::as_str) == Some("stream");
+    let map: MapPrelim = fields
+        .iter()
+        .filter(|(key, _)| key.as_str() != "transient")
+        .map(|(key, value)| {
+            let value = match value {
+                Value::String(text) if stream && key == "text" => {
+                    TextPrelim::new(text.as_str()).into()
+                }
+                other => In::Any(json_to_any(other)),
+            };
+            (key.as_str(), value)
+        })
+        .collect();
+    map.into()
+}
+
+fn object_prelim(object: &JsonMap<String, Value>) -> MapPrelim {
+    object
+        .iter()
+        .map(|(key, value)| (key.as_str(), In::Any(json_to_any(value))))
+        .collect()
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.is_empty(),
+        Value::Null => true,
+        _ => false,
+    }
+}
+
+fn json_to_any(value: &Value) -> Any {
+    serde_json::from_value(value.clone()).unwrap_or(Any::Null)
+}
+
+fn any_to_json(any: Any) -> Value {
+    serde_json::to_value(&any).unwrap_or(Value::Null)
+}
+
+fn out_to_json<T: ReadTxn>(out: Out, txn: &T) -> Value {
+    match out {
+        Out::Any(any) => any_to_json(any),
+        Out::YText(text) => Value::String(text.get_string(txn)),
+        Out::YArray(array) => any_to_json(array.to_json(txn)),
+        Out::YMap(map) => any_to_json(map.to_json(txn)),
+        other => any_to_json(other.to_json(txn)),
+    }
+}
+
+/// pycrdt and JavaScript store counts as floats; nbformat wants integers.
+fn integral(value: &mut Value) {
+    if let Some(n) = value
+        .as_f64()
+        .filter(|n| n.fract() == 0.0 && !value.is_i64())
+    {
+        *value = Value::from(n as i64);
+    }
+}
+
+fn normalize_cell(cell: &mut Value) {
+    let Some(fields) = cell.as_object_mut() else {
+        return;
+    };
+    fields.remove("execution_state");
+    if let Some(count) = fields.get_mut("execution_count") {
+        integral(count);
+    }
+    if let Some(Value::Array(outputs)) = fields.get_mut("outputs") {
+        outputs.iter_mut().for_each(normalize_output);
+    }
+}
+
+fn normalize_output(output: &mut Value) {
+    if let Some(count) = output.get_mut("execution_count") {
+        integral(count);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(id: &str, source: &str) -> Cell {
+        let mut cell = Cell::new(CellType::Code, source);
+        cell.id = id.into();
+        cell
+    }
+
+    fn sources(nb: &Notebook) -> Vec<(String, String)> {
+        nb.cells
+            .iter()
+            .map(|c| (c.id.clone(), c.source.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn edits_round_trip_through_a_peer() {
+        let ours = YNotebook::new();
+        let peer = YNotebook::new();
+        let mut updates = vec![
+            ours.write(&[
+                Edit::Insert {
+                    index: 0,
+                    cell: code("a", "print(1)"),
+                },
+                Edit::Insert {
+                    index: 1,
+                    cell: code("b", "x = 2"),
+                },
+            ])
+            .unwrap(),
+        ];
+        updates.push(ours.write(&[
+            Edit::SetSource {
+                cell_id: "a".into(),
+                source: "print('é1')".into(),
+                expected: None,
+            },
+            Edit::Move {
+                cell_id: "a".into(),
+                to: 1,
+            },
+            Edit::SetOutputs {
+                cell_id: "b".into(),
+                outputs: vec![
+                    serde_json::json!({"output_type": "stream", "name": "stdout", "text": "hi\n"}),
+                ],
+                execution_count: Some(3),
+            },
+        ]).unwrap());
+        for update in &updates {
+            peer.apply_update(update).unwrap();
+        }
+        let seen = peer.read().unwrap();
+        assert_eq!(
+            sources(&seen),
+            vec![
+                ("b".to_string(), "x = 2".to_string()),
+                ("a".to_string(), "print('é1')".to_string())
+            ]
+        );
+        assert_eq!(seen.cells[0].execution_count, Some(3));
+        assert_eq!(seen.cells[0].outputs[0]["text"], "hi\n");
+        peer.apply_update(
+            &ours
+                .write(&[Edit::Delete {
+                    cell_ids: vec!["b".into()],
+                }])
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(sources(&peer.read().unwrap()).len(), 1);
+    }
+
+    #[test]
+    fn a_source_with_non_ascii_text_is_edited_in_place() {
+        let ours = YNotebook::new();
+        let peer = YNotebook::new();
+        let mut updates = vec![
+            ours.write(&[Edit::Insert {
+                index: 0,
+                cell: code("a", "héllo 世界 🎉\r\nx = 1"),
+            }])
+            .unwrap(),
+        ];
+        updates.push(
+            ours.write(&[Edit::SetSource {
+                cell_id: "a".into(),
+                source: "héllo 世界 🎉\r\nx = 2 ✓".into(),
+                expected: None,
+            }])
+            .unwrap(),
+        );
+        for update in &updates {
+            peer.apply_update(update).unwrap();
+        }
+        assert_eq!(
+            sources(&peer.read().unwrap()),
+            vec![("a".to_string(), "héllo 世界 🎉\r\nx = 2 ✓".to_string())]
+        );
+    }
+
+    #[test]
+    fn growing_outputs_keep_what_is_unchanged() {
+        let nb = YNotebook::new();
+        nb.write(&[Edit::Insert {
+            index: 0,
+            cell: code("a", ""),
+        }])
+        .unwrap();
+        let first = serde_json::json!({"output_type": "display_data", "data": {"text/plain": "1"}, "metadata": {}});
+        let second = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "x"});
+        let set = |outputs: Vec<Value>| {
+            nb.write(&[Edit::SetOutputs {
+                cell_id: "a".into(),
+                outputs,
+                execution_count: None,
+            }])
+            .unwrap()
+        };
+        set(vec![first.clone()]);
+        let appended = set(vec![first.clone(), second.clone()]);
+        // The unchanged first output is not sent again: the update is smaller than one that
+        // writes both outputs from scratch.
+        let fresh = YNotebook::new();
+        fresh
+            .write(&[Edit::Insert {
+                index: 0,
+                cell: code("a", ""),
+            }])
+            .unwrap();
+        let both = fresh
+            .write(&[Edit::SetOutputs {
+                cell_id: "a".into(),
+                outputs: vec![first.clone(), second.clone()],
+                execution_count: None,
+            }])
+            .unwrap();
+        assert!(
+            appended.len() + 40 < both.len(),
+            "{} vs {} bytes",
+            appended.len(),
+            both.len()
+        );
+        assert_eq!(nb.read().unwrap().cells[0].outputs, vec![first, second]);
+    }
+
+    #[test]
+    fn float_counts_from_python_peers_read_as_integers() {
+        let nb = YNotebook::new();
+        {
+            let mut txn = nb.doc.transact_mut();
+            nb.meta.insert(&mut txn, "nbformat", 4.0);
+            nb.meta.insert(&mut txn, "nbformat_minor", 5.0);
+            let cell: MapPrelim = vec![
+                ("id", In::from("c")),
+                ("cell_type", In::from("code")),
+                ("source", TextPrelim::new("1").into()),
+                ("execution_count", In::from(7.0)),
+                ("outputs", ArrayPrelim::default().into()),
+            ]
+            .into_iter()
+            .collect();
+            nb.cells.push_back(&mut txn, cell);
+        }
+        assert_eq!(nb.read().unwrap().cells[0].execution_count, Some(7));
+    }
+}

@@ -1,0 +1,81 @@
+//! Who watches the kernels this client drives. The client tells an observer before and after each
+//! execution (and lets it refuse one before it starts) and of each lifecycle change: a kernel
+//! started, restarted, stopped, lost. The core's hooks bus implements this trait. This crate only
+//! calls it, so it names nothing above itself.
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value;
+
+pub type ObserverFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The observer's own state for one before/after pair, handed back to it with the after event.
+pub type PairState = Box<dyn Any + Send>;
+
+/// An observer refused an execution, or failed it afterwards. The message says who and why.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+pub trait KernelObserver: Send + Sync {
+    /// Nobody is listening, so no event needs to be built.
+    fn is_idle(&self) -> bool;
+
+    /// Before code is sent to `kernel_id`. A refusal keeps the code from running.
+    fn before_execute<'a>(
+        &'a self,
+        kernel_id: &'a str,
+        code: &'a str,
+    ) -> ObserverFuture<'a, (PairState, Result<(), Refusal>)>;
+
+    /// After the execution ended (`outputs` as nbformat JSON, `error` when it failed). A refusal
+    /// fails an execution that had succeeded.
+    fn after_execute<'a>(
+        &'a self,
+        pair: PairState,
+        kernel_id: &'a str,
+        outputs: &'a [Value],
+        error: Option<String>,
+    ) -> ObserverFuture<'a, Result<(), Refusal>>;
+
+    /// A lifecycle change (`started`, `restarted`, `stopped`, `lost`, …). It cannot be refused.
+    fn lifecycle<'a>(
+        &'a self,
+        event_type: &'a str,
+        kernel_id: &'a str,
+        kernel_name: &'a str,
+    ) -> ObserverFuture<'a, ()>;
+}
+
+/// An observer that hears nothing, for tests and tools that watch no kernel.
+pub struct Unobserved;
+
+impl KernelObserver for Unobserved {
+    fn is_idle(&self) -> bool {
+        true
+    }
+
+    fn before_execute<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+    ) -> ObserverFuture<'a, (PairState, Result<(), Refusal>)> {
+        Box::pin(async { (Box::new(()) as PairState, Ok(())) })
+    }
+
+    fn after_execute<'a>(
+        &'a self,
+        _: PairState,
+        _: &'a str,
+        _: &'a [Value],
+        _: Option<String>,
+    ) -> ObserverFuture<'a, Result<(), Refusal>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn lifecycle<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> ObserverFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}

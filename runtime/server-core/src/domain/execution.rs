@@ -1,0 +1,341 @@
+//! Executions in a notebook's kernel: the kernel made ready first (auto-restart policy), the
+//! person's yes while `execution.confirm` is on ([`Domain::confirmed`], the one gate every caller
+//! passes, guests included), the execute hooks fired by the kernel layer, and a kernel lost
+//! mid-run reported the same way to every caller. A cell run also writes its outputs into the
+//! notebook as they arrive.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::kernels::{kernel_gone_message, reporting_start};
+use super::notebooks::NotebookInUse;
+use super::{Domain, Error};
+use crate::capabilities::EXECUTION_CONFIRM;
+use crate::confirm;
+/// An execution as callers of the domain ask for and read it.
+pub use jupyter_client::kernel::{
+    Completion, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
+};
+use jupyter_client::kernel::{ConnectError, KernelError};
+use notebook_format::edit::Edit;
+/// The text of nbformat outputs (multiline strings joined, tracebacks).
+pub use notebook_format::notebook::multiline_text;
+use notebook_format::notebook::{Cell, CellType};
+
+/// What an execution produced, and the note to show first when a lost kernel was replaced.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Executed {
+    pub outcome: ExecutionOutcome,
+    pub replaced: Option<String>,
+}
+
+impl Domain {
+    /// Runs code without touching a notebook (execute_code): in the kernel `kernel_id` names,
+    /// else in the current notebook's kernel (as the Python server does), else in the default
+    /// kernel, started on first use.
+    pub async fn execute_code(
+        &self,
+        kernel_id: Option<&str>,
+        request: ExecutionRequest,
+    ) -> Result<Executed, Error> {
+        let jupyter = self.jupyter();
+        match kernel_id {
+            Some(id) => {
+                let kernel = jupyter.kernel(id).await.map_err(|e| match e {
+                    KernelError::Connect(ConnectError::NotFound(_)) => Error::Failed(format!(
+                        "Kernel '{id}' not found on the Jupyter Server. Call list_kernels to see \
+                         the running kernels, or omit kernel_id to use the default kernel."
+                    )),
+                    other => Error::failed(other),
+                })?;
+                self.confirmed(&request.code, &format!("kernel {id}"), &request.cancel)
+                    .await?;
+                let outcome = kernel.execute(request).await.map_err(|e| match e.gone_reason() {
+                    Some(reason) => Error::Failed(format!(
+                        "Kernel '{id}' {reason}; every variable, import and definition it held is \
+                         lost. Call list_kernels to find a running kernel, or omit kernel_id to \
+                         use the default kernel."
+                    )),
+                    None => Error::failed(e),
+                })?;
+                Ok(Executed {
+                    outcome,
+                    replaced: None,
+                })
+            }
+            None if let Ok(notebook) = self.notebooks.resolve(None) => {
+                self.execute_in(&notebook, request).await
+            }
+            None => {
+                let start_timeout = self.settings.kernel_start.timeout;
+                let starting = jupyter.default_kernel();
+                let kernel = reporting_start(request.progress.as_ref(), start_timeout, starting)
+                    .await
+                    .map_err(|e| match e.gone_reason() {
+                        Some(reason) => Error::Failed(format!(
+                            "The default kernel {reason}; every variable, import and definition \
+                             it held is lost. Call execute_code again to start a fresh default \
+                             kernel."
+                        )),
+                        None => Error::Failed(format!("Could not start the default kernel: {e}")),
+                    })?;
+                let place = format!("the default kernel ({})", kernel.id());
+                self.confirmed(&request.code, &place, &request.cancel)
+                    .await?;
+                match kernel.execute(request).await {
+                    Ok(outcome) => Ok(Executed {
+                        outcome,
+                        replaced: None,
+                    }),
+                    Err(e) => {
+                        let Some(reason) = e.gone_reason() else {
+                            return Err(Error::failed(e));
+                        };
+                        jupyter.default_kernel_loss_reported(kernel.id()).await;
+                        Err(Error::Failed(format!(
+                            "The default kernel {reason} while this code ran; every variable, \
+                             import and definition it held is lost. Call execute_code again to \
+                             start a fresh default kernel."
+                        )))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs code in the notebook's kernel; nothing is written to the notebook.
+    pub async fn execute_in(
+        &self,
+        in_use: &NotebookInUse,
+        request: ExecutionRequest,
+    ) -> Result<Executed, Error> {
+        let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
+        let place = place_in(in_use, ready.kernel.id(), None);
+        self.confirmed(&request.code, &place, &request.cancel)
+            .await?;
+        let outcome = ready
+            .kernel
+            .execute(request)
+            .await
+            .map_err(|e| gone_or_failed(e, in_use))?;
+        Ok(Executed {
+            outcome,
+            replaced: ready.replaced,
+        })
+    }
+
+    /// Runs a code cell, writing its outputs into the notebook while it runs (at most once a
+    /// second on a file, as they come in a collaboration room) and once more at the end.
+    pub async fn run_cell(
+        &self,
+        in_use: &Arc<NotebookInUse>,
+        index: usize,
+        cell: &Cell,
+        request: ExecutionRequest,
+    ) -> Result<Executed, Error> {
+        self.run_cell_asking(in_use, index, cell, request, true)
+            .await
+    }
+
+    /// `run_cell`; `ask: false` when the person already said yes to this run (run_all_cells
+    /// asks once for every cell).
+    pub(super) async fn run_cell_asking(
+        &self,
+        in_use: &Arc<NotebookInUse>,
+        index: usize,
+        cell: &Cell,
+        mut request: ExecutionRequest,
+        ask: bool,
+    ) -> Result<Executed, Error> {
+        if cell.cell_type != CellType::Code {
+            return Err(Error::Failed(format!(
+                "Cell {index} is a {} cell; only code cells can be executed.",
+                cell.cell_type.as_str()
+            )));
+        }
+        let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
+        if ask {
+            let place = place_in(in_use, ready.kernel.id(), Some(index));
+            self.confirmed(&request.code, &place, &request.cancel)
+                .await?;
+        }
+        let (live_tx, live_rx) = watch::channel::<Option<(Vec<Value>, Option<i64>)>>(None);
+        // The caller's own sink (an execution's record) hears them too.
+        let also = request.on_output.take();
+        request.on_output = Some(Arc::new(move |outputs: &[Value], count| {
+            if let Some(also) = &also {
+                also(outputs, count);
+            }
+            live_tx.send_replace(Some((outputs.to_vec(), count)));
+        }));
+        let streams = in_use.document.streams_outputs();
+        if streams {
+            // Collaborators see the run start: old outputs cleared and the cell marked running.
+            in_use
+                .apply(vec![
+                    Edit::SetOutputs {
+                        cell_id: cell.id.clone(),
+                        outputs: Vec::new(),
+                        execution_count: None,
+                    },
+                    Edit::SetRunning {
+                        cell_id: cell.id.clone(),
+                        running: true,
+                    },
+                ])
+                .await?;
+        }
+        let writer = tokio::spawn(write_while_running(
+            in_use.clone(),
+            cell.id.clone(),
+            live_rx,
+            streams,
+        ));
+
+        let outcome = ready.kernel.execute(request).await;
+        writer.abort();
+        let _ = writer.await;
+        let mut finish = Vec::new();
+        if let Ok(outcome) = &outcome {
+            finish.push(Edit::SetOutputs {
+                cell_id: cell.id.clone(),
+                outputs: outcome.outputs.clone(),
+                execution_count: outcome.execution_count,
+            });
+        }
+        if streams {
+            finish.push(Edit::SetRunning {
+                cell_id: cell.id.clone(),
+                running: false,
+            });
+        }
+        let saved = in_use.apply(finish).await;
+        let outcome = outcome.map_err(|e| gone_or_failed(e, in_use))?;
+        saved?;
+        Ok(Executed {
+            outcome,
+            replaced: ready.replaced,
+        })
+    }
+}
+
+impl Domain {
+    /// The gate before code reaches a kernel: while `execution.confirm` is on and the operator's
+    /// rules ask for `code`, the person behind the call must say yes to running it in `place`.
+    /// Anything else (declined, cancelled, no answer, nobody to ask) runs nothing and says why.
+    pub(super) async fn confirmed(
+        &self,
+        code: &str,
+        place: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), Error> {
+        let passed = self.confirm_gate(code, place, cancel).await;
+        if passed.is_ok() {
+            // A background run's call answers once its code is past the gate.
+            let _ = PAST_GATE.try_with(|gate| gate.notify_one());
+        }
+        passed
+    }
+
+    async fn confirm_gate(
+        &self,
+        code: &str,
+        place: &str,
+        cancel: &CancellationToken,
+    ) -> Result<(), Error> {
+        if !self.capabilities.enabled(EXECUTION_CONFIRM) {
+            return Ok(());
+        }
+        let Some(reason) = self.settings.confirm.reason(code) else {
+            return Ok(());
+        };
+        let message = format!(
+            "Run this code in {place}?\n(Asked because the server's {EXECUTION_CONFIRM} \
+             capability is on: {reason}.)\n\n{}",
+            confirm::shown(code)
+        );
+        let answer = tokio::select! {
+            answer = confirm::ask(&message) => answer,
+            () = cancel.cancelled() => {
+                return Err(Error::Failed(format!(
+                    "Nothing ran in {place}: the call was cancelled while waiting for the \
+                     person's answer."
+                )));
+            }
+        };
+        match confirm::refusal(
+            &answer,
+            &format!("Nothing ran in {place}"),
+            &format!("the server's '{EXECUTION_CONFIRM}' capability"),
+            &format!(
+                "have the operator switch the capability off (--capability \
+                 {EXECUTION_CONFIRM}=off)"
+            ),
+        ) {
+            None => Ok(()),
+            Some(refusal) => Err(Error::Failed(refusal)),
+        }
+    }
+}
+
+/// Where code runs in a notebook, as the person asked to confirm it reads it.
+fn place_in(in_use: &NotebookInUse, kernel_id: &str, cell: Option<usize>) -> String {
+    let cell = cell
+        .map(|index| format!("cell {index} of "))
+        .unwrap_or_default();
+    format!(
+        "{cell}notebook '{}' ({}), kernel {kernel_id}",
+        in_use.name, in_use.path
+    )
+}
+
+tokio::task_local! {
+    /// Told when an execution's code has passed [`Domain::confirmed`] (set by
+    /// `executions::Execution::run_in_background`).
+    pub(super) static PAST_GATE: Arc<tokio::sync::Notify>;
+}
+
+pub(super) fn gone_or_failed(error: KernelError, in_use: &NotebookInUse) -> Error {
+    if error.gone_reason().is_some() {
+        Error::Kernel(kernel_gone_message(&in_use.name))
+    } else {
+        Error::Kernel(error.to_string())
+    }
+}
+
+async fn write_while_running(
+    in_use: Arc<NotebookInUse>,
+    cell_id: String,
+    mut live: watch::Receiver<Option<(Vec<Value>, Option<i64>)>>,
+    streams: bool,
+) {
+    // A room shows each write at once, so outputs go out as they come (a short pause bounds the
+    // work for chatty cells). A file is rewritten at most once a second, and not at all in the
+    // first second: quick cells get a single write at the end.
+    let pause = if streams {
+        Duration::from_millis(20)
+    } else {
+        Duration::from_secs(1)
+    };
+    if !streams {
+        tokio::time::sleep(pause).await;
+    }
+    while live.changed().await.is_ok() {
+        let Some((outputs, execution_count)) = live.borrow_and_update().clone() else {
+            continue;
+        };
+        let edit = Edit::SetOutputs {
+            cell_id: cell_id.clone(),
+            outputs,
+            execution_count,
+        };
+        if let Err(e) = in_use.apply(vec![edit]).await {
+            tracing::debug!("could not save outputs while running: {e}");
+        }
+        tokio::time::sleep(pause).await;
+    }
+}

@@ -1,0 +1,596 @@
+//! Executions as records: every run of the execution tools (`execute_code`, `execute_cell`,
+//! `insert_execute_code_cell`) gets an id, its outputs so far, its end and how it ended, and may
+//! carry the caller's idempotency key. A background run (`background: true`) is spawned and
+//! answered at once; `get_execution` and `list_executions` read the records.
+//!
+//! [`Executions`] is the one owner of the records of a domain (the server's, or in Hub mode one
+//! user's): the newest [`KEPT`] in memory, and with `--state-dir` every one within the retention
+//! in the store (`store.rs`), which its reads fall back to, so an id this server handed out is
+//! answered after a restart too. A run a previous process left running is followed again or
+//! reported lost at start (`resume.rs`). The code itself runs through `execution.rs`'s paths
+//! (kernel readiness, the `execution.confirm` gate, hooks), which this module only wraps.
+
+pub mod records;
+pub mod resume;
+pub mod shared;
+mod state;
+pub mod store;
+pub mod upkeep;
+
+pub use state::{Place, State};
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+use tokio::sync::{Notify, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::Error;
+use super::execution::{Executed, PAST_GATE};
+use crate::confirm;
+use crate::hooks::{CALL_SCOPE, CallScope};
+use jupyter_client::kernel::{OutputSink, Sent, SentSink};
+use records::Scope;
+use store::{EndRecord, Record};
+
+/// How many executions a domain remembers; the oldest finished ones go first.
+pub const KEPT: usize = 256;
+
+/// What a new execution is.
+pub struct NewExecution {
+    pub place: Place,
+    pub code: String,
+    pub timeout: Duration,
+    pub background: bool,
+    pub idempotency_key: Option<String>,
+    /// The MCP task the call became, if it did.
+    pub task_id: Option<String>,
+}
+
+/// One execution's record.
+pub struct Execution {
+    pub id: String,
+    pub place: Place,
+    /// sha256 of the code (hex); the code itself is not kept.
+    pub code_sha256: String,
+    /// The version of the source a cell run ran (`versions::cell_version`).
+    pub cell_version: Option<String>,
+    pub timeout: Duration,
+    pub background: bool,
+    pub started: SystemTime,
+    idempotency_key: Option<String>,
+    task_id: Option<String>,
+    /// Read from the store while another process (a replica, or the one before this) ran it:
+    /// its progress is read again from the store, never written from here.
+    foreign: bool,
+    clock: Instant,
+    live: Mutex<Live>,
+    ended: watch::Sender<bool>,
+    /// The id under which execute_code's whole outputs are kept (`execution://ID`), once shown.
+    pub kept: OnceLock<Option<String>>,
+    /// Where the record is kept beyond this process, if anywhere.
+    scope: Option<Scope>,
+    /// When the outputs were last written to the store.
+    flushed: Mutex<Option<Instant>>,
+}
+
+/// How often a running execution's outputs are written to the store, at most.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+
+/// How often a wait on an execution another process runs reads its record again.
+const POLL_EVERY: Duration = Duration::from_millis(250);
+
+#[derive(Default)]
+struct Live {
+    outputs: Vec<Value>,
+    sent: Option<Sent>,
+    end: Option<Ended>,
+}
+
+#[derive(Clone)]
+struct Ended {
+    elapsed: Duration,
+    state: State,
+    result: Arc<Result<Executed, Error>>,
+}
+
+/// An execution as it stands when read.
+pub struct Snapshot {
+    pub state: State,
+    /// The outputs so far (nbformat JSON); once ended, `result` holds the whole.
+    pub outputs: Vec<Value>,
+    pub elapsed: Duration,
+    pub result: Option<Arc<Result<Executed, Error>>>,
+}
+
+impl Execution {
+    fn new(id: String, new: NewExecution, scope: Option<Scope>) -> Execution {
+        let cell_version = matches!(new.place, Place::Cell { .. }).then(|| {
+            super::versions::cell_version(&notebook_format::notebook::Cell::new(
+                notebook_format::notebook::CellType::Code,
+                new.code.clone(),
+            ))
+        });
+        Execution {
+            id,
+            place: new.place,
+            code_sha256: notebook_format::hex::sha256(new.code.as_bytes()),
+            cell_version,
+            timeout: new.timeout,
+            background: new.background,
+            started: SystemTime::now(),
+            idempotency_key: new.idempotency_key,
+            task_id: new.task_id,
+            foreign: false,
+            clock: Instant::now(),
+            live: Mutex::default(),
+            ended: watch::channel(false).0,
+            kept: OnceLock::new(),
+            scope,
+            flushed: Mutex::new(None),
+        }
+    }
+
+    /// An execution another process recorded (one before this, or a replica): ended as it
+    /// ended, or running, its outputs so far as that process last wrote them. `foreign`: read
+    /// only (its progress read again from the store); else adopted, to be followed here.
+    fn restored(record: Record, scope: Option<Scope>, foreign: bool) -> Execution {
+        let since = SystemTime::now()
+            .duration_since(record_started(&record))
+            .unwrap_or_default();
+        let clock = Instant::now()
+            .checked_sub(since)
+            .unwrap_or_else(Instant::now);
+        let end = record.end.map(|end| Ended {
+            elapsed: end.elapsed,
+            state: end.state,
+            result: Arc::new(end.result),
+        });
+        let done = end.is_some();
+        Execution {
+            id: record.id,
+            place: record.place,
+            code_sha256: record.code_sha256,
+            cell_version: record.cell_version,
+            timeout: record.timeout,
+            background: record.background,
+            started: record_started_ms(record.started_ms),
+            idempotency_key: record.idempotency_key,
+            task_id: record.task_id,
+            foreign: foreign && !done,
+            clock,
+            live: Mutex::new(Live {
+                outputs: record.outputs,
+                sent: record.sent,
+                end,
+            }),
+            ended: watch::channel(done).0,
+            kept: OnceLock::new(),
+            scope,
+            flushed: Mutex::new(None),
+        }
+    }
+
+    /// The record as the store keeps it.
+    fn record(&self) -> Record {
+        let live = self.live.lock().expect("execution lock");
+        Record {
+            id: self.id.clone(),
+            place: self.place.clone(),
+            code_sha256: self.code_sha256.clone(),
+            cell_version: self.cell_version.clone(),
+            timeout: self.timeout,
+            background: self.background,
+            started_ms: store::unix_ms(self.started),
+            idempotency_key: self.idempotency_key.clone(),
+            sent: live.sent.clone(),
+            // Once ended, the result holds them.
+            outputs: match live.end {
+                Some(_) => Vec::new(),
+                None => live.outputs.clone(),
+            },
+            end: live.end.as_ref().map(|end| EndRecord {
+                elapsed: end.elapsed,
+                state: end.state.clone(),
+                result: (*end.result).clone(),
+            }),
+            runner: self
+                .scope
+                .as_ref()
+                .and_then(|scope| scope.store.runner().map(str::to_owned)),
+            task_id: self.task_id.clone(),
+        }
+    }
+
+    fn write(&self) {
+        if self.foreign {
+            return;
+        }
+        if let Some(scope) = &self.scope {
+            scope.put(self.record());
+        }
+    }
+
+    /// A foreign execution's progress read again from the store; true once it has ended.
+    fn refresh(&self) -> bool {
+        let Some(record) = self.scope.as_ref().and_then(|scope| scope.get(&self.id)) else {
+            return false;
+        };
+        let mut live = self.live.lock().expect("execution lock");
+        live.sent = record.sent;
+        match record.end {
+            Some(end) => {
+                live.end = Some(Ended {
+                    elapsed: end.elapsed,
+                    state: end.state,
+                    result: Arc::new(end.result),
+                });
+                drop(live);
+                self.ended.send_replace(true);
+                true
+            }
+            None => {
+                live.outputs = record.outputs;
+                false
+            }
+        }
+    }
+
+    /// Whether it has ended, as far as this process knows.
+    fn done(&self) -> bool {
+        *self.ended.borrow()
+    }
+
+    /// Where the kernel layer reports outputs as they come (written to the store at most every
+    /// [`FLUSH_EVERY`], so a restart loses at most that much of a run's output).
+    pub fn output_sink(self: &Arc<Self>) -> OutputSink {
+        let execution = Arc::downgrade(self);
+        Arc::new(move |outputs: &[Value], _count| {
+            if let Some(execution) = execution.upgrade() {
+                execution.live.lock().expect("execution lock").outputs = outputs.to_vec();
+                execution.flush();
+            }
+        })
+    }
+
+    fn flush(&self) {
+        if self.scope.is_none() {
+            return;
+        }
+        {
+            let mut flushed = self.flushed.lock().expect("execution lock");
+            if flushed.is_some_and(|at| at.elapsed() < FLUSH_EVERY) {
+                return;
+            }
+            *flushed = Some(Instant::now());
+        }
+        self.write();
+    }
+
+    /// Where the kernel layer says the request went, so a later process can follow it.
+    pub fn sent_sink(self: &Arc<Self>) -> SentSink {
+        let execution = Arc::downgrade(self);
+        Arc::new(move |sent: &Sent| {
+            if let Some(execution) = execution.upgrade() {
+                execution.live.lock().expect("execution lock").sent = Some(sent.clone());
+                execution.write();
+            }
+        })
+    }
+
+    fn finish(&self, result: Result<Executed, Error>) -> Arc<Result<Executed, Error>> {
+        let state = State::of(&result, self.timeout);
+        self.finish_as(result, state)
+    }
+
+    fn finish_as(
+        &self,
+        result: Result<Executed, Error>,
+        state: State,
+    ) -> Arc<Result<Executed, Error>> {
+        let result = Arc::new(result);
+        let ended = Ended {
+            elapsed: self.clock.elapsed(),
+            state,
+            result: result.clone(),
+        };
+        self.live.lock().expect("execution lock").end = Some(ended);
+        self.write();
+        self.ended.send_replace(true);
+        result
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let live = self.live.lock().expect("execution lock");
+        match &live.end {
+            Some(end) => Snapshot {
+                state: end.state.clone(),
+                outputs: live.outputs.clone(),
+                elapsed: end.elapsed,
+                result: Some(end.result.clone()),
+            },
+            None => Snapshot {
+                state: State::Running,
+                outputs: live.outputs.clone(),
+                elapsed: self.clock.elapsed(),
+                result: None,
+            },
+        }
+    }
+
+    /// Waits up to `up_to` for the execution to end; true when it has.
+    pub async fn wait(&self, up_to: Duration) -> bool {
+        let ended = async {
+            if self.foreign {
+                self.polled().await;
+            } else {
+                let mut ended = self.ended.subscribe();
+                let _ = ended.wait_for(|done| *done).await;
+            }
+        };
+        tokio::time::timeout(up_to, ended).await.is_ok()
+    }
+
+    /// Until a foreign execution's record shows its end (read again every [`POLL_EVERY`]).
+    async fn polled(&self) {
+        while !self.done() && !self.refresh() {
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+    }
+
+    /// Waits for the end, however long it takes.
+    pub async fn result(&self) -> Arc<Result<Executed, Error>> {
+        if self.foreign {
+            self.polled().await;
+        }
+        let mut ended = self.ended.subscribe();
+        let _ = ended.wait_for(|done| *done).await;
+        self.snapshot().result.expect("ended")
+    }
+
+    /// Runs `run` here (a foreground call) as this execution.
+    pub async fn run_here(
+        &self,
+        run: impl Future<Output = Result<Executed, Error>>,
+    ) -> Arc<Result<Executed, Error>> {
+        self.finish(run.await)
+    }
+
+    /// Spawns `run` as this execution and returns once it is under way: past the
+    /// `execution.confirm` gate (asked with the caller's confirmer, while the call still waits)
+    /// or already ended (refused, failed to start). `cancel` (the call's) stops it while it has
+    /// not passed the gate yet; `stop` is the run's own token, cancelled then.
+    pub async fn run_in_background(
+        self: &Arc<Self>,
+        run: impl Future<Output = Result<Executed, Error>> + Send + 'static,
+        cancel: &CancellationToken,
+        stop: CancellationToken,
+    ) -> Option<Arc<Result<Executed, Error>>> {
+        let gate = Arc::new(Notify::new());
+        // Boxed: an execution's future is large, and a debug build's worker stack is not.
+        let run = Box::pin(PAST_GATE.scope(gate.clone(), Box::pin(run)));
+        // The run keeps the call's confirmer and hook scope, as if it still ran inside the call.
+        let confirmer = confirm::current();
+        let scope = CallScope::current();
+        let execution = self.clone();
+        tokio::spawn(Box::pin(async move {
+            let run = async move {
+                match confirmer {
+                    Some(confirmer) => confirm::asking(confirmer, run).await,
+                    None => run.await,
+                }
+            };
+            let result = match scope {
+                Some(scope) => CALL_SCOPE.scope(scope, run).await,
+                None => run.await,
+            };
+            execution.finish(result);
+        }));
+        tokio::select! {
+            () = gate.notified() => None,
+            result = self.result() => Some(result),
+            () = cancel.cancelled() => {
+                stop.cancel();
+                Some(self.result().await)
+            }
+        }
+    }
+}
+
+fn record_started_ms(ms: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+fn record_started(record: &Record) -> SystemTime {
+    record_started_ms(record.started_ms)
+}
+
+/// The executions of one domain (the server's, or in Hub mode one user's).
+#[derive(Default)]
+pub struct Executions {
+    table: Mutex<Table>,
+    /// The store behind the memory (`--state-dir`), if any.
+    scope: Option<Scope>,
+}
+
+#[derive(Default)]
+struct Table {
+    by_id: HashMap<String, Arc<Execution>>,
+    by_key: HashMap<String, String>,
+    order: VecDeque<String>,
+}
+
+/// What [`Executions::begin`] found.
+pub enum Begun {
+    /// A new execution, to be run now.
+    Fresh(Arc<Execution>),
+    /// The execution an earlier call with the same idempotency key started.
+    Repeated(Arc<Execution>),
+}
+
+impl Executions {
+    /// Records kept in memory, and in the store when there is one.
+    pub fn new(scope: Option<Scope>) -> Self {
+        Executions {
+            table: Mutex::default(),
+            scope,
+        }
+    }
+
+    pub fn scope(&self) -> Option<&Scope> {
+        self.scope.as_ref()
+    }
+
+    /// How long an id stays answerable, for messages.
+    pub fn kept_for(&self) -> String {
+        match &self.scope {
+            Some(scope) => format!(
+                "for {} (--execution-retention), across restarts",
+                crate::settings::humane_duration(scope.store.retention())
+            ),
+            None => format!("the newest {KEPT}, while the server runs"),
+        }
+    }
+
+    /// A new execution's record, or the one an earlier call with the same key began.
+    pub fn begin(&self, new: NewExecution) -> Begun {
+        let mut table = self.table.lock().expect("executions lock");
+        if let Some(key) = &new.idempotency_key
+            && let Some(earlier) = table.by_key.get(key).and_then(|id| table.by_id.get(id))
+        {
+            return Begun::Repeated(earlier.clone());
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        let key = new.idempotency_key.clone();
+        let execution = Arc::new(Execution::new(id.clone(), new, self.scope.clone()));
+        // A key is claimed in the store with the first record, so of two processes (replicas)
+        // asked at once only one runs the code.
+        let earlier = match (&key, &self.scope) {
+            (Some(key), Some(scope)) => scope.claim_key(key, &execution.record()),
+            _ => {
+                execution.write();
+                None
+            }
+        };
+        if let Some(record) = earlier {
+            return Begun::Repeated(self.read(record));
+        }
+        if let Some(key) = key {
+            table.by_key.insert(key, id.clone());
+        }
+        table.remember(execution.clone());
+        Begun::Fresh(execution)
+    }
+
+    /// A run a previous process recorded as running, followed again in this one: written back
+    /// at once, so a shared store names this process as its runner (no third replica follows it
+    /// too once the claim to follow it has expired).
+    fn adopt(&self, record: Record) -> Arc<Execution> {
+        let execution = Arc::new(Execution::restored(record, self.scope.clone(), false));
+        execution.write();
+        let mut table = self.table.lock().expect("executions lock");
+        if let Some(key) = &execution.idempotency_key {
+            table.by_key.insert(key.clone(), execution.id.clone());
+        }
+        table.remember(execution.clone());
+        execution
+    }
+
+    fn in_memory(&self, id: &str) -> bool {
+        let table = self.table.lock().expect("executions lock");
+        table.by_id.contains_key(id)
+    }
+
+    /// The execution an earlier call with `key` began, if one did.
+    pub fn earlier(&self, key: &str) -> Option<Arc<Execution>> {
+        let found = {
+            let table = self.table.lock().expect("executions lock");
+            table
+                .by_key
+                .get(key)
+                .and_then(|id| table.by_id.get(id))
+                .cloned()
+        };
+        found.or_else(|| Some(self.read(self.scope.as_ref()?.by_key(key)?)))
+    }
+
+    /// A record read from the store, as an execution this process does not run (it follows
+    /// what it runs from memory): a running one is foreign.
+    fn read(&self, record: Record) -> Arc<Execution> {
+        Arc::new(Execution::restored(record, self.scope.clone(), true))
+    }
+
+    /// The execution the MCP task `task_id` ran, if one did.
+    pub fn by_task(&self, task_id: &str) -> Option<Arc<Execution>> {
+        let found = {
+            let table = self.table.lock().expect("executions lock");
+            table
+                .by_id
+                .values()
+                .find(|e| e.task_id.as_deref() == Some(task_id))
+                .cloned()
+        };
+        found.or_else(|| Some(self.read(self.scope.as_ref()?.by_task(task_id)?)))
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<Execution>> {
+        let found = {
+            let table = self.table.lock().expect("executions lock");
+            table.by_id.get(id).cloned()
+        };
+        found.or_else(|| Some(self.read(self.scope.as_ref()?.get(id)?)))
+    }
+
+    /// Every remembered execution, oldest first: the store's, and those in memory.
+    pub fn list(&self) -> Vec<Arc<Execution>> {
+        let table = self.table.lock().expect("executions lock");
+        let mut listed: Vec<Arc<Execution>> = self
+            .scope
+            .iter()
+            .flat_map(Scope::list)
+            .filter(|record| !table.by_id.contains_key(&record.id))
+            .map(|record| self.read(record))
+            .collect();
+        listed.extend(
+            table
+                .order
+                .iter()
+                .filter_map(|id| table.by_id.get(id).cloned()),
+        );
+        listed.sort_by_key(|e| e.started);
+        listed
+    }
+}
+
+impl Table {
+    fn remember(&mut self, execution: Arc<Execution>) {
+        let id = execution.id.clone();
+        self.by_id.insert(id.clone(), execution);
+        self.order.push_back(id);
+        self.forget_beyond(KEPT);
+    }
+
+    /// Drops the oldest ended executions beyond `bound` (running ones stay: their ids are out).
+    fn forget_beyond(&mut self, bound: usize) {
+        while self.order.len() > bound {
+            let Some(position) = self.order.iter().position(|id| {
+                self.by_id
+                    .get(id)
+                    .is_none_or(|e| e.snapshot().state != State::Running)
+            }) else {
+                return;
+            };
+            let Some(id) = self.order.remove(position) else {
+                return;
+            };
+            self.by_id.remove(&id);
+            self.by_key.retain(|_, kept| *kept != id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

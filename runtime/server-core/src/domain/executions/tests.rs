@@ -1,0 +1,128 @@
+use super::*;
+use crate::domain::execution::Completion;
+use jupyter_client::kernel::ExecutionOutcome;
+
+fn new(key: Option<&str>) -> NewExecution {
+    NewExecution {
+        place: Place::Code {
+            kernel: "the default kernel".into(),
+        },
+        code: "1".into(),
+        timeout: Duration::from_secs(5),
+        background: true,
+        idempotency_key: key.map(str::to_owned),
+        task_id: None,
+    }
+}
+
+fn ended(outputs: Vec<Value>, completion: Completion) -> Result<Executed, Error> {
+    Ok(Executed {
+        outcome: ExecutionOutcome {
+            outputs,
+            execution_count: Some(1),
+            reply_status: None,
+            completion,
+            elapsed: Duration::ZERO,
+            user_expressions: None,
+            widgets: None,
+        },
+        replaced: None,
+    })
+}
+
+#[test]
+fn a_repeated_key_finds_the_first_execution() {
+    let executions = Executions::default();
+    let Begun::Fresh(first) = executions.begin(new(Some("k"))) else {
+        panic!("first call is fresh");
+    };
+    let Begun::Repeated(again) = executions.begin(new(Some("k"))) else {
+        panic!("the key was seen");
+    };
+    assert_eq!(first.id, again.id);
+    assert!(matches!(executions.begin(new(None)), Begun::Fresh(_)));
+    assert_eq!(executions.list().len(), 2);
+}
+
+#[test]
+fn states_say_how_it_ended() {
+    let error = |ename: &str| serde_json::json!({"output_type": "error", "ename": ename, "evalue": "x", "traceback": []});
+    let timeout = Duration::from_secs(5);
+    let state = |r| State::of(&r, timeout).name();
+    assert_eq!(state(ended(vec![], Completion::Finished)), "finished");
+    assert_eq!(
+        state(ended(
+            vec![error("KeyboardInterrupt")],
+            Completion::Finished
+        )),
+        "interrupted"
+    );
+    assert_eq!(
+        state(ended(vec![error("ValueError")], Completion::Finished)),
+        "failed"
+    );
+    assert_eq!(state(ended(vec![], Completion::TimedOut)), "interrupted");
+    assert_eq!(state(Err(Error::Failed("no".into()))), "failed");
+}
+
+#[test]
+fn a_new_process_reads_the_records_an_earlier_one_wrote() {
+    let dir = std::env::temp_dir().join(format!(
+        "jupyter-mcp-executions-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let settings = crate::settings::StateSettings {
+        dir: dir.clone(),
+        retention: Duration::from_secs(3600),
+        max_bytes: 1 << 20,
+    };
+    let output = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "42\n"});
+    let (id, running) = {
+        let store = Arc::new(store::Store::open(settings.clone()).unwrap());
+        let executions = Executions::new(Some(Scope::server(store)));
+        let Begun::Fresh(done) = executions.begin(new(Some("k"))) else {
+            panic!()
+        };
+        done.finish(ended(vec![output.clone()], Completion::Finished));
+        // Listed oldest first, by the millisecond each began.
+        std::thread::sleep(Duration::from_millis(5));
+        let Begun::Fresh(running) = executions.begin(new(None)) else {
+            panic!()
+        };
+        (done.id.clone(), running.id.clone())
+    };
+    let store = Arc::new(store::Store::open(settings).unwrap());
+    let executions = Executions::new(Some(Scope::server(store)));
+    let again = executions.get(&id).expect("from the store");
+    let snapshot = again.snapshot();
+    assert_eq!(snapshot.state, State::Finished);
+    let result = snapshot.result.expect("ended");
+    assert_eq!(
+        result.as_ref().as_ref().unwrap().outcome.outputs,
+        vec![output]
+    );
+    assert!(again.code_sha256.len() == 64);
+    assert!(matches!(executions.begin(new(Some("k"))), Begun::Repeated(e) if e.id == id));
+    let listed: Vec<String> = executions.list().iter().map(|e| e.id.clone()).collect();
+    assert_eq!(listed, [id, running.clone()]);
+    assert_eq!(
+        executions.get(&running).unwrap().snapshot().state,
+        State::Running
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn only_ended_executions_are_forgotten() {
+    let executions = Executions::default();
+    let Begun::Fresh(running) = executions.begin(new(None)) else {
+        panic!()
+    };
+    for _ in 0..KEPT + 3 {
+        if let Begun::Fresh(e) = executions.begin(new(None)) {
+            e.finish(ended(vec![], Completion::Finished));
+        }
+    }
+    assert_eq!(executions.list().len(), KEPT);
+    assert!(executions.get(&running.id).is_some());
+}

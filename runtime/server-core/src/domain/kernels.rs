@@ -1,0 +1,105 @@
+//! Kernel readiness: the one place that decides what happens when a notebook's kernel is gone.
+//! A lost kernel is refused with the same message for every caller, or replaced when
+//! `kernel.auto-restart` is on, and then the caller is handed a note saying so.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::notebooks::NotebookInUse;
+use super::{Domain, Error};
+use crate::capabilities::AUTO_RESTART;
+/// Whether a kernel is alive, or gone and why (for callers that show it).
+pub use jupyter_client::kernel::Liveness;
+use jupyter_client::kernel::{Kernel, Progress, ProgressSink};
+
+/// The error every caller gets for a notebook whose kernel state was lost.
+pub fn kernel_gone_message(notebook_name: &str) -> String {
+    format!(
+        "The kernel of '{notebook_name}' is gone, and its session — every variable, import and \
+         definition — went with it. Call restart_notebook to start a fresh one, or enable the \
+         'kernel.auto-restart' capability to have replacements started automatically."
+    )
+}
+
+/// A kernel ready to run code, and the note to show when it replaced a lost one.
+pub struct ReadyKernel {
+    pub kernel: Arc<Kernel>,
+    pub replaced: Option<String>,
+}
+
+/// Awaits `starting` (a kernel being started or replaced), telling `progress` at each of its
+/// intervals that the kernel is awaited: a gateway on a cluster answers a start request only once
+/// the kernel's pod is scheduled and its image pulled, which takes tens of seconds. The wait is
+/// bounded by `--kernel-start-timeout` where the start request is made.
+pub(super) async fn reporting_start<T>(
+    progress: Option<&(Duration, ProgressSink)>,
+    start_timeout: Duration,
+    starting: impl Future<Output = T>,
+) -> T {
+    let Some((every, sink)) = progress else {
+        return starting.await;
+    };
+    let started = tokio::time::Instant::now();
+    let every = (*every).max(Duration::from_millis(100));
+    let mut ticker = tokio::time::interval_at(started + every, every);
+    tokio::pin!(starting);
+    loop {
+        tokio::select! {
+            done = &mut starting => return done,
+            _ = ticker.tick() => sink(Progress {
+                elapsed: started.elapsed(),
+                timeout: start_timeout,
+                output_count: 0,
+                starting: true,
+            }),
+        }
+    }
+}
+
+impl Domain {
+    /// The notebook's kernel, ready to run code. A lost kernel is refused, or replaced when
+    /// `kernel.auto-restart` is on — and then the note says so.
+    /// A replacement's start is reported to `progress`.
+    pub async fn ready_kernel(
+        &self,
+        in_use: &NotebookInUse,
+        progress: Option<&(Duration, ProgressSink)>,
+    ) -> Result<ReadyKernel, Error> {
+        let kernel = in_use.kernel();
+        let Liveness::Gone(reason) = kernel.liveness() else {
+            return Ok(ReadyKernel {
+                kernel,
+                replaced: None,
+            });
+        };
+        if !self.capabilities.enabled(AUTO_RESTART) {
+            return Err(Error::Kernel(kernel_gone_message(&in_use.name)));
+        }
+        let jupyter = self.jupyter();
+        let start_timeout = self.settings.kernel_start.timeout;
+        let fresh = reporting_start(
+            progress,
+            start_timeout,
+            jupyter.replace_lost_kernel(&kernel),
+        )
+        .await
+        .map_err(|e| {
+            Error::Failed(format!(
+                "The kernel of '{}' is gone and no replacement could be started: {e}",
+                in_use.name
+            ))
+        })?;
+        in_use.replace_kernel(fresh.clone());
+        let note = format!(
+            "[KERNEL REPLACED: the kernel of '{}' {reason}; a new, empty kernel ('{}') replaced it \
+             (kernel.auto-restart is on), so every earlier variable, import and definition is gone.]",
+            in_use.name,
+            fresh.id()
+        );
+        Ok(ReadyKernel {
+            kernel: fresh,
+            replaced: Some(note),
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! The domain: the notebook and kernel operations every face of the server shares. Tools, the
+//! host functions of wasm guests, MCP resources and the HTTP management routes all call these,
+//! so a rule (the auto-restart policy, the gone-kernel message, the conflict check of an edit,
+//! the hooks around an execution) is written once and holds for every caller.
+//!
+//! `Domain` holds the services an operation may need, and nothing of the transports (no HTTP
+//! token, no tool table).
+
+pub mod cells;
+pub mod connect;
+pub mod execution;
+pub mod executions;
+pub mod files;
+pub mod interrupt;
+pub mod kernels;
+pub mod kernelspecs;
+pub mod notebooks;
+pub mod outputs;
+pub mod run_all;
+pub mod users;
+pub mod variables;
+pub mod versions;
+
+use std::sync::{Arc, RwLock};
+
+use url::Url;
+
+use crate::capabilities::{Capabilities, PREWARM};
+use crate::hooks::Hooks;
+use crate::settings::{DocumentBackend, ExecutionLimits, OutputLimits};
+use jupyter_client::Jupyter;
+use jupyter_client::document::DocumentError;
+use jupyter_client::rest::JupyterRest;
+use jupyter_client::spares::SparePolicy;
+use notebooks::{LookupError, NotebookInUse, Notebooks};
+
+/// The settings operations read: a slice of the server's configuration.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// A separate server for notebooks (`--document-url`), with its credentials.
+    pub documents: Option<(Url, jupyter_client::auth::Auth)>,
+    pub document_backend: DocumentBackend,
+    pub execution: ExecutionLimits,
+    pub output: OutputLimits,
+    /// Largest file read_file reads or write_file writes.
+    pub max_file_bytes: u64,
+    /// How many spare kernels `kernel.prewarm` keeps, and for how long.
+    pub prewarm: SparePolicy,
+    /// How kernels are started on every server this domain uses (`--kernel-env`, …).
+    pub kernel_start: jupyter_client::rest::KernelStart,
+    /// Which code needs a person's yes while `execution.confirm` is on.
+    pub confirm: crate::confirm::Rules,
+    /// Where execution records outlive the process (`--state-dir`), if anywhere.
+    pub store: Option<executions::records::Scope>,
+}
+
+/// A failure a caller can act on; its message says what to do next. The kinds a tool shows
+/// alike (as their message) stay apart so a guest's host function can say which it was.
+#[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
+pub enum Error {
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// No such notebook in use, or no such cell.
+    #[error("{0}")]
+    NotFound(String),
+    /// The cell changed since the caller saw it (someone else edited it).
+    #[error("{0}")]
+    Conflict(String),
+    /// The kernel is gone or failed.
+    #[error("{0}")]
+    Kernel(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Error {
+    pub fn failed(error: impl std::fmt::Display) -> Self {
+        Error::Failed(error.to_string())
+    }
+}
+
+impl From<DocumentError> for Error {
+    fn from(error: DocumentError) -> Self {
+        match error {
+            // The plan's own words, not wrapped.
+            DocumentError::Refused(reason) => Error::Failed(reason),
+            conflict @ DocumentError::Conflict { .. } => Error::Conflict(conflict.to_string()),
+            other => Error::failed(other),
+        }
+    }
+}
+
+impl From<crate::hooks::HookError> for Error {
+    fn from(refusal: crate::hooks::HookError) -> Self {
+        Error::failed(refusal)
+    }
+}
+
+impl From<LookupError> for Error {
+    fn from(error: LookupError) -> Self {
+        Error::NotFound(error.to_string())
+    }
+}
+
+pub struct Domain {
+    pub settings: Settings,
+    /// Replaced as a whole by `connect`; calls in flight keep the one they started with.
+    jupyter: RwLock<Arc<Jupyter>>,
+    pub notebooks: Notebooks,
+    /// Shared by every domain of the server (Hub mode: every user's), so what an extension
+    /// declares late reaches them all.
+    pub capabilities: Arc<Capabilities>,
+    pub hooks: Arc<Hooks>,
+    /// The whole outputs of recent executions that no notebook keeps.
+    pub kept_outputs: outputs::KeptOutputs,
+    /// The runs of the execution tools, background ones included.
+    pub executions: executions::Executions,
+}
+
+impl Domain {
+    pub fn new(
+        settings: Settings,
+        jupyter: Jupyter,
+        capabilities: Arc<Capabilities>,
+        hooks: Arc<Hooks>,
+    ) -> Arc<Self> {
+        let domain = Self::detached(settings, jupyter, capabilities, hooks);
+        domain.prepare(&domain.jupyter());
+        domain
+    }
+
+    /// A domain whose server is never prepared (no spare kernels): in Hub mode the one the
+    /// transports read capabilities and settings from; users' calls each get their own.
+    pub fn detached(
+        settings: Settings,
+        jupyter: Jupyter,
+        capabilities: Arc<Capabilities>,
+        hooks: Arc<Hooks>,
+    ) -> Arc<Self> {
+        let jupyter = jupyter.with_kernel_start(settings.kernel_start.clone());
+        let executions = executions::Executions::new(settings.store.clone());
+        Arc::new(Domain {
+            settings,
+            jupyter: RwLock::new(Arc::new(jupyter)),
+            notebooks: Notebooks::default(),
+            capabilities,
+            hooks,
+            kept_outputs: Default::default(),
+            executions,
+        })
+    }
+
+    /// What the server keeps ready on a Jupyter Server it uses: spare kernels when
+    /// `kernel.prewarm` is on.
+    fn prepare(&self, jupyter: &Arc<Jupyter>) {
+        if self.capabilities.enabled(PREWARM) {
+            jupyter.keep_spares(self.settings.prewarm);
+        }
+    }
+
+    pub fn jupyter(&self) -> Arc<Jupyter> {
+        self.jupyter.read().expect("jupyter lock").clone()
+    }
+
+    /// The server holding notebooks: `--document-url` if given, else the kernels' server.
+    pub fn documents_rest(&self) -> JupyterRest {
+        match &self.settings.documents {
+            Some((url, auth)) => JupyterRest::with_auth(url.clone(), auth.clone()),
+            None => self.jupyter().rest().clone(),
+        }
+    }
+
+    /// Points the server at another Jupyter Server; returns the previous one to be shut down.
+    pub fn replace_jupyter(&self, jupyter: Jupyter) -> Arc<Jupyter> {
+        let jupyter = Arc::new(jupyter.with_kernel_start(self.settings.kernel_start.clone()));
+        self.prepare(&jupyter);
+        std::mem::replace(&mut *self.jupyter.write().expect("jupyter lock"), jupyter)
+    }
+
+    /// The named notebook in use, or the current one.
+    pub fn notebook(&self, name: Option<&str>) -> Result<Arc<NotebookInUse>, Error> {
+        Ok(self.notebooks.resolve(name)?)
+    }
+}

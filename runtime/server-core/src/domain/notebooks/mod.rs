@@ -1,0 +1,278 @@
+//! The notebooks in use: each name bound to a document and a kernel, one of them current, and
+//! their lifecycle — opened or created with a kernel attached (`open.rs`), restarted, moved to
+//! another kernelspec and released (`release.rs`) — for every caller alike: tools, startup's
+//! `--document-id`, the exit.
+//!
+//! Several notebooks can be in use at once; tools that take `notebook_name` can address any of
+//! them, the others use the current one (one per server, as the Python server has it).
+
+mod open;
+mod release;
+
+pub use open::{Attached, Opened, UseMode, UseRequest, Used};
+pub use release::{Switched, Unused};
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use super::versions::SeenSources;
+use jupyter_client::Jupyter;
+use jupyter_client::document::{Document, DocumentError, Edit, EditPlan};
+use jupyter_client::kernel::{Kernel, widgets};
+use notebook_format::notebook::Notebook;
+
+/// How the notebook's kernel came to be attached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelOrigin {
+    /// Given by the caller (`kernel_id`): never stopped by us.
+    Given,
+    /// Started by us, with a Jupyter session for the path we created so JupyterLab shares it.
+    StartedWithSession { session_id: String },
+    /// The kernel of a session someone else opened for the path (`kernel.adopt-session`):
+    /// shared, never stopped by us.
+    Adopted { session_id: String },
+    /// Started by us without a session: someone else's session already holds the path.
+    StartedBesideExistingSession { their_kernel: Option<String> },
+}
+
+/// What became of a notebook's kernel when the notebook was released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Released {
+    /// Given to us or adopted: left running.
+    NotOurs(String),
+    /// Ours, but someone else uses it now: left running.
+    Shared(String),
+    ShutDown(String),
+}
+
+pub struct NotebookInUse {
+    pub name: String,
+    pub path: String,
+    pub document: Arc<dyn Document>,
+    kernel: Mutex<Arc<Kernel>>,
+    pub origin: KernelOrigin,
+    changes: broadcast::Sender<String>,
+    /// The sources of cell versions read or written here, for the diff of a refused write.
+    pub seen: SeenSources,
+}
+
+impl NotebookInUse {
+    pub fn new(
+        name: String,
+        path: String,
+        document: Arc<dyn Document>,
+        kernel: Arc<Kernel>,
+        origin: KernelOrigin,
+        changes: broadcast::Sender<String>,
+    ) -> Self {
+        NotebookInUse {
+            name,
+            path,
+            document,
+            kernel: Mutex::new(kernel),
+            origin,
+            changes,
+            seen: SeenSources::default(),
+        }
+    }
+
+    /// The notebook as it is now (its cells' versions remembered).
+    pub async fn read(&self) -> Result<Notebook, DocumentError> {
+        let notebook = self.document.read().await?;
+        self.seen.record(&notebook);
+        Ok(notebook)
+    }
+
+    /// Applies edits to the document and tells subscribers the notebook changed.
+    pub async fn apply(&self, edits: Vec<Edit>) -> Result<Notebook, DocumentError> {
+        let (_, saved) = self.update(Box::new(move |_| Ok(edits))).await?;
+        Ok(saved)
+    }
+
+    /// Plans and saves edits against the newest version (see `Document::update`), then tells
+    /// subscribers; returns the notebook before and after.
+    pub async fn update(&self, plan: EditPlan<'_>) -> Result<(Notebook, Notebook), DocumentError> {
+        let (before, after) = self.document.update(plan).await?;
+        self.seen.record(&before);
+        if before != after {
+            self.seen.record(&after);
+            let _ = self.changes.send(self.name.clone());
+        }
+        Ok((before, after))
+    }
+
+    /// Lets go of the notebook's kernel (see `release_kernel`).
+    pub async fn release(&self, jupyter: &Jupyter) -> Released {
+        release_kernel(jupyter, &self.kernel(), &self.origin).await
+    }
+
+    /// The widget state of the widgets `outputs` show: as the notebook's kernel holds them now,
+    /// else as `notebook` saved them.
+    pub fn widget_state(&self, outputs: &[Value], notebook: &Notebook) -> Option<Value> {
+        let saved = widgets::saved_models(&notebook.metadata);
+        self.kernel().connection().widget_state(outputs, saved)
+    }
+
+    pub fn kernel(&self) -> Arc<Kernel> {
+        self.kernel.lock().expect("kernel lock").clone()
+    }
+
+    pub fn replace_kernel(&self, kernel: Arc<Kernel>) {
+        *self.kernel.lock().expect("kernel lock") = kernel;
+    }
+}
+
+/// Lets go of a kernel a notebook was given: one we started is shut down (with its Jupyter
+/// session) unless someone else uses it; a kernel we were given or adopted keeps running.
+pub async fn release_kernel(jupyter: &Jupyter, kernel: &Kernel, origin: &KernelOrigin) -> Released {
+    let id = kernel.id().to_owned();
+    if matches!(*origin, KernelOrigin::Given | KernelOrigin::Adopted { .. })
+        || !jupyter.started_here(&id)
+    {
+        return Released::NotOurs(id);
+    }
+    let our_session = match origin {
+        KernelOrigin::StartedWithSession { session_id } => Some(session_id.as_str()),
+        _ => None,
+    };
+    if jupyter.is_shared(&id, our_session).await {
+        return Released::Shared(id);
+    }
+    if let Some(session_id) = our_session {
+        // Deleting the session ends the kernel too: that end is ours, not news.
+        Jupyter::quiesce(kernel).await;
+        kernel.connection().expect_shutdown();
+        if jupyter.rest().delete_session(session_id).await.is_ok() {
+            jupyter.kernel_stopped_with_session(&id).await;
+            return Released::ShutDown(id);
+        }
+    }
+    jupyter.stop_kernel(&id).await;
+    Released::ShutDown(id)
+}
+
+#[derive(Default)]
+/// The names bound by use_notebook, and which one is current.
+struct Bound {
+    by_name: BTreeMap<String, Arc<NotebookInUse>>,
+    current: Option<String>,
+}
+
+pub struct Notebooks {
+    bound: Mutex<Bound>,
+    /// Names of notebooks a tool just changed, for resource subscriptions.
+    changes: broadcast::Sender<String>,
+}
+
+impl Default for Notebooks {
+    fn default() -> Self {
+        Notebooks {
+            bound: Mutex::default(),
+            changes: broadcast::Sender::new(256),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum LookupError {
+    // "is not connected" and "All currently connected notebooks" are the Python server's words,
+    // which its clients match on.
+    #[error(
+        "Notebook '{name}' is not connected: no notebook in use has that name, so it was not found. All currently connected notebooks: [{in_use}]. Call use_notebook to open it, or list_notebooks to see what is open."
+    )]
+    Unknown { name: String, in_use: String },
+    #[error("No notebook is in use. Call use_notebook to open or create one first.")]
+    NoneCurrent,
+}
+
+impl Notebooks {
+    /// Where notebooks announce their changes (given to each notebook in use).
+    pub fn change_sender(&self) -> broadcast::Sender<String> {
+        self.changes.clone()
+    }
+
+    /// Names of notebooks as they change.
+    pub fn watch_changes(&self) -> broadcast::Receiver<String> {
+        self.changes.subscribe()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<NotebookInUse>> {
+        self.bound
+            .lock()
+            .expect("notebooks lock")
+            .by_name
+            .get(name)
+            .cloned()
+    }
+
+    /// The named notebook, or the current one when no name is given.
+    pub fn resolve(&self, name: Option<&str>) -> Result<Arc<NotebookInUse>, LookupError> {
+        let bound = self.bound.lock().expect("notebooks lock");
+        let name = match name.filter(|n| !n.is_empty()) {
+            Some(name) => name.to_owned(),
+            None => bound.current.clone().ok_or(LookupError::NoneCurrent)?,
+        };
+        bound
+            .by_name
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| LookupError::Unknown {
+                in_use: describe_names(bound.by_name.keys()),
+                name,
+            })
+    }
+
+    pub fn current_name(&self) -> Option<String> {
+        self.bound.lock().expect("notebooks lock").current.clone()
+    }
+
+    /// Registers a notebook and makes it current.
+    pub fn insert(&self, notebook: Arc<NotebookInUse>) {
+        let mut bound = self.bound.lock().expect("notebooks lock");
+        bound.current = Some(notebook.name.clone());
+        bound.by_name.insert(notebook.name.clone(), notebook);
+    }
+
+    pub fn make_current(&self, name: &str) -> Option<String> {
+        let mut bound = self.bound.lock().expect("notebooks lock");
+        bound.current.replace(name.to_owned())
+    }
+
+    /// Removes a notebook; returns it and the name of the new current notebook, if it changed.
+    pub fn remove(&self, name: &str) -> Option<(Arc<NotebookInUse>, Option<Option<String>>)> {
+        let mut bound = self.bound.lock().expect("notebooks lock");
+        let removed = bound.by_name.remove(name)?;
+        let switched = if bound.current.as_deref() == Some(name) {
+            bound.current = bound.by_name.keys().next().cloned();
+            Some(bound.current.clone())
+        } else {
+            None
+        };
+        Some((removed, switched))
+    }
+
+    pub fn all(&self) -> Vec<Arc<NotebookInUse>> {
+        self.bound
+            .lock()
+            .expect("notebooks lock")
+            .by_name
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets every notebook (the Jupyter Server was switched); returns them.
+    pub fn clear(&self) -> Vec<Arc<NotebookInUse>> {
+        let mut bound = self.bound.lock().expect("notebooks lock");
+        bound.current = None;
+        std::mem::take(&mut bound.by_name).into_values().collect()
+    }
+}
+
+fn describe_names<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let names: Vec<String> = names.map(|n| format!("'{n}'")).collect();
+    names.join(", ")
+}

@@ -1,0 +1,441 @@
+//! MCP over Streamable HTTP on hyper, plus the management routes of the Python server.
+//!
+//! `/mcp` is rmcp's Streamable HTTP service (legacy sessions for 2025-11-25 clients, stateless
+//! requests for 2026-07-28 ones), behind our own Host, Origin and bearer-token checks.
+//! The management routes under `/api/` sit beside it (`management`; the extension routes in
+//! `extension_routes`).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use http_body_util::combinators::BoxBody;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use tower_service::Service;
+
+use super::McpServer;
+use super::ServerState;
+use super::hub::HubFront;
+use crate::config::HttpConfig;
+use crate::dispatch::ToolView;
+use crate::tools::scope::{Grant, Scope};
+use jupyter_client::auth::Secret;
+use jupyter_client::hub::HubError;
+use server_core::domain::users::Caller;
+
+mod body;
+mod extension_routes;
+mod guard;
+mod management;
+pub mod oauth;
+mod policy_routes;
+
+use body::{json_response, read_body, unauthorized};
+use guard::{LOOPBACK_HOSTS, bearer};
+pub use guard::{host_allowed, origin_allowed};
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// The header carrying an MCP session id.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// How long request headers may take to arrive (slowloris).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(
+        "Streamable HTTP needs authentication: pass --mcp-token TOKEN (or set MCP_TOKEN), or \
+         --insecure-mcp-noauth to serve without a token on a network you trust"
+    )]
+    NoAuthConfigured,
+    #[error(
+        "--oauth-issuer cannot be combined with {other}: with an issuer, its access tokens are \
+         the authentication (and their scopes say what each caller may do), so {other} would \
+         let callers around them; drop {other}"
+    )]
+    OAuthCombined { other: &'static str },
+    #[error(transparent)]
+    OAuth(#[from] oauth::OAuthError),
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+}
+
+struct HttpContext {
+    state: Arc<ServerState>,
+    config: HttpConfig,
+    mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    stop: CancellationToken,
+    /// `--oauth-issuer`: the tokens' checker.
+    oauth: Option<Arc<oauth::ResourceServer>>,
+}
+
+impl HttpContext {
+    /// `?only=NAME,...` (tools or toolsets): the narrower view one client asked for. The query
+    /// is read on every request, so a client keeps its view by keeping its URL.
+    fn tool_view(&self, query: Option<&str>) -> Result<Option<ToolView>, Box<Response<Body>>> {
+        let only: Vec<String> = url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            .filter(|(key, _)| key == "only")
+            .flat_map(|(_, value)| {
+                value
+                    .split(',')
+                    .map(|n| n.trim().to_owned())
+                    .filter(|n| !n.is_empty())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if only.is_empty() {
+            return Ok(None);
+        }
+        self.state.tools.view(&only).map(Some).map_err(|unknown| {
+            Box::new(json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": unknown.to_string() }),
+            ))
+        })
+    }
+
+    /// Hub mode: who the request's bearer token belongs to, as the Hub says; `Err` holds the
+    /// refusal (401 for a missing or refused token, 502 when the Hub cannot answer).
+    async fn hub_caller(
+        &self,
+        hub: &HubFront,
+        headers: &HeaderMap,
+    ) -> Result<Caller, Box<Response<Body>>> {
+        let Some(token) = bearer(headers) else {
+            return Err(Box::new(unauthorized(&format!(
+                "a bearer token is required: send your JupyterHub API token (create one on the \
+                 Hub's token page, {}hub/token) as Authorization: Bearer TOKEN",
+                hub.users.hub()
+            ))));
+        };
+        let token = Secret::new(token.to_owned());
+        hub.users.identify(&token).await.map_err(|e| {
+            Box::new(match e {
+                HubError::TokenRefused { .. } => unauthorized(&e.to_string()),
+                other => json_response(
+                    StatusCode::BAD_GATEWAY,
+                    json!({ "error": other.to_string() }),
+                ),
+            })
+        })
+    }
+
+    async fn route(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        let method = request.method().clone();
+        if let Some(oauth) = &self.oauth
+            && oauth.serves_metadata_at(request.uri().path())
+        {
+            return match self.admit(&request, true, false) {
+                Err(refusal) => *refusal,
+                Ok(()) => json_response(StatusCode::OK, oauth.resource_metadata()),
+            };
+        }
+        // Every route lives under the prefix (a Hub service's /services/NAME/).
+        let prefix = self.config.prefix.trim_end_matches('/');
+        let Some(path) = request.uri().path().strip_prefix(prefix) else {
+            return json_response(
+                StatusCode::NOT_FOUND,
+                json!({ "error": format!("no route {}; MCP is served at {prefix}/mcp", request.uri().path()) }),
+            );
+        };
+        let path = path.to_owned();
+        match path.as_str() {
+            "/mcp" | "/mcp/" => {
+                // In Hub mode the Hub's tokens are the authentication.
+                let hub = self.state.hub.as_ref();
+                if let Err(refusal) = self.admit(&request, false, hub.is_none()) {
+                    return *refusal;
+                }
+                let caller = match hub {
+                    Some(hub) => match self.hub_caller(hub, request.headers()).await {
+                        Ok(caller) => Some(caller),
+                        Err(refusal) => return *refusal,
+                    },
+                    None => None,
+                };
+                let grant = match self.authorize(request.headers(), None).await {
+                    Ok(grant) => grant,
+                    Err(refusal) => return *refusal,
+                };
+                let session = request
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                if let (Some(hub), Some(caller), Some(id)) = (hub, &caller, &session)
+                    && !hub.session_allowed(id, caller)
+                {
+                    // The same answer as for a session that never was: nothing is revealed.
+                    return json_response(
+                        StatusCode::NOT_FOUND,
+                        json!({ "error": "session not found; start a new one with initialize" }),
+                    );
+                }
+                // Read the body ourselves, bounded in size and time, so a huge or trickling
+                // request costs only itself.
+                let (mut parts, body) = request.into_parts();
+                if let Some(caller) = caller.clone() {
+                    parts.extensions.insert(caller);
+                }
+                // The token's scopes narrow the client's view: what it may not call, it does not see.
+                let view = match (self.tool_view(parts.uri.query()), grant.clone()) {
+                    (Err(refusal), _) => return *refusal,
+                    (Ok(view), Some(grant)) => Some(view.unwrap_or_default().with_grant(grant)),
+                    (Ok(view), None) => view,
+                };
+                if let Some(view) = view {
+                    parts.extensions.insert(view);
+                }
+                let body = match read_body(body).await {
+                    Ok(body) => body,
+                    Err(refusal) => return *refusal,
+                };
+                if let (Some(oauth), Some(grant)) = (&self.oauth, &grant)
+                    && let Some(scope) = lacking_scope(&self.state.tools, grant, &body)
+                {
+                    return guard::insufficient_scope(oauth, scope);
+                }
+                let body = repair_body(&parts.headers, body);
+                let mut mcp = self.mcp.clone();
+                let mut response = match mcp.call(Request::from_parts(parts, Full::new(body))).await
+                {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                };
+                // rmcp ends a session with 202; the Python client expects 200 or 204 (and warns).
+                if method == Method::DELETE && response.status() == StatusCode::ACCEPTED {
+                    *response.status_mut() = StatusCode::NO_CONTENT;
+                }
+                if let (Some(hub), Some(caller)) = (hub, &caller) {
+                    match (&session, response.headers().get(SESSION_HEADER)) {
+                        (Some(id), _) if method == Method::DELETE => hub.session_closed(id),
+                        (None, Some(opened)) => {
+                            if let Ok(opened) = opened.to_str() {
+                                hub.session_opened(opened, caller);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                response
+            }
+            p if p.starts_with("/api/") => self.management(p, method, request).await,
+            _ => json_response(
+                StatusCode::NOT_FOUND,
+                json!({ "error": format!("no route {path}; MCP is served at /mcp") }),
+            ),
+        }
+    }
+}
+
+/// The first scope a request (or batch) needs that the token lacks: a tool call needs its tool's,
+/// reading resources `notebooks:read`.
+fn lacking_scope(
+    tools: &crate::dispatch::ToolRegistry,
+    grant: &Grant,
+    body: &[u8],
+) -> Option<Scope> {
+    let message: Value = serde_json::from_slice(body).ok()?;
+    let messages = match message {
+        Value::Array(batch) => batch,
+        one => vec![one],
+    };
+    messages.iter().find_map(|message| {
+        let method = message.get("method")?.as_str()?;
+        let scope = if method == "tools/call" {
+            let name = message.pointer("/params/name")?.as_str()?;
+            tools.get(name)?.spec().scope
+        } else if method.starts_with("resources/") {
+            Scope::NotebooksRead
+        } else {
+            return None;
+        };
+        (!grant.allows(scope)).then_some(scope)
+    })
+}
+
+/// The body as `compat::repair` makes it readable (a malformed `initialize` given defaults, a
+/// task-augmented call noted); anything else as it came.
+fn repair_body(headers: &HeaderMap, body: Bytes) -> Bytes {
+    let Ok(message) = serde_json::from_slice::<Value>(&body) else {
+        return body;
+    };
+    let version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    match super::compat::repair(&message, version) {
+        Some(repaired) => Bytes::from(repaired.to_string()),
+        None => body,
+    }
+}
+
+/// Refuses HTTP settings that would serve without authentication unless told to; checked before
+/// anything is started, so a missing token costs the operator no wait.
+/// In Hub mode the Hub's tokens are the authentication.
+pub fn check_auth(config: &HttpConfig, hub_mode: bool) -> Result<(), HttpError> {
+    if config.oauth.is_some() {
+        for (other, given) in [
+            ("--mcp-token (MCP_TOKEN)", config.mcp_token.is_some()),
+            ("--insecure-mcp-noauth", config.insecure_noauth),
+            ("--jupyterhub-url (Hub mode)", hub_mode),
+        ] {
+            if given {
+                return Err(HttpError::OAuthCombined { other });
+            }
+        }
+        return Ok(());
+    }
+    if !hub_mode && config.mcp_token.is_none() && !config.insecure_noauth {
+        return Err(HttpError::NoAuthConfigured);
+    }
+    Ok(())
+}
+
+/// This server's own `/mcp` URL as clients name it: the default OAuth audience.
+fn own_mcp_url(config: &HttpConfig) -> String {
+    let host = if config.host.contains(':') && !config.host.starts_with('[') {
+        format!("[{}]", config.host)
+    } else {
+        config.host.clone()
+    };
+    format!("http://{host}:{}{}mcp", config.port, config.prefix)
+}
+
+/// Serves until `stop` is cancelled (by a signal or `DELETE /api/stop`).
+pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(), HttpError> {
+    let config = state.http.clone();
+    check_auth(&config, state.hub.is_some())?;
+    let oauth = match &config.oauth {
+        Some(settings) => {
+            let audience = settings
+                .audience
+                .clone()
+                .unwrap_or_else(|| own_mcp_url(&config));
+            let server = oauth::ResourceServer::discover(settings, audience).await?;
+            tracing::info!(
+                issuer = server.issuer(),
+                "access tokens of the OAuth authorization server authenticate Streamable HTTP"
+            );
+            Some(Arc::new(server))
+        }
+        None => None,
+    };
+    if config.mcp_token.is_none() && state.hub.is_none() && oauth.is_none() {
+        tracing::warn!(
+            "--insecure-mcp-noauth: anyone who can reach {}:{} can run code through this server",
+            config.host,
+            config.port
+        );
+    }
+    let address = format!("{}:{}", config.host, config.port);
+    let listener = tokio::net::TcpListener::bind(&address)
+        .await
+        .map_err(|source| HttpError::Bind {
+            address: address.clone(),
+            source,
+        })?;
+    let local: SocketAddr = listener
+        .local_addr()
+        .map_err(|source| HttpError::Bind { address, source })?;
+    tracing::info!(
+        "serving MCP over Streamable HTTP at http://{local}{}mcp",
+        config.prefix
+    );
+
+    let mut rmcp_config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(stop.child_token())
+        .with_allowed_hosts(
+            LOOPBACK_HOSTS
+                .iter()
+                .map(|h| h.to_string())
+                .chain(config.allowed_hosts.iter().cloned()),
+        );
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .into_iter()
+        .flat_map(|o| [o.to_owned(), o.replacen("http", "https", 1)])
+        .collect();
+    origins.extend(config.allowed_origins.iter().cloned());
+    rmcp_config = rmcp_config.with_allowed_origins(origins);
+    // One body limit on every route, the one SECURITY.md states (rmcp's own default is 4 MiB).
+    rmcp_config.max_request_body_bytes = super::MAX_REQUEST_BYTES;
+    let factory_state = state.clone();
+    // Tasks outlive the request (and, stateless, the handler) that created them.
+    let tasks = rmcp::task_manager::TaskManager::new();
+    let mcp = StreamableHttpService::new(
+        move || Ok(McpServer::with_tasks(factory_state.clone(), tasks.clone())),
+        Arc::new(LocalSessionManager::default()),
+        rmcp_config,
+    );
+    let context = Arc::new(HttpContext {
+        state,
+        config,
+        mcp,
+        stop: stop.clone(),
+        oauth,
+    });
+
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.cancelled() => break,
+        };
+        // Reap finished connections so the set does not grow without bound.
+        while connections.try_join_next().is_some() {}
+        let _ = stream.set_nodelay(true);
+        let context = context.clone();
+        let stop = stop.clone();
+        connections.spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let context = context.clone();
+                async move { Ok::<_, Infallible>(context.route(request).await) }
+            });
+            let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT);
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!("HTTP connection ended: {e}");
+                    }
+                }
+                _ = stop.cancelled() => {
+                    // Let the response in flight (e.g. to DELETE /api/stop) reach the client.
+                    connection.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), connection.as_mut()).await;
+                }
+            }
+        });
+    }
+    // Answer what is in flight before the process goes on to stop.
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    Ok(())
+}

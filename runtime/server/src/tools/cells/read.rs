@@ -1,0 +1,149 @@
+//! read_notebook and read_cell.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{default_true, notebook_in_use, with_cell_id};
+use crate::tools::format::{brief_table, cell_uri, detailed, full_output_hint, versioned_header};
+use crate::tools::outputs::{self, Compact, Rendered};
+use crate::tools::{ToolContext, ToolOutput, ToolResult};
+use server_core::capabilities::COMPACT_OUTPUT;
+use server_core::domain::cells::CellType;
+use server_core::domain::cells::{others_present, read, resolve_cell};
+use server_core::domain::outputs::Output;
+use server_core::domain::versions::{cell_version, notebook_version};
+
+#[derive(Debug, Deserialize, JsonSchema, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum ResponseFormat {
+    Brief,
+    Detailed,
+}
+
+fn default_brief() -> ResponseFormat {
+    ResponseFormat::Brief
+}
+
+fn default_limit() -> usize {
+    20
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadNotebookArgs {
+    /// Notebook identifier to read (its use_notebook name).
+    pub notebook_name: String,
+    /// 'brief': first line and line count of each cell; 'detailed': full cell source.
+    #[serde(default = "default_brief")]
+    pub response_format: ResponseFormat,
+    /// Starting index for pagination (0-based).
+    #[serde(default)]
+    pub start_index: usize,
+    /// Maximum number of cells to return (0 means no limit).
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+}
+
+pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) -> ToolResult {
+    let in_use = notebook_in_use(&context, Some(&args.notebook_name))?;
+    let notebook = read(&in_use).await?;
+    let total = notebook.cells.len();
+    if args.start_index >= total {
+        return Ok(ToolOutput::text(format!(
+            "Start index {} is out of range. Notebook has {total} cells.",
+            args.start_index
+        )));
+    }
+    let body = match args.response_format {
+        ResponseFormat::Brief => brief_table(&notebook, args.start_index, args.limit),
+        ResponseFormat::Detailed => detailed(&notebook, args.start_index, args.limit),
+    };
+    let end = if args.limit == 0 {
+        total
+    } else {
+        (args.start_index + args.limit).min(total)
+    };
+    let shown = &notebook.cells[args.start_index..end];
+    let ids: Vec<&str> = shown.iter().map(|c| c.id.as_str()).collect();
+    let versions: Vec<String> = shown.iter().map(cell_version).collect();
+    let others = others_present(&in_use);
+    let here = match (args.response_format, others.is_empty()) {
+        (ResponseFormat::Detailed, false) => {
+            format!("Also in this notebook: {}.\n", others.join(", "))
+        }
+        _ => String::new(),
+    };
+    Ok(ToolOutput::text(format!(
+        "Notebook {} has {total} cells.\n{here}\n{body}",
+        args.notebook_name
+    ))
+    .with_meta("people", json!(others))
+    .with_meta("start_index", json!(args.start_index))
+    .with_meta("cell_ids", json!(ids))
+    .with_meta("cell_versions", json!(versions))
+    .with_meta("notebook_version", json!(notebook_version(&notebook))))
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadCellArgs {
+    /// Index of the cell to read (0-based). Omit when passing cell_id.
+    pub cell_index: Option<i64>,
+    /// Address the cell by its id instead of its index; given both, the id wins.
+    pub cell_id: Option<String>,
+    /// Include outputs in the response (only for code cells).
+    #[serde(default = "default_true")]
+    pub include_outputs: bool,
+    /// Target this notebook instead of the current one.
+    pub notebook_name: Option<String>,
+}
+
+pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolResult {
+    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let notebook = read(&in_use).await?;
+    let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
+    let cell = &notebook.cells[index];
+    let mut pieces = vec![
+        Rendered::Text(versioned_header(index, cell)),
+        Rendered::Text(cell.source.clone()),
+    ];
+    let hint = full_output_hint(&in_use.name, &cell.id);
+    let limits = context.domain.settings.output;
+    let shown: &[serde_json::Value] = if args.include_outputs && cell.cell_type == CellType::Code {
+        &cell.outputs
+    } else {
+        &[]
+    };
+    let typed = Output::all_from_json(shown);
+    let base = cell_uri(&in_use.name, &cell.id);
+    let compact = context.domain.capabilities.enabled(COMPACT_OUTPUT);
+    pieces.extend(outputs::render_outputs(
+        &typed,
+        limits,
+        compact.then_some(Compact { base: &base }),
+        &hint,
+    ));
+    if compact && args.include_outputs && cell.cell_type == CellType::Code && typed.is_empty() {
+        // Nothing silent: a cell that ran and printed nothing is not a cell never run.
+        pieces.push(Rendered::Text(match cell.execution_count {
+            Some(count) => format!("[Ran (execution count {count}); no output]"),
+            None => "[Not run yet: no execution count, no output]".to_owned(),
+        }));
+    }
+    let others = others_present(&in_use);
+    if !others.is_empty() {
+        pieces.push(Rendered::Text(format!(
+            "Also in this notebook: {}.",
+            others.join(", ")
+        )));
+    }
+    let mut output = ToolOutput::content(outputs::to_content(pieces));
+    output = output.with_meta("people", json!(others));
+    // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
+    // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
+    let widgets = in_use.widget_state(shown, &notebook);
+    output.structured = Some(outputs::bundles(&typed, widgets, limits, &hint));
+    let output = output.with_meta("cell_version", json!(cell_version(cell)));
+    Ok(with_cell_id(output, &cell.id))
+}

@@ -1,0 +1,20 @@
+//! What a guest built against this version exports, called through host types only (see
+//! `wasm::api`, which picks the version): what every version has (`common_exports.rs`) and what
+//! 0.2.0 added (resources, resource templates and prompts), which 0.3.0 keeps.
+
+use super::{EXTENSION_EXPORT, HOOKS_EXPORT, convert, extension_export, hooks_export};
+use crate::answers::{PromptAnswer, ResourceAnswer};
+use crate::distribution::manifest::{PromptDeclaration, ResourceDeclaration, TemplateDeclaration};
+
+guest_exports! {
+    wit: "wit/v0.3.0",
+    lists: {
+        resources: call_resources => resource_declaration -> ResourceDeclaration;
+        resource_templates: call_resource_templates => template_declaration -> TemplateDeclaration;
+        prompts: call_prompts => prompt_declaration -> PromptDeclaration;
+    }
+    answers: {
+        read_resource(uri): call_read_resource => resource_answers -> Vec<ResourceAnswer>;
+        get_prompt(name, arguments): call_get_prompt => prompt_answer -> PromptAnswer;
+    }
+}
