@@ -266,6 +266,90 @@ fn display_id(content: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// What the kernel has said about one request so far: its outputs, its `execute_reply` and
+/// whether it went idle after it. Live runs and resumed runs read their messages into it alike;
+/// only how long each waits differs.
+#[derive(Debug, Default)]
+pub(super) struct ReplyState {
+    pub collector: OutputCollector,
+    pub reply_status: Option<String>,
+    pub user_expressions: Option<Value>,
+    pub idle: bool,
+}
+
+/// What one message told a [`ReplyState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Heard {
+    /// The `execute_reply`.
+    Reply,
+    /// A status: `idle` says whether the kernel is now idle.
+    Status { idle: bool },
+    /// An output message, and whether the outputs changed.
+    Output { changed: bool },
+    /// Anything else, for the run or not.
+    Other,
+}
+
+impl ReplyState {
+    pub fn resumed(outputs: Vec<Value>) -> Self {
+        ReplyState {
+            collector: OutputCollector::resumed(outputs),
+            ..ReplyState::default()
+        }
+    }
+
+    /// Reads one message the kernel sent in answer to the request.
+    pub fn hear(&mut self, channel: &str, msg_type: &str, content: &Value) -> Heard {
+        match (channel, msg_type) {
+            ("shell", "execute_reply") => {
+                self.reply_status = content
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                self.user_expressions = content.get("user_expressions").cloned();
+                if let Some(n) = content.get("execution_count").and_then(Value::as_i64) {
+                    self.collector.execution_count = Some(n);
+                }
+                Heard::Reply
+            }
+            ("iopub", "status") => {
+                self.idle = content.get("execution_state").and_then(Value::as_str) == Some("idle");
+                Heard::Status { idle: self.idle }
+            }
+            // `execute_input` is one too: the collector takes its execution count.
+            ("iopub", msg_type) => Heard::Output {
+                changed: self.collector.apply(msg_type, content),
+            },
+            _ => Heard::Other,
+        }
+    }
+
+    /// The kernel replied and went idle: nothing more will come.
+    pub fn done(&self) -> bool {
+        self.idle && self.reply_status.is_some()
+    }
+
+    /// The outcome, once the run ended as `completion` after `elapsed`.
+    pub fn finish(
+        self,
+        completion: Completion,
+        elapsed: Duration,
+        widgets: impl FnOnce(&[Value]) -> Option<Value>,
+    ) -> ExecutionOutcome {
+        let execution_count = self.collector.execution_count;
+        let outputs = self.collector.into_outputs();
+        ExecutionOutcome {
+            execution_count,
+            widgets: widgets(&outputs),
+            outputs,
+            reply_status: self.reply_status,
+            completion,
+            elapsed,
+            user_expressions: self.user_expressions,
+        }
+    }
+}
+
 /// How an execution ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Completion {
@@ -416,10 +500,7 @@ pub(super) async fn run(
         });
     }
 
-    let mut collector = OutputCollector::default();
-    let mut reply_status: Option<String> = None;
-    let mut user_expressions: Option<Value> = None;
-    let mut idle = false;
+    let mut state = ReplyState::default();
     let mut completion = Completion::Finished;
     // Once interrupted, wait only a short while for the tail of the outputs.
     let mut settle_deadline: Option<tokio::time::Instant> = None;
@@ -431,42 +512,31 @@ pub(super) async fn run(
 
     let mut output_due: Option<tokio::time::Instant> = None;
 
-    while !(idle && reply_status.is_some()) {
+    while !state.done() {
         let wake = settle_deadline.unwrap_or(deadline);
         tokio::select! {
             _ = tokio::time::sleep_until(output_due.unwrap_or(wake)), if output_due.is_some() => {
                 output_due = None;
                 if let Some(sink) = &request.on_output {
-                    sink(collector.outputs(), collector.execution_count);
+                    sink(state.collector.outputs(), state.collector.execution_count);
                 }
             }
             routed = replies.recv() => match routed {
-                Some(Routed::Message(message)) => match (message.channel.as_str(), message.msg_type()) {
-                    ("shell", "execute_reply") => {
+                Some(Routed::Message(message)) => {
+                    match state.hear(&message.channel, message.msg_type(), &message.content) {
                         // The idle status normally follows within milliseconds; if iopub lost
                         // it (a channel reconnecting), do not wait for the full timeout.
-                        if settle_deadline.is_none() {
+                        Heard::Reply if settle_deadline.is_none() => {
                             settle_deadline = Some(tokio::time::Instant::now() + IDLE_AFTER_REPLY);
                         }
-                        reply_status = message.content.get("status").and_then(Value::as_str).map(str::to_owned);
-                        user_expressions = message.content.get("user_expressions").cloned();
-                        if let Some(n) = message.content.get("execution_count").and_then(Value::as_i64) {
-                            collector.execution_count = Some(n);
-                        }
-                    }
-                    ("iopub", "status") => {
-                        idle = message.content.get("execution_state").and_then(Value::as_str) == Some("idle");
-                    }
-                    ("iopub", msg_type) => {
-                        let changed = collector.apply(msg_type, &message.content);
-                        if changed && request.on_output.is_some() {
-                            // A chatty kernel sends thousands of messages a second; copying every
-                            // state out would be quadratic. Report at most every OUTPUT_REPORT.
+                        // A chatty kernel sends thousands of messages a second; copying every
+                        // state out would be quadratic. Report at most every OUTPUT_REPORT.
+                        Heard::Output { changed: true } if request.on_output.is_some() => {
                             output_due.get_or_insert(tokio::time::Instant::now() + OUTPUT_REPORT);
                         }
+                        _ => {}
                     }
-                    _ => {}
-                },
+                }
                 Some(Routed::Gone(reason)) => return Err(gone(reason)),
                 None => return Err(gone(GoneReason::Deleted)),
             },
@@ -492,24 +562,16 @@ pub(super) async fn run(
                     sink(Progress {
                         elapsed: started.elapsed(),
                         timeout: request.timeout,
-                        output_count: collector.outputs().len(),
+                        output_count: state.collector.outputs().len(),
                         starting: false,
                     });
                 }
             }
         }
     }
-    let execution_count = collector.execution_count;
-    let outputs = collector.into_outputs();
-    Ok(ExecutionOutcome {
-        execution_count,
-        widgets: connection.widget_state(&outputs, None),
-        outputs,
-        reply_status,
-        completion,
-        elapsed: started.elapsed(),
-        user_expressions,
-    })
+    Ok(state.finish(completion, started.elapsed(), |outputs| {
+        connection.widget_state(outputs, None)
+    }))
 }
 
 /// Stops routing a request's messages however its execution ends.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::execute::{Completion, ExecutionOutcome, OutputCollector, Sent};
+use super::execute::{Completion, ExecutionOutcome, Heard, ReplyState, Sent};
 use super::socket::Socket;
 use crate::rest::{JupyterRest, RestError};
 
@@ -82,18 +82,12 @@ impl Resuming {
     ) -> Result<ExecutionOutcome, ResumeError> {
         let began = tokio::time::Instant::now();
         let kernel_id = self.sent.kernel_id.clone();
-        let mut collector = OutputCollector::resumed(outputs);
+        let mut state = ReplyState::resumed(outputs);
         let mut heard = false;
-        let mut idle = false;
-        let mut reply_status: Option<String> = None;
-        let mut user_expressions = None;
         let mut completion = Completion::Finished;
         let mut settle: Option<tokio::time::Instant> = None;
         let mut look = tokio::time::interval_at(began + FIRST_MESSAGE, LOOK_EVERY);
-        loop {
-            if idle && reply_status.is_some() {
-                break;
-            }
+        while !state.done() {
             let wake = settle.unwrap_or(deadline);
             tokio::select! {
                 frame = self.socket.ws.next() => {
@@ -107,28 +101,11 @@ impl Resuming {
                         continue;
                     }
                     heard = true;
-                    match (message.channel.as_str(), message.msg_type()) {
-                        ("shell", "execute_reply") => {
-                            reply_status = message.content.get("status").and_then(Value::as_str).map(str::to_owned);
-                            user_expressions = message.content.get("user_expressions").cloned();
-                            if let Some(n) = message.content.get("execution_count").and_then(Value::as_i64) {
-                                collector.execution_count = Some(n);
-                            }
+                    match state.hear(&message.channel, message.msg_type(), &message.content) {
+                        Heard::Status { idle: true } if settle.is_none() => {
+                            settle = Some(tokio::time::Instant::now() + REPLY_AFTER_IDLE);
                         }
-                        ("iopub", "status") => {
-                            idle = message.content.get("execution_state").and_then(Value::as_str) == Some("idle");
-                            if idle && settle.is_none() {
-                                settle = Some(tokio::time::Instant::now() + REPLY_AFTER_IDLE);
-                            }
-                        }
-                        ("iopub", "execute_input") => {
-                            if let Some(n) = message.content.get("execution_count").and_then(Value::as_i64) {
-                                collector.execution_count = Some(n);
-                            }
-                        }
-                        ("iopub", msg_type) if collector.apply(msg_type, &message.content) => {
-                            on_output(collector.outputs());
-                        }
+                        Heard::Output { changed: true } => on_output(state.collector.outputs()),
                         _ => {}
                     }
                 }
@@ -154,16 +131,7 @@ impl Resuming {
                 }
             }
         }
-        let execution_count = collector.execution_count;
-        Ok(ExecutionOutcome {
-            outputs: collector.into_outputs(),
-            execution_count,
-            reply_status,
-            completion,
-            elapsed: began.elapsed(),
-            user_expressions,
-            widgets: None,
-        })
+        Ok(state.finish(completion, began.elapsed(), |_| None))
     }
 
     fn unreachable(&self, reason: String) -> ResumeError {
