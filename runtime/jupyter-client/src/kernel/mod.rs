@@ -141,26 +141,23 @@ impl Kernel {
             Err(refusal) => Err(KernelError::Refused(refusal)),
             Ok(()) => self.execute_queued(request).await,
         };
-        let (outputs, error) = match &outcome {
-            Ok(o) => (
-                o.outputs.as_slice(),
-                match o.completion {
-                    Completion::Finished => None,
-                    Completion::TimedOut => Some(format!(
-                        "timed out after {:.1}s; the kernel was interrupted",
-                        timeout.as_secs_f64()
-                    )),
-                    Completion::Cancelled => {
-                        Some("cancelled; the kernel was interrupted".to_owned())
-                    }
-                },
-            ),
-            Err(e) => (&[][..], Some(e.to_string())),
+        let error = match &outcome {
+            Ok(o) => match o.completion {
+                Completion::Finished => None,
+                Completion::TimedOut => Some(format!(
+                    "timed out after {:.1}s; the kernel was interrupted",
+                    timeout.as_secs_f64()
+                )),
+                Completion::Cancelled => Some("cancelled; the kernel was interrupted".to_owned()),
+            },
+            Err(e) => Some(e.to_string()),
         };
-        let after = self
-            .observer
-            .after_execute(pair, &self.id, outputs, error)
-            .await;
+        let executed = observer::Executed {
+            kernel_id: &self.id,
+            outputs: outcome.as_ref().map_or(&[][..], |o| o.outputs.as_slice()),
+            error: error.as_deref(),
+        };
+        let after = self.observer.after_execute(pair, executed).await;
         match after {
             Err(refusal) if outcome.is_ok() => Err(KernelError::Refused(refusal)),
             _ => outcome,

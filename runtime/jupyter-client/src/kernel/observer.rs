@@ -14,6 +14,19 @@ pub type ObserverFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// The observer's own state for one before/after pair, handed back to it with the after event.
 pub type PairState = Box<dyn Any + Send>;
 
+/// What `after_execute` answers: whether the observer lets the execution's success stand.
+pub type AfterFuture<'a> = ObserverFuture<'a, Result<(), Refusal>>;
+
+/// How an execution ended, as an observer hears it.
+#[derive(Debug, Clone, Copy)]
+pub struct Executed<'a> {
+    pub kernel_id: &'a str,
+    /// Its outputs, as nbformat JSON.
+    pub outputs: &'a [Value],
+    /// Why it failed, when it did.
+    pub error: Option<&'a str>,
+}
+
 /// An observer refused an execution, or failed it afterwards. The message says who and why.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("{0}")]
@@ -30,15 +43,8 @@ pub trait KernelObserver: Send + Sync {
         code: &'a str,
     ) -> ObserverFuture<'a, (PairState, Result<(), Refusal>)>;
 
-    /// After the execution ended (`outputs` as nbformat JSON, `error` when it failed). A refusal
-    /// fails an execution that had succeeded.
-    fn after_execute<'a>(
-        &'a self,
-        pair: PairState,
-        kernel_id: &'a str,
-        outputs: &'a [Value],
-        error: Option<String>,
-    ) -> ObserverFuture<'a, Result<(), Refusal>>;
+    /// After the execution ended. A refusal fails an execution that had succeeded.
+    fn after_execute<'a>(&'a self, pair: PairState, executed: Executed<'a>) -> AfterFuture<'a>;
 
     /// A lifecycle change (`started`, `restarted`, `stopped`, `lost`, …). It cannot be refused.
     fn lifecycle<'a>(
@@ -65,13 +71,7 @@ impl KernelObserver for Unobserved {
         Box::pin(async { (Box::new(()) as PairState, Ok(())) })
     }
 
-    fn after_execute<'a>(
-        &'a self,
-        _: PairState,
-        _: &'a str,
-        _: &'a [Value],
-        _: Option<String>,
-    ) -> ObserverFuture<'a, Result<(), Refusal>> {
+    fn after_execute<'a>(&'a self, _: PairState, _: Executed<'a>) -> AfterFuture<'a> {
         Box::pin(async { Ok(()) })
     }
 

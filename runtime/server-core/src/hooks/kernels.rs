@@ -2,8 +2,9 @@
 //! `after_execute` pairs and lifecycle changes `kernel_lifecycle` events. Lifecycle events
 //! cannot be refused, so a handler's error on one is only logged.
 
-use jupyter_client::kernel::observer::{KernelObserver, ObserverFuture, PairState, Refusal};
-use serde_json::Value;
+use jupyter_client::kernel::observer::{
+    AfterFuture, Executed, KernelObserver, ObserverFuture, PairState, Refusal,
+};
 
 use super::{HookError, HookEvent, Hooks, Pair};
 
@@ -31,20 +32,15 @@ impl KernelObserver for Hooks {
         })
     }
 
-    fn after_execute<'a>(
-        &'a self,
-        pair: PairState,
-        kernel_id: &'a str,
-        outputs: &'a [Value],
-        error: Option<String>,
-    ) -> ObserverFuture<'a, Result<(), Refusal>> {
+    fn after_execute<'a>(&'a self, pair: PairState, executed: Executed<'a>) -> AfterFuture<'a> {
         Box::pin(async move {
             // Only `before_execute` above makes these states.
             let pair = pair
                 .downcast::<Pair>()
                 .map(|pair| *pair)
                 .unwrap_or_default();
-            let event = HookEvent::after_execute(kernel_id, outputs, error);
+            let error = executed.error.map(str::to_owned);
+            let event = HookEvent::after_execute(executed.kernel_id, executed.outputs, error);
             self.after(pair, &event).await.map_err(Refusal::from)
         })
     }
