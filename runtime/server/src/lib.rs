@@ -6,6 +6,7 @@
 //! Requests flow one way: transport → [`mcp`] → [`dispatch`] → [`tools`] → core → Jupyter.
 //! See ARCHITECTURE.md for the map.
 
+mod compose;
 pub mod config;
 pub mod dispatch;
 pub mod logs;
@@ -19,10 +20,8 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use config::{Config, JupyterSource, Transport};
-use dispatch::ToolRegistry;
 use jupyter_client::Jupyter;
-use jupyter_client::launcher::{EmbeddedJupyter, LaunchError};
-use jupyter_client::rest::JupyterRest;
+use jupyter_client::launcher::LaunchError;
 use mcp::ServerState;
 use server_core::domain::{self, Domain};
 use server_core::{capabilities, hooks};
@@ -112,254 +111,46 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         JupyterSource::Hub(endpoints) => Some(endpoints.clone()),
         _ => None,
     };
-    if matches!(config.transport, Transport::StreamableHttp) {
-        mcp::http::check_auth(&config.http, hub.is_some())?;
-    }
-    // Hub mode refuses host functions (they would not know whose notebooks to use); talking
-    // to the call's own client and the operator's secrets cross no user.
-    let crosses_users = |grant: &String| {
-        !matches!(grant.as_str(), "elicit" | "sample") && !grant.starts_with("secret:")
-    };
-    if hub.is_some()
-        && let Some(guest) = config
-            .wasm
-            .extensions
-            .iter()
-            .find(|e| e.grants.iter().any(crosses_users))
-    {
-        return Err(RunError::HubGrants(guest.path.display().to_string()));
-    }
-    if hub.is_some()
-        && let Some(guest) = config.wasm.extensions.iter().find(|e| {
-            e.policy
-                .storage
-                .iter()
-                .any(|s| s.access == config::policy::Access::ReadWrite)
-        })
-    {
-        return Err(RunError::HubSharedStorage(guest.path.display().to_string()));
-    }
-    // Guests are read and checked now (milliseconds), compiled once the server serves; what
-    // they declared at an earlier start is known at once.
-    let link = Arc::new(wasm_host::HostLink::default());
-    if let Some(store) = config.wasm.secrets.clone() {
-        link.provide_secrets(Arc::new(store));
-    }
-    link.provide_prompt_rules(
-        wasm_host::PromptRules::new(
-            config.wasm.grant_prompts.never.clone(),
-            config.wasm.grant_prompts.allow_always,
-            hub.is_some(),
-        )
-        .map_err(RunError::GuestSettings)?,
-    );
-    // Unreadable trusted keys stop us: nothing may load unchecked.
-    let trust = wasm_host::Trust::load(&config.wasm.sources)?;
-    // Components from registries are pulled (or found in the cache by digest) first.
+    compose::refuse_unservable(&config, hub.is_some())?;
     let mut config = config;
-    let pulled = pull_components(&mut config.wasm, &trust).await;
-    let mut loader = {
-        let verified: Vec<_> = pulled.iter().map(|p| p.0.clone()).collect();
-        wasm_host::Loader::prepare(&config.wasm, link.clone(), &trust, &verified)
-    };
-    let (declarations, all_declared) = (loader.declarations(), loader.complete());
-    // Checked before anything starts: a misspelt capability stops the server (once every guest
-    // has declared, when some are still compiling).
-    let capabilities = Arc::new(if all_declared {
-        capabilities::Capabilities::build(&declarations, &config.capabilities)?
-    } else {
-        capabilities::Capabilities::build_pending(&declarations, &config.capabilities)
-    });
-    let hooks = Arc::new(hooks::Hooks::default());
-    if config.otel_file.is_some() || config.otel_endpoint.is_some() {
-        let handler = hooks::otel::OtelHandler::new(
-            config.otel_file.as_deref(),
-            config.otel_endpoint.clone(),
-        )?;
-        hooks.register(Arc::new(handler));
-        if let Some(path) = &config.otel_file {
-            tracing::info!("writing OpenTelemetry spans to {}", path.display());
-        }
-        if let Some(endpoint) = &config.otel_endpoint {
-            tracing::info!("sending OpenTelemetry spans to {endpoint}");
-        }
-    }
-    // After the built-in handlers, in the order the operator listed the guests.
-    loader.register_hooks(&hooks);
-    let embedded = match &config.jupyter {
-        JupyterSource::Embedded {
-            root_dir,
-            log_level,
-        } => Some(EmbeddedJupyter::start(root_dir, log_level).await?),
-        JupyterSource::Remote { .. } | JupyterSource::Hub(_) => None,
-    };
-    let rest = match (&config.jupyter, &embedded) {
-        (_, Some(e)) => JupyterRest::new(e.url().clone(), Some(e.token().to_owned())),
-        (JupyterSource::Remote { url, auth }, None) => {
-            JupyterRest::with_auth(url.clone(), auth.clone())
-        }
-        // Never used for anyone's traffic (each user's domain has its own), so no credentials.
-        (JupyterSource::Hub(endpoints), None) => JupyterRest::new(endpoints.public.clone(), None),
-        (JupyterSource::Embedded { .. }, None) => unreachable!("embedded Jupyter started above"),
-    };
-    if hub.is_none()
-        && let Err(e) = rest.status().await
-    {
-        tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
-    }
-    // `auto` on our own Jupyter without collaboration is the file backend, told by its
-    // environment: probing the missing route would put a 404 warning in its log.
-    if embedded
-        .as_ref()
-        .and_then(EmbeddedJupyter::has_collaboration)
-        == Some(false)
-        && config.document_backend == config::DocumentBackend::Auto
-        && config.documents.is_none()
-    {
-        config.document_backend = config::DocumentBackend::File;
-    }
-    let transport = config.transport;
-    let mut tools = ToolRegistry::builtin();
-    #[cfg(feature = "conformance-fixtures")]
-    for tool in mcp::fixtures::tools() {
-        tools.insert(tool);
-    }
-    // After the core tools, so an extension can never shadow one.
-    // Extensions' resources and prompts, beside the core ones (whose names they cannot take).
-    let catalog = Arc::new(mcp::core_catalog());
-    loader.register_known(&tools, &catalog, &capabilities);
-    // After every tool is known, extension tools included; an unknown name stops us (once every
-    // guest has declared, when some are still compiling).
-    // In Hub mode each user's server is the Hub's choice, never switched by a call.
-    let mut exclude = config.toolset.exclude.clone();
-    if hub.is_some() {
-        exclude.push(tools::connect::NAME.to_owned());
-    }
-    if all_declared {
-        tools.select(&config.toolset.only, &exclude)?;
-    } else {
-        tools.select_pending(&config.toolset.only, &exclude);
-    }
-    let tools = Arc::new(tools);
+    let mut guests = compose::Guests::prepare(&mut config, hub.is_some()).await?;
+    let capabilities = guests.capabilities(&config)?;
+    let hooks = compose::hooks(&config, &mut guests)?;
+    let (embedded, rest) = compose::reach_jupyter(&mut config, hub.is_some()).await?;
+    let (tools, catalog) = compose::tool_table(&config, &guests, &capabilities, hub.is_some())?;
     let mut settings = config.domain_settings();
     settings.store = store
         .clone()
         .map(domain::executions::records::Scope::server);
-    let hub = hub.map(|endpoints| {
-        tracing::info!(
-            "Hub mode: serving every user of the JupyterHub at {}",
-            jupyter_client::rest::redacted(&endpoints.public)
-        );
-        mcp::hub::HubFront::new(domain::users::Users::new(
-            jupyter_client::hub::HubClient::new(endpoints),
-            settings.clone(),
-            capabilities.clone(),
-            hooks.clone(),
-        ))
-    });
+    let hub = hub.map(|endpoints| compose::hub_front(endpoints, &settings, &capabilities, &hooks));
     let jupyter = Jupyter::new(rest, hooks.clone());
     let domain = match hub {
         Some(_) => Domain::detached(settings, jupyter, capabilities, hooks.clone()),
         None => Domain::new(settings, jupyter, capabilities, hooks.clone()),
     };
-    // From here on the guests' notebook host functions can reach the notebooks in use.
-    link.connect(&domain);
-    let extensions = {
-        let extensions = wasm_host::Extensions::new(
-            config.wasm.clone(),
-            link.clone(),
-            loader.host(),
-            tools.clone(),
-            catalog.clone(),
-            domain.clone(),
-        );
-        extensions.note_pulled(pulled);
-        extensions
-    };
-    let state = Arc::new(ServerState {
-        domain: domain.clone(),
-        tools,
-        catalog,
-        http: config.http.clone(),
-        hub,
-        extensions: extensions.clone(),
-        policies: Some(link.policies.clone()),
-    });
-
-    let guests = loader.start(
-        state.tools.clone(),
-        state.catalog.clone(),
-        domain.clone(),
-        extensions.clone(),
-    );
-    if let Some(dir) = config.wasm.sources.extensions_dir.clone() {
-        wasm_host::watch_folder(dir, extensions.clone());
-    }
+    let (guests, extensions, state) = guests.start(&config, domain.clone(), tools, catalog, hub);
     if let Some(store) = store.clone() {
-        // Before anything else connects to a kernel: the Jupyter Server drops a closed socket's
-        // kept messages once another session connects.
-        match &state.hub {
-            None => {
-                domain.resume_executions().await;
-                if store.shared() {
-                    let domain = domain.clone();
-                    domain::executions::upkeep::watch_left_runs(move || vec![domain.clone()]);
-                }
-            }
-            // Each user's records are followed in that user's domain, made when the user first
-            // calls this replica (as a client does once its replica is gone).
-            Some(hub) if store.shared() => {
-                let users = hub.users.clone();
-                domain::executions::upkeep::watch_left_runs(move || users.all());
-            }
-            Some(_) => {}
-        }
-        domain::executions::upkeep::keep(store);
+        compose::follow_left_runs(&state, &domain, store).await;
     }
     startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
-    let served = serve(state.clone(), transport, stop.clone());
-    let outcome = tokio::select! {
-        outcome = served => outcome,
+    let served = serve(state.clone(), config.transport, stop.clone());
+    let (outcome, interrupted) = tokio::select! {
+        outcome = served => (outcome, false),
         signal = shutdown_signal() => {
             tracing::info!("received {signal}; shutting down");
-            // Guests first: a call parked in one ends now, and the cleanup below fires no
-            // event into them.
-            {
-                guests.stop();
-                extensions.stop();
-            }
-            stop.cancel();
-            Ok(())
+            (Ok(()), true)
         }
-        failed = guests_loaded(
-            &guests,
-        ) => {
-            {
-                guests.stop();
-                extensions.stop();
-            }
-            stop.cancel();
-            Err(failed)
-        }
+        failed = guests_loaded(&guests) => (Err(failed), true),
     };
-    let users = state
-        .hub
-        .as_ref()
-        .map(|h| h.users.all())
-        .unwrap_or_default();
-    for domain in std::iter::once(domain).chain(users) {
-        domain.release_all().await;
+    if interrupted {
+        // Guests first: a call parked in one ends now, and the cleanup below fires no event
+        // into them.
+        guests.stop();
+        extensions.stop();
+        stop.cancel();
     }
-    // The runs the stops above ended, on the disk before we go.
-    if let Some(store) = &store
-        && let Err(e) = store.sync()
-    {
-        tracing::warn!("could not flush the execution store at exit: {e}");
-    }
-    if let Some(embedded) = embedded {
-        embedded.stop().await;
-    }
+    compose::stop_all(&state, domain, store.as_ref(), embedded).await;
     // Last, so the spans of the stops above are written too.
     hooks.shutdown();
     outcome
