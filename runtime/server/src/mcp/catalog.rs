@@ -33,8 +33,12 @@ pub fn entries<T: DeserializeOwned>(listed: Vec<Listed>) -> impl Iterator<Item =
 
 /// Reads a resource an extension serves.
 pub async fn read(provider: &dyn Provider, uri: String) -> Result<ReadResourceResult, McpError> {
-    let answer = provider.read(uri).await.map_err(protocol_error)?;
-    answered(provider, answer)
+    let mut answer = provider.read(uri).await.map_err(protocol_error)?;
+    let contents = answer
+        .get_mut("contents")
+        .map(Value::take)
+        .unwrap_or_default();
+    answered(provider, contents).map(ReadResourceResult::new)
 }
 
 /// Renders a prompt an extension serves.
