@@ -10,6 +10,16 @@ pub const OUR_CRATES: [&str; 5] = [
     "notebook_format",
 ];
 
+/// The logger a client is told a line came from: the program's name first, so a client that
+/// filters on `jupyter_mcp_server` hears every crate of ours (`jupyter_mcp_server::server_core::…`).
+pub fn logger_name(target: &str) -> String {
+    if target.starts_with(OUR_CRATES[0]) {
+        target.to_owned()
+    } else {
+        format!("{}::{target}", OUR_CRATES[0])
+    }
+}
+
 /// `filter` with each `jupyter_mcp_server[=LEVEL]` directive applied to every crate of ours.
 pub fn widen(filter: &str) -> String {
     let mut directives: Vec<String> = Vec::new();
@@ -35,6 +45,18 @@ pub fn widen(filter: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::widen;
+
+    #[test]
+    fn a_clients_logger_name_starts_with_the_programs() {
+        assert_eq!(
+            super::logger_name("server_core::domain::notebooks::open"),
+            "jupyter_mcp_server::server_core::domain::notebooks::open"
+        );
+        assert_eq!(
+            super::logger_name("jupyter_mcp_server::mcp"),
+            "jupyter_mcp_server::mcp"
+        );
+    }
 
     #[test]
     fn our_name_covers_every_crate_of_ours() {

@@ -85,7 +85,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ClientLogLayer {
             let mut text = TextVisitor::default();
             event.record(&mut text);
             let mut param = LoggingMessageNotificationParam::new(level, Value::String(text.done()));
-            param.logger = Some(event.metadata().target().to_owned());
+            param.logger = Some(crate::logs::logger_name(event.metadata().target()));
             let _ = sink.queue.send(param);
         });
     }
