@@ -200,3 +200,98 @@ macro_rules! resources_and_prompts {
         }
     };
 }
+
+/// The conversions of 0.2.0 and every later version: `conversions!` with cells by `cell-ref`,
+/// errors as variants, typed hook events (an outcome instead of two options, the kernel's change
+/// as a case), resource links and output schemas, then resources and prompts. A version gives
+/// only what it says its own way: the arms of `host_error` past the five every such version has,
+/// the `HostError` cases a guest's error may carry past those seven, and the fields of a WIT
+/// cell past those of 0.2.0 (written over `$cell`, the host cell's name).
+macro_rules! conversions_since_0_2 {
+    (
+        host_error: { $($host_error:tt)* }
+        guest_error_hosts: [ $($host_case:ident),* ]
+        cell_fields($cell:ident): { $($field:ident: $value:expr,)* }
+    ) => {
+        conversions! {
+            host_error: {
+                HostCallError::NotFound(m) => types::HostError::NotFound(m),
+                HostCallError::Conflict(m) => types::HostError::Conflict(m),
+                HostCallError::Kernel(m) => types::HostError::Kernel(m),
+                HostCallError::Invalid(m) => types::HostError::Invalid(m),
+                HostCallError::Failed(m) => types::HostError::Failed(m),
+                $($host_error)*
+            }
+            hook_event: {
+                HookEvent::AfterToolCall { tool_name, arguments, result, error } => {
+                    types::HookEvent::AfterToolCall(types::AfterToolCall {
+                        tool_name: tool_name.clone(),
+                        arguments: arguments.to_string(),
+                        outcome: match error {
+                            Some(error) => Err(error.clone()),
+                            None => Ok(result.clone().unwrap_or_default()),
+                        },
+                    })
+                }
+                HookEvent::KernelLifecycle { event_type, kernel_id, kernel_name } => {
+                    types::HookEvent::KernelLifecycle(types::KernelLifecycle {
+                        change: match event_type.as_str() {
+                            "started" => types::KernelChange::Started,
+                            "restarted" => types::KernelChange::Restarted,
+                            "stopped" => types::KernelChange::Stopped,
+                            other => types::KernelChange::Other(other.to_owned()),
+                        },
+                        kernel_id: kernel_id.clone(),
+                        kernel_name: kernel_name.clone(),
+                    })
+                }
+            }
+            content: {
+                types::Content::ResourceLink(uri) => AnswerContent::ResourceLink(uri),
+            }
+            output_schema: |spec| spec.output_schema,
+        }
+
+        pub fn cell_at(cell: types::CellRef) -> CellAt {
+            match cell {
+                types::CellRef::Id(id) => CellAt::Id(id),
+                types::CellRef::Index(index) => CellAt::Index(index),
+            }
+        }
+
+        pub fn to_wit(index: usize, $cell: &Cell) -> types::Cell {
+            types::Cell {
+                id: $cell.id.clone(),
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                kind: cell_kind($cell.cell_type),
+                source: $cell.source.clone(),
+                metadata: Value::Object($cell.metadata.clone()).to_string(),
+                outputs: Value::Array($cell.outputs.clone()).to_string(),
+                execution_count: $cell
+                    .execution_count
+                    .and_then(|count| u32::try_from(count).ok()),
+                $($field: $value,)*
+            }
+        }
+
+        /// A guest's error, in the words that reach the caller.
+        pub fn guest_error(error: types::GuestError) -> String {
+            match error {
+                types::GuestError::InvalidArguments(m) => format!("invalid arguments: {m}"),
+                types::GuestError::NotFound(m) | types::GuestError::Failed(m) => m,
+                types::GuestError::Host(host) => match host {
+                    types::HostError::NotGranted(m)
+                    | types::HostError::NotAvailable(m)
+                    | types::HostError::NotFound(m)
+                    | types::HostError::Conflict(m)
+                    | types::HostError::Kernel(m)
+                    | types::HostError::Invalid(m)
+                    | types::HostError::Failed(m)
+                    $(| types::HostError::$host_case(m))* => m,
+                },
+            }
+        }
+
+        resources_and_prompts!();
+    };
+}

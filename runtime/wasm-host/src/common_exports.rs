@@ -157,3 +157,22 @@ macro_rules! guest_exports {
         }
     )*};
 }
+
+/// The exports of a version with resources, resource templates and prompts (0.2.0 and later):
+/// everything every version has, and those.
+macro_rules! served_guest_exports {
+    ($wit:literal) => {
+        guest_exports! {
+            wit: $wit,
+            lists: {
+                resources: call_resources => resource_declaration -> ResourceDeclaration;
+                resource_templates: call_resource_templates => template_declaration -> TemplateDeclaration;
+                prompts: call_prompts => prompt_declaration -> PromptDeclaration;
+            }
+            answers: {
+                read_resource(uri): call_read_resource => resource_answers -> Vec<ResourceAnswer>;
+                get_prompt(name, arguments): call_get_prompt => prompt_answer -> PromptAnswer;
+            }
+        }
+    };
+}

@@ -16,18 +16,7 @@ pub use jupyter_mcp::extension::{config, log, notebook, types};
 pub const HOOKS_EXPORT: &str = "jupyter-mcp:extension/hooks@0.1.0";
 pub const EXTENSION_EXPORT: &str = "jupyter-mcp:extension/extension-api@0.1.0";
 
-/// Links this version's interfaces that grant nothing (logging, the guest's config, the types
-/// and the host's versions), for store data implementing their `Host` traits; the notebook unit
-/// links its own.
-pub fn link_common<T>(linker: &mut wasmtime::component::Linker<T>) -> wasmtime::Result<()>
-where
-    T: log::Host + config::Host + types::Host + 'static,
-{
-    use wasmtime::component::HasSelf;
-    log::add_to_linker::<T, HasSelf<T>>(linker, |s| s)?;
-    config::add_to_linker::<T, HasSelf<T>>(linker, |s| s)?;
-    types::add_to_linker::<T, HasSelf<T>>(linker, |s| s)
-}
+link_common!(log, config, types);
 
 pub mod convert;
 mod guest_exports;

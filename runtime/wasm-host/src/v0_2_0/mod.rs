@@ -20,19 +20,7 @@ pub const API_VERSION: &str = "0.2.0";
 pub const HOOKS_EXPORT: &str = "jupyter-mcp:extension/hooks@0.2.0";
 pub const EXTENSION_EXPORT: &str = "jupyter-mcp:extension/extension-api@0.2.0";
 
-/// Links this version's interfaces that grant nothing (logging, the guest's config, the types
-/// and the host's versions), for store data implementing their `Host` traits; the notebook unit
-/// links its own.
-pub fn link_common<T>(linker: &mut wasmtime::component::Linker<T>) -> wasmtime::Result<()>
-where
-    T: log::Host + config::Host + types::Host + host_info::Host + 'static,
-{
-    use wasmtime::component::HasSelf;
-    host_info::add_to_linker::<T, HasSelf<T>>(linker, |s| s)?;
-    log::add_to_linker::<T, HasSelf<T>>(linker, |s| s)?;
-    config::add_to_linker::<T, HasSelf<T>>(linker, |s| s)?;
-    types::add_to_linker::<T, HasSelf<T>>(linker, |s| s)
-}
+link_common!(host_info, log, config, types);
 
 pub mod convert;
 mod guest_exports;

@@ -6,15 +6,4 @@ use super::{EXTENSION_EXPORT, HOOKS_EXPORT, convert, extension_export, hooks_exp
 use crate::answers::{PromptAnswer, ResourceAnswer};
 use crate::distribution::manifest::{PromptDeclaration, ResourceDeclaration, TemplateDeclaration};
 
-guest_exports! {
-    wit: "wit/v0.3.0",
-    lists: {
-        resources: call_resources => resource_declaration -> ResourceDeclaration;
-        resource_templates: call_resource_templates => template_declaration -> TemplateDeclaration;
-        prompts: call_prompts => prompt_declaration -> PromptDeclaration;
-    }
-    answers: {
-        read_resource(uri): call_read_resource => resource_answers -> Vec<ResourceAnswer>;
-        get_prompt(name, arguments): call_get_prompt => prompt_answer -> PromptAnswer;
-    }
-}
+served_guest_exports!("wit/v0.3.0");
