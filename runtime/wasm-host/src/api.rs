@@ -1,6 +1,6 @@
 //! Which WIT version a guest speaks. A component's exports name their package version, so the
 //! version is found once per guest (`Indices::of`) and every call goes through that version's
-//! `GuestApi`; the rest of `wasm/` sees host types only. What a version lacks (a 0.1.0 guest's
+//! `GuestApi`; the rest of the wasm host sees host types only. What a version lacks (a 0.1.0 guest's
 //! resources and prompts) answers as an extension that serves none.
 
 use wasmtime::Store;

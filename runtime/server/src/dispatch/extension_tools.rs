@@ -1,5 +1,5 @@
-//! Guests' tools joining and leaving the tool table: the table's side of `wasm::ToolTable`,
-//! each `wasm::GuestTool` made a tool (`tools::extensions::ExtensionTool`) as it joins.
+//! Guests' tools joining and leaving the tool table: the table's side of `wasm_host::ToolTable`,
+//! each `wasm_host::GuestTool` made a tool (`tools::extensions::ExtensionTool`) as it joins.
 
 use std::sync::Arc;
 

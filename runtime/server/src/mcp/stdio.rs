@@ -69,7 +69,7 @@ pub type Output = Box<dyn AsyncWrite + Unpin + Send>;
 /// blocking pool each way (its `stdin`/`stdout` hand each read and write to a pool thread). A
 /// terminal or a file keeps tokio's `stdin`/`stdout`: making it non-blocking would change it
 /// for every other process sharing it (a shell). The descriptions of a client's pipes are ours
-/// alone (the embedded Jupyter gets neither: `jupyter::launcher`).
+/// alone (the embedded Jupyter gets neither: `jupyter_client::launcher`).
 pub fn standard_streams() -> (Input, Output) {
     let input = polled(std::io::stdin().as_fd().try_clone_to_owned(), |fd, kind| {
         Ok(match kind {

@@ -1,6 +1,6 @@
-//! An extension's tool among the tools: a guest's tool (`wasm::GuestTool`, the call in host
+//! An extension's tool among the tools: a guest's tool (`wasm_host::GuestTool`, the call in host
 //! terms) presented as a [`Tool`], its answer bounded and turned into MCP content as kernel
-//! output is. The tool table takes it through `dispatch`'s side of `wasm::ToolTable`.
+//! output is. The tool table takes it through `dispatch`'s side of `wasm_host::ToolTable`.
 
 use std::sync::Arc;
 

@@ -27,7 +27,7 @@
 //! - `secrets`: the operator's secrets, by granted name;
 //! - `state`: `GuestState`, the sum, and the linking of every unit.
 //!
-//! Grant prompts (`extensions.grant-prompts`) are `wasm::asking`, beside: the units whose uses
+//! Grant prompts (`extensions.grant-prompts`) are `crate::asking`, beside: the units whose uses
 //! are granted by name call it where they would refuse.
 
 mod client;

@@ -1,7 +1,7 @@
 //! Grant prompts (`extensions.grant-prompts`): what the operator allows to be asked
 //! ([`PromptRules`], `[grant_prompts]` in the config file) and what the person answered
 //! ([`Prompted`], one per guest), each answer held for the call or the session it was given for
-//! and gone with it. The asking itself is the host units' (`wasm::host::asking`).
+//! and gone with it. The asking itself is the host units' (`crate::host::asking`).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::SystemTime;

@@ -1,5 +1,5 @@
 //! What a guest built against this version exports, called through host types only (see
-//! `wasm::api`, which picks the version): everything every version has (`common_exports.rs`),
+//! `crate::api`, which picks the version): everything every version has (`common_exports.rs`),
 //! no more.
 
 use super::{EXTENSION_EXPORT, HOOKS_EXPORT, convert, extension_export, hooks_export};

@@ -1,5 +1,5 @@
 //! The host functions of WIT v0.1.0: logging, the guest's config, and the grantable notebook
-//! functions of the notebook unit (`wasm::host::notebook`) (cells by index), with this version's types.
+//! functions of the notebook unit (`crate::host::notebook`) (cells by index), with this version's types.
 
 use super::convert::{cell_type, host_error, to_wit};
 use super::{config, log, notebook, types};

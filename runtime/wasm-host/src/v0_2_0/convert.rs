@@ -1,5 +1,5 @@
 //! Conversions between the host's types and those of WIT v0.2.0, all in one place, so the rest
-//! of `wasm/` never names a binding type of this version. What every version converts alike is
+//! of the wasm host never names a binding type of this version. What every version converts alike is
 //! in `common_convert.rs`; here, what 0.2.0 says its own way or added.
 
 use serde_json::Value;
