@@ -129,7 +129,7 @@ impl Guests {
             http: config.http.clone(),
             hub,
             extensions: extensions.clone(),
-            policies: Some(self.link.policies.clone()),
+            policies: self.link.policies.clone(),
         });
         let loading = self.loader.start(
             state.tools.clone(),

@@ -54,28 +54,3 @@ pub trait KernelObserver: Send + Sync {
         kernel_name: &'a str,
     ) -> ObserverFuture<'a, ()>;
 }
-
-/// An observer that hears nothing, for tests and tools that watch no kernel.
-pub struct Unobserved;
-
-impl KernelObserver for Unobserved {
-    fn is_idle(&self) -> bool {
-        true
-    }
-
-    fn before_execute<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-    ) -> ObserverFuture<'a, (PairState, Result<(), Refusal>)> {
-        Box::pin(async { (Box::new(()) as PairState, Ok(())) })
-    }
-
-    fn after_execute<'a>(&'a self, _: PairState, _: Executed<'a>) -> AfterFuture<'a> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn lifecycle<'a>(&'a self, _: &'a str, _: &'a str, _: &'a str) -> ObserverFuture<'a, ()> {
-        Box::pin(async {})
-    }
-}

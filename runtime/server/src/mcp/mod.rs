@@ -77,7 +77,7 @@ pub struct ServerState {
     /// The extensions loaded, added, reloaded and removed through the management routes.
     pub extensions: Arc<wasm_host::Extensions>,
     /// Every WebAssembly guest's policy, for the policy routes.
-    pub policies: Option<Arc<wasm_host::Policies>>,
+    pub policies: Arc<wasm_host::Policies>,
 }
 
 /// An empty catalog of extensions' resources and prompts, refusing the URI schemes and prompt
