@@ -34,7 +34,7 @@ pub fn connect_to_jupyter() -> Arc<dyn Tool> {
          one are shut down.",
     )
     .administers()
-    .secret_arguments(&["jupyter_token"])
+    .secret_arguments(super::CREDENTIAL_ARGUMENTS)
     .shape(Shape::Text)
     .run(run)
 }

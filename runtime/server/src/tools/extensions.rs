@@ -37,6 +37,8 @@ impl ExtensionTool {
             read_only: guest.read_only,
             // An extension's tool needs what its annotation says: reading or writing notebooks.
             scope: super::scope::Scope::from_read_only(guest.read_only),
+            // A guest's tool may take credentials under these names too; hooks never see them.
+            secret_arguments: super::CREDENTIAL_ARGUMENTS,
             capability: guest.capability.clone(),
             output_schema: guest.output_schema.as_deref().map(portable),
             ..ToolSpec::default()

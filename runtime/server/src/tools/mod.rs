@@ -60,6 +60,10 @@ pub struct ToolSpec {
     pub tasks: TaskSupport,
 }
 
+/// Argument names that carry Jupyter credentials wherever a tool takes them: hook handlers see
+/// them redacted, for core and extension tools alike.
+pub const CREDENTIAL_ARGUMENTS: &[&str] = &["jupyter_token", "jupyter_password"];
+
 /// Whether a tool's calls may become tasks: a fact of the tool. Which requests of a session do
 /// become tasks is the MCP layer's rule (`mcp::tasks`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
