@@ -17,6 +17,7 @@ pub mod kernelspecs;
 pub mod notebooks;
 pub mod outputs;
 pub mod run_all;
+pub mod runs;
 pub mod users;
 pub mod variables;
 pub mod versions;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::executions::recorded;
+use super::executions::{How, answered, run_request};
 use super::format::format_secs;
 use super::outputs::{self, Compact, NO_OUTPUT, Rendered};
 use super::{ProgressReporter, TaskSupport, Tool, ToolContext, ToolOutput, ToolResult, declare};
@@ -15,10 +15,11 @@ use crate::tools::wire::Shape;
 use server_core::capabilities::COMPACT_OUTPUT;
 use server_core::domain::Domain;
 use server_core::domain::execution::{
-    Completion, Executed, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
+    Completion, Executed, ExecutionOutcome, Progress, ProgressSink,
 };
-use server_core::domain::executions::{Execution, NewExecution, Place};
+use server_core::domain::executions::Execution;
 use server_core::domain::outputs::{EXECUTION_SCHEME, Output};
+use server_core::domain::runs::Subject;
 
 fn default_timeout() -> f64 {
     30.0
@@ -84,40 +85,23 @@ pub fn progress_sink(reporter: ProgressReporter) -> ProgressSink {
 }
 
 async fn run(context: ToolContext, args: ExecuteCodeArgs) -> ToolResult {
-    let domain = context.domain.clone();
-    let timeout = domain.settings.execution.resolve(args.timeout);
-    let mut request = ExecutionRequest::new(args.code.clone(), timeout);
-    request.cancel = context.cancel.clone();
-    if let Some(reporter) = context.progress.clone()
-        && args.progress_interval > 0.0
-    {
-        request.progress = Some((
-            super::seconds(args.progress_interval),
-            progress_sink(reporter),
-        ));
-    }
-    let kernel = match &args.kernel_id {
-        Some(id) => format!("kernel {id}"),
-        None => match domain.notebooks.resolve(None) {
-            Ok(notebook) => format!("the kernel of notebook '{}'", notebook.name),
-            Err(_) => "the default kernel".to_owned(),
-        },
-    };
-    let new = NewExecution {
-        place: Place::Code { kernel },
+    let subject = Subject::Code {
         code: args.code,
-        timeout,
+        kernel_id: args.kernel_id,
+    };
+    let how = How {
+        timeout: args.timeout,
+        progress_interval: args.progress_interval,
         background: args.background,
         idempotency_key: args.idempotency_key,
-        task_id: None,
     };
-    let kernel_id = args.kernel_id;
-    let runner = domain.clone();
-    let run =
-        move |request| async move { runner.execute_code(kernel_id.as_deref(), request).await };
-    let present =
-        |execution: &Execution, executed: &Executed| present(&domain, execution, executed);
-    recorded(&context, new, request, run, present).await
+    let ran = context
+        .domain
+        .run(run_request(&context, subject, how))
+        .await?;
+    answered(ran, |execution, executed| {
+        present(&context.domain, execution, executed)
+    })
 }
 
 /// execute_code's result for an execution of it that ended.

@@ -2,91 +2,68 @@
 //! the background, or answered from an earlier call with the same idempotency key), and
 //! `get_execution` / `list_executions` reading the records `domain::executions` keeps.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use super::cells::run::present_cell;
-use super::execute::present as present_code;
+use super::execute::{present as present_code, progress_sink};
 use super::format::format_secs;
 use super::outputs::{self, Rendered};
 use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, declare};
-use server_core::domain::execution::{Executed, ExecutionRequest};
-use server_core::domain::executions::{Begun, Execution, NewExecution, Place, State};
+use server_core::domain::Domain;
+use server_core::domain::execution::Executed;
+use server_core::domain::executions::{Execution, Place, State};
 use server_core::domain::outputs::Output;
-use server_core::domain::{Domain, Error};
+use server_core::domain::runs::{Ran, RunRequest, Subject};
 
-/// Runs an execution tool's request as a recorded execution: here (foreground), spawned
-/// (`background`), or not at all when an earlier call with its idempotency key began one.
-/// `present` shows an ended execution as the tool's own result.
-pub(crate) async fn recorded<R, Fut>(
-    context: &ToolContext,
-    new: NewExecution,
-    mut request: ExecutionRequest,
-    run: R,
+/// An execution tool's answer: the run's result shown by `present` once it ended, or its id
+/// while it runs in the background.
+pub(crate) fn answered(
+    ran: Ran,
     present: impl Fn(&Execution, &Executed) -> ToolResult,
-) -> ToolResult
-where
-    R: FnOnce(ExecutionRequest) -> Fut,
-    Fut: Future<Output = Result<Executed, Error>> + Send + 'static,
-{
-    let background = new.background;
-    let new = NewExecution {
+) -> ToolResult {
+    match ran {
+        Ran::Ended(ended) => present(&ended.execution, ended.executed()),
+        Ran::Started {
+            execution,
+            repeated,
+        } => Ok(started(&execution, repeated.as_ref())),
+    }
+}
+
+/// The request part every execution tool shares: its cancellation, task and progress.
+pub(crate) fn run_request(context: &ToolContext, subject: Subject, how: How) -> RunRequest {
+    let progress = context
+        .progress
+        .clone()
+        .filter(|_| how.progress_interval > 0.0)
+        .map(|reporter| {
+            (
+                super::seconds(how.progress_interval),
+                progress_sink(reporter),
+            )
+        });
+    RunRequest {
+        subject,
+        timeout_secs: how.timeout,
+        background: how.background,
+        idempotency_key: how.idempotency_key,
         task_id: context.task_id.clone(),
-        ..new
-    };
-    let execution = match context.domain.executions.begin(new) {
-        Begun::Repeated(earlier) => return repeated(&earlier, present).await,
-        Begun::Fresh(execution) => execution,
-    };
-    request.on_output = Some(execution.output_sink());
-    request.on_sent = Some(execution.sent_sink());
-    if !background {
-        let result = execution.run_here(run(request)).await;
-        return shown(&execution, &result, present);
-    }
-    // The run outlives the call: its own token, and no progress to a request that has ended.
-    let stop = CancellationToken::new();
-    request.cancel = stop.clone();
-    request.progress = None;
-    match execution
-        .run_in_background(run(request), &context.cancel, stop)
-        .await
-    {
-        None => Ok(started(&execution, None)),
-        // Refused or failed before running: answered as the call would be in the foreground.
-        Some(result) => shown(&execution, &result, present),
+        cancel: context.cancel.clone(),
+        progress,
     }
 }
 
-/// The answer to a call repeating an idempotency key: a background execution's id again, a
-/// foreground one's result once it ended.
-pub(crate) async fn repeated(
-    earlier: &Arc<Execution>,
-    present: impl Fn(&Execution, &Executed) -> ToolResult,
-) -> ToolResult {
-    if earlier.background {
-        let state = earlier.snapshot().state;
-        return Ok(started(earlier, Some(&state)));
-    }
-    let result = earlier.result().await;
-    shown(earlier, &result, present)
-}
-
-fn shown(
-    execution: &Execution,
-    result: &Result<Executed, Error>,
-    present: impl Fn(&Execution, &Executed) -> ToolResult,
-) -> ToolResult {
-    match result {
-        Ok(executed) => present(execution, executed),
-        Err(e) => Err(e.clone()),
-    }
+/// How a run is to go, as an execution tool's arguments ask.
+pub(crate) struct How {
+    pub timeout: f64,
+    pub progress_interval: f64,
+    pub background: bool,
+    pub idempotency_key: Option<String>,
 }
 
 fn started(execution: &Execution, repeated: Option<&State>) -> ToolOutput {

@@ -1,26 +1,22 @@
 //! execute_cell and insert_execute_code_cell: a cell run through the domain, presented with the
 //! Python server's texts.
 
-use std::sync::Arc;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{default_true, notebook_in_use, with_cell_id};
-use crate::tools::execute::{progress_sink, render_execution};
-use crate::tools::executions::{recorded, repeated};
+use super::{default_true, with_cell_id};
+use crate::tools::execute::render_execution;
+use crate::tools::executions::{How, answered, run_request};
 use crate::tools::format::{cell_uri, format_secs, full_output_hint};
 use crate::tools::outputs::{self, Compact, Rendered};
-use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult, seconds};
+use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult};
 use server_core::capabilities::COMPACT_OUTPUT;
 use server_core::domain::Domain;
-use server_core::domain::cells::{Cell, CellType};
-use server_core::domain::cells::{Expected, insert, read, resolve_cell, unknown_id};
-use server_core::domain::execution::{Completion, Executed, ExecutionRequest};
-use server_core::domain::executions::{Execution, NewExecution, Place};
-use server_core::domain::notebooks::NotebookInUse;
+use server_core::domain::execution::{Completion, Executed};
+use server_core::domain::executions::{Execution, Place};
 use server_core::domain::outputs::Output;
+use server_core::domain::runs::Subject;
 
 fn default_progress_interval() -> f64 {
     5.0
@@ -85,130 +81,48 @@ pub struct InsertExecuteArgs {
 }
 
 pub(super) async fn execute_cell(context: ToolContext, args: ExecuteCellArgs) -> ToolResult {
-    let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let notebook = read(&in_use).await?;
-    let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
-    // What runs is the source just checked: a cell changed since it was read runs nothing.
-    let expected = Expected {
-        cell: args.expected_version,
-        notebook: None,
+    let subject = Subject::Cell {
+        notebook: args.notebook_name,
+        index: args.cell_index,
+        id: args.cell_id,
+        expected_version: args.expected_version,
     };
-    expected.check(&in_use, &notebook, index)?;
-    let cell = notebook.cells[index].clone();
     let how = How {
         timeout: args.timeout,
-        stream: args.stream,
         progress_interval: args.progress_interval,
         background: args.background,
         idempotency_key: args.idempotency_key,
     };
-    run_cell(&context, &in_use, index, &cell, how).await
+    run_cell(&context, subject, how, args.stream).await
 }
 
 pub(super) async fn insert_execute_code_cell(
     context: ToolContext,
     args: InsertExecuteArgs,
 ) -> ToolResult {
-    let in_use = notebook_in_use(&context, None)?;
-    // A retry must not insert the cell a second time.
-    if let Some(earlier) = args
-        .idempotency_key
-        .as_deref()
-        .and_then(|key| context.domain.executions.earlier(key))
-    {
-        let domain = context.domain.clone();
-        let present = |execution: &Execution, executed: &Executed| {
-            present_cell(&domain, execution, executed, args.stream)
-        };
-        return repeated(&earlier, present).await;
-    }
-    let expected = Expected {
-        cell: None,
-        notebook: args.expected_notebook_version,
+    let subject = Subject::NewCell {
+        index: args.cell_index,
+        source: args.cell_source,
+        expected_notebook_version: args.expected_notebook_version,
     };
-    let (index, id, saved) = insert(
-        &in_use,
-        args.cell_index,
-        Cell::new(CellType::Code, args.cell_source),
-        &expected,
-    )
-    .await?;
-    let cell = saved
-        .cells
-        .iter()
-        .find(|c| c.id == id)
-        .cloned()
-        .ok_or_else(|| unknown_id(&id))?;
     let how = How {
         timeout: args.timeout,
-        stream: args.stream,
         progress_interval: args.progress_interval,
         background: args.background,
         idempotency_key: args.idempotency_key,
     };
-    let ran = run_cell(&context, &in_use, index, &cell, how).await;
-    // The person's yes went back to the client (a stateless request): its retry inserts the
-    // cell again, so this one goes, and nothing is left of the round.
-    if server_core::confirm::deferred() {
-        let inserted = |nb: &server_core::domain::cells::Notebook| {
-            nb.cells
-                .iter()
-                .position(|c| c.id == id)
-                .map(|i| vec![i])
-                .ok_or_else(|| unknown_id(&id))
-        };
-        if let Err(e) = server_core::domain::cells::delete(&in_use, inserted).await {
-            tracing::warn!("could not take back the cell inserted before the question: {e}");
-        }
-    }
-    ran
-}
-
-/// How a cell is to be run, as the call asked.
-struct How {
-    timeout: f64,
-    stream: bool,
-    progress_interval: f64,
-    background: bool,
-    idempotency_key: Option<String>,
+    run_cell(&context, subject, how, args.stream).await
 }
 
 /// Runs a code cell through the domain and shows the result as the Python server does.
-async fn run_cell(
-    context: &ToolContext,
-    in_use: &Arc<NotebookInUse>,
-    index: usize,
-    cell: &Cell,
-    how: How,
-) -> ToolResult {
-    let domain = context.domain.clone();
-    let timeout = domain.settings.execution.resolve(how.timeout);
-    let mut request = ExecutionRequest::new(cell.source.clone(), timeout);
-    request.cancel = context.cancel.clone();
-    if let Some(reporter) = context.progress.clone()
-        && how.progress_interval > 0.0
-    {
-        request.progress = Some((seconds(how.progress_interval), progress_sink(reporter)));
-    }
-    let new = NewExecution {
-        place: Place::Cell {
-            notebook: in_use.name.clone(),
-            path: in_use.path.clone(),
-            cell_id: cell.id.clone(),
-            index,
-        },
-        code: cell.source.clone(),
-        timeout,
-        background: how.background,
-        idempotency_key: how.idempotency_key,
-        task_id: None,
-    };
-    let (runner, in_use, cell) = (domain.clone(), in_use.clone(), cell.clone());
-    let run = move |request| async move { runner.run_cell(&in_use, index, &cell, request).await };
-    let present = |execution: &Execution, executed: &Executed| {
-        present_cell(&domain, execution, executed, how.stream)
-    };
-    recorded(context, new, request, run, present).await
+async fn run_cell(context: &ToolContext, subject: Subject, how: How, stream: bool) -> ToolResult {
+    let ran = context
+        .domain
+        .run(run_request(context, subject, how))
+        .await?;
+    answered(ran, |execution, executed| {
+        present_cell(&context.domain, execution, executed, stream)
+    })
 }
 
 /// A cell run's result as the Python server shows it, for a run that ended.
