@@ -187,6 +187,8 @@ async def test_bad_input_is_named(jupyter_server):
         assert unknown_id.is_error and "No cell 'zzz'" in joined(unknown_id)
         unknown_name = await client.call_tool("read_notebook", {"notebook_name": "other"})
         assert unknown_name.is_error and "Notebook 'other' is not connected" in joined(unknown_name) and "connected notebooks: ['x']" in joined(unknown_name)
+        # The domain's next steps worded as this face's tools.
+        assert "Call use_notebook to open it, or list_notebooks to see what is open." in joined(unknown_name)
         not_unique = await call(client, "insert_cell", cell_index=-1, cell_type="code", cell_source="a + a")
         ambiguous = await client.call_tool(
             "edit_cell_source", {"cell_id": cell_id_of(not_unique), "old_string": "a", "new_string": "b"})

@@ -178,6 +178,8 @@ async def test_guest_resources_and_prompts_through_the_core_paths(jupyter_server
         with pytest.raises(MCPError) as unknown:
             await client.read_resource("wordcount://notebooks/nope", cache_mode="bypass")
         assert "Notebook 'nope' is not connected" in unknown.value.error.message
+        # A guest cannot open a notebook: its message names the step as the agent's tool.
+        assert "Call the agent's use_notebook tool to open it" in unknown.value.error.message
 
         prompts = {p.name: p for p in (await client.list_prompts()).prompts}
         assert "jupyter_cite" in prompts, "the core's prompt stays"

@@ -29,7 +29,10 @@ pub async fn prepare(state: &Arc<ServerState>, config: &Config) {
             Ok(_) => {
                 tracing::info!("opened '{path}' as notebook '{DEFAULT_NOTEBOOK}' (--document-id)");
             }
-            Err(e) => tracing::warn!("could not open --document-id '{path}': {e}"),
+            Err(e) => tracing::warn!(
+                "could not open --document-id '{path}': {}",
+                crate::tools::steps::worded(&e)
+            ),
         }
     } else if config.start_default_kernel {
         match domain.jupyter().default_kernel().await {

@@ -120,11 +120,14 @@ impl GuestTool {
             .map_err(Error::failed);
         let outcome = match answer {
             Ok(Ok(result)) => shape(result),
-            Ok(Err(message)) => Err(Error::Failed(format!(
-                "extension '{}' failed: {}",
-                self.extension,
-                guest.redact(&message)
-            ))),
+            Ok(Err(message)) => Err(Error::Failed(
+                format!(
+                    "extension '{}' failed: {}",
+                    self.extension,
+                    guest.redact(&message)
+                )
+                .into(),
+            )),
             Err(error) => Err(error),
         };
         let mut attributes = vec![
@@ -135,7 +138,7 @@ impl GuestTool {
         ];
         if let Err(error) = &outcome {
             attributes.push(KeyValue::new("error", true));
-            attributes.push(KeyValue::new("error.message", error.to_string()));
+            attributes.push(KeyValue::new("error.message", error.message().to_string()));
         }
         GuestUse::ended("extension.tool_call", started, attributes)
             .record(CallScope::current().as_ref());
@@ -172,9 +175,9 @@ fn check_against(schema: &JsonObject, arguments: &JsonObject) -> Result<(), Erro
     let required = schema.get("required").and_then(Value::as_array);
     for name in required.into_iter().flatten().filter_map(Value::as_str) {
         if !arguments.contains_key(name) {
-            return Err(Error::InvalidArguments(format!(
-                "missing field '{name}'; see the tool's input schema"
-            )));
+            return Err(Error::InvalidArguments(
+                format!("missing field '{name}'; see the tool's input schema").into(),
+            ));
         }
     }
     let properties = schema.get("properties").and_then(Value::as_object);
@@ -197,9 +200,9 @@ fn check_against(schema: &JsonObject, arguments: &JsonObject) -> Result<(), Erro
             _ => true,
         };
         if !fits {
-            return Err(Error::InvalidArguments(format!(
-                "'{name}' must be of type {expected}, not {value}"
-            )));
+            return Err(Error::InvalidArguments(
+                format!("'{name}' must be of type {expected}, not {value}").into(),
+            ));
         }
     }
     Ok(())

@@ -23,7 +23,7 @@ pub async fn update<'a>(
     let planned = notebook
         .update(Box::new(|nb| {
             plan(nb).map_err(|e| {
-                let message = e.to_string();
+                let message = e.message().to_string();
                 *refusal.lock().expect("refusal lock") = Some(e);
                 message
             })
@@ -71,17 +71,20 @@ impl Expected {
 }
 
 pub fn out_of_range(index: i64, notebook: &Notebook) -> Error {
-    Error::Failed(format!(
-        "Cell index {index} is out of range. Notebook has {} cells.",
-        notebook.cells.len()
-    ))
+    Error::Failed(
+        format!(
+            "Cell index {index} is out of range. Notebook has {} cells.",
+            notebook.cells.len()
+        )
+        .into(),
+    )
 }
 
 pub fn unknown_id(id: &str) -> Error {
     Error::NotFound(format!(
         "No cell '{id}' in this notebook. It was deleted, or it belongs to another notebook. Read \
          the notebook again for current cell ids."
-    ))
+    ).into())
 }
 
 /// Finds the cell named by id (which wins) or index.
@@ -116,7 +119,7 @@ pub async fn insert(
         if cell_index < -1 || cell_index > total {
             return Err(Error::Failed(format!(
                 "Index {cell_index} is outside valid range [-1, {total}]. Use -1 to append at end."
-            )));
+            ).into()));
         }
         let at = if cell_index == -1 {
             current.cells.len()
@@ -244,9 +247,9 @@ impl MoveTargets {
                     Error::Failed(format!(
                         "{what} index {i} is out of range. Notebook has {total} cells (valid: 0-{}).",
                         total - 1
-                    ))
+                    ).into())
                 }),
-            (None, None) => Err(Error::InvalidArguments(missing.to_owned())),
+            (None, None) => Err(Error::InvalidArguments(missing.to_owned().into())),
         }
         };
         let source = find(

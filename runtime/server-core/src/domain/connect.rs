@@ -24,7 +24,7 @@ impl Domain {
         let rest = JupyterRest::new(url.clone(), token.clone());
         let shown = rest.shown_url();
         rest.status().await.map_err(|e| {
-            Error::Failed(format!("Failed to connect to Jupyter server {shown}: {e}"))
+            Error::Failed(format!("Failed to connect to Jupyter server {shown}: {e}").into())
         })?;
         self.switch_to(Jupyter::new(rest, self.hooks.clone()));
         let auth = if token.is_some() {

@@ -13,9 +13,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::kernels::{kernel_gone_message, reporting_start};
 use super::notebooks::NotebookInUse;
-use super::{Domain, Error};
+use super::{Domain, Error, Step};
 use crate::capabilities::EXECUTION_CONFIRM;
 use crate::confirm;
+use crate::say;
 /// An execution as callers of the domain ask for and read it.
 pub use jupyter_client::kernel::{
     Completion, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
@@ -46,20 +47,24 @@ impl Domain {
         match kernel_id {
             Some(id) => {
                 let kernel = jupyter.kernel(id).await.map_err(|e| match e {
-                    KernelError::Connect(ConnectError::NotFound(_)) => Error::Failed(format!(
-                        "Kernel '{id}' not found on the Jupyter Server. Call list_kernels to see \
-                         the running kernels, or omit kernel_id to use the default kernel."
-                    )),
+                    KernelError::Connect(ConnectError::NotFound(_)) => Error::Failed(say![
+                        format!("Kernel '{id}' not found on the Jupyter Server. Call "),
+                        Step::ListKernels,
+                        " to see the running kernels, or omit kernel_id to use the default kernel."
+                    ]),
                     other => Error::failed(other),
                 })?;
                 self.confirmed(&request.code, &format!("kernel {id}"), &request.cancel)
                     .await?;
                 let outcome = kernel.execute(request).await.map_err(|e| match e.gone_reason() {
-                    Some(reason) => Error::Failed(format!(
-                        "Kernel '{id}' {reason}; every variable, import and definition it held is \
-                         lost. Call list_kernels to find a running kernel, or omit kernel_id to \
-                         use the default kernel."
-                    )),
+                    Some(reason) => Error::Failed(say![
+                        format!(
+                            "Kernel '{id}' {reason}; every variable, import and definition it held \
+                             is lost. Call "
+                        ),
+                        Step::ListKernels,
+                        " to find a running kernel, or omit kernel_id to use the default kernel."
+                    ]),
                     None => Error::failed(e),
                 })?;
                 Ok(Executed {
@@ -76,12 +81,17 @@ impl Domain {
                 let kernel = reporting_start(request.progress.as_ref(), start_timeout, starting)
                     .await
                     .map_err(|e| match e.gone_reason() {
-                        Some(reason) => Error::Failed(format!(
-                            "The default kernel {reason}; every variable, import and definition \
-                             it held is lost. Call execute_code again to start a fresh default \
-                             kernel."
-                        )),
-                        None => Error::Failed(format!("Could not start the default kernel: {e}")),
+                        Some(reason) => Error::Failed(say![
+                            format!(
+                                "The default kernel {reason}; every variable, import and \
+                                 definition it held is lost. Call "
+                            ),
+                            Step::ExecuteCode,
+                            " again to start a fresh default kernel."
+                        ]),
+                        None => {
+                            Error::Failed(format!("Could not start the default kernel: {e}").into())
+                        }
                     })?;
                 let place = format!("the default kernel ({})", kernel.id());
                 self.confirmed(&request.code, &place, &request.cancel)
@@ -96,11 +106,14 @@ impl Domain {
                             return Err(Error::failed(e));
                         };
                         jupyter.default_kernel_loss_reported(kernel.id()).await;
-                        Err(Error::Failed(format!(
-                            "The default kernel {reason} while this code ran; every variable, \
-                             import and definition it held is lost. Call execute_code again to \
-                             start a fresh default kernel."
-                        )))
+                        Err(Error::Failed(say![
+                            format!(
+                                "The default kernel {reason} while this code ran; every \
+                                 variable, import and definition it held is lost. Call "
+                            ),
+                            Step::ExecuteCode,
+                            " again to start a fresh default kernel."
+                        ]))
                     }
                 }
             }
@@ -152,10 +165,13 @@ impl Domain {
         ask: bool,
     ) -> Result<Executed, Error> {
         if cell.cell_type != CellType::Code {
-            return Err(Error::Failed(format!(
-                "Cell {index} is a {} cell; only code cells can be executed.",
-                cell.cell_type.as_str()
-            )));
+            return Err(Error::Failed(
+                format!(
+                    "Cell {index} is a {} cell; only code cells can be executed.",
+                    cell.cell_type.as_str()
+                )
+                .into(),
+            ));
         }
         let ready = self.ready_kernel(in_use, request.progress.as_ref()).await?;
         if ask {
@@ -264,7 +280,7 @@ impl Domain {
                 return Err(Error::Failed(format!(
                     "Nothing ran in {place}: the call was cancelled while waiting for the \
                      person's answer."
-                )));
+                ).into()));
             }
         };
         match confirm::refusal(
@@ -277,7 +293,7 @@ impl Domain {
             ),
         ) {
             None => Ok(()),
-            Some(refusal) => Err(Error::Failed(refusal)),
+            Some(refusal) => Err(Error::Failed(refusal.into())),
         }
     }
 }
@@ -303,7 +319,7 @@ pub(super) fn gone_or_failed(error: KernelError, in_use: &NotebookInUse) -> Erro
     if error.gone_reason().is_some() {
         Error::Kernel(kernel_gone_message(&in_use.name))
     } else {
-        Error::Kernel(error.to_string())
+        Error::Kernel(error.to_string().into())
     }
 }
 

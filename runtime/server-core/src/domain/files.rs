@@ -6,7 +6,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use futures_util::future::join_all;
 
-use super::{Domain, Error};
+use super::{Domain, Error, Step};
+use crate::say;
 /// A file or directory as the contents API describes it.
 pub use jupyter_client::rest::ContentsModel;
 use jupyter_client::rest::{JupyterRest, RestError};
@@ -56,16 +57,21 @@ pub fn root_relative(path: &str) -> Result<String, Error> {
         match segment {
             "" | "." => {}
             ".." => {
-                return Err(Error::InvalidArguments(format!(
-                    "'{path}' has a '..' segment; paths are relative to the Jupyter root and \
-                     cannot leave it. Call list_files to see what the root holds."
-                )));
+                return Err(Error::InvalidArguments(say![
+                    format!(
+                        "'{path}' has a '..' segment; paths are relative to the Jupyter root and \
+                         cannot leave it. Call "
+                    ),
+                    Step::ListFiles,
+                    " to see what the root holds."
+                ]));
             }
             s if s.chars().any(char::is_control) => {
-                return Err(Error::InvalidArguments(
-                    "the path contains a control character; name the file as list_files shows it"
-                        .into(),
-                ));
+                return Err(Error::InvalidArguments(say![
+                    "the path contains a control character; name the file as ",
+                    Step::ListFiles,
+                    " shows it"
+                ]));
             }
             s => segments.push(s),
         }
@@ -78,21 +84,29 @@ pub fn root_relative(path: &str) -> Result<String, Error> {
     Ok(segments.join("/"))
 }
 
-fn refuse_notebook(path: &str, tool: &str) -> Result<(), Error> {
+fn refuse_notebook(path: &str, doing: Step) -> Result<(), Error> {
     if path.to_ascii_lowercase().ends_with(".ipynb") {
-        return Err(Error::Failed(format!(
-            "'{path}' is a notebook; {tool} handles plain files only. Open it with use_notebook \
-             and use read_notebook / read_cell, or the cell editing tools, which keep its cell ids \
-             and outputs intact."
-        )));
+        return Err(Error::Failed(say![
+            format!("'{path}' is a notebook; "),
+            doing,
+            " handles plain files only. Open it with ",
+            Step::OpenNotebook,
+            " and use ",
+            Step::ReadNotebook,
+            " / ",
+            Step::ReadCell,
+            ", or the cell editing tools, which keep its cell ids and outputs intact."
+        ]));
     }
     Ok(())
 }
 
 fn not_found(path: &str) -> Error {
-    Error::Failed(format!(
-        "'{path}' was not found in the Jupyter root. Call list_files to see what exists."
-    ))
+    Error::Failed(say![
+        format!("'{path}' was not found in the Jupyter root. Call "),
+        Step::ListFiles,
+        " to see what exists."
+    ])
 }
 
 fn rest_failure(path: &str, error: RestError) -> Error {
@@ -103,12 +117,14 @@ fn rest_failure(path: &str, error: RestError) -> Error {
     }
 }
 
-fn too_large(path: &str, size: u64, limit: u64, doing: &str) -> Error {
-    Error::Failed(format!(
-        "'{path}' is {size} bytes, above the {limit}-byte limit for {doing} (--max-file-bytes). \
-         Work on it in the kernel instead (execute_code, e.g. with pandas or open()), or ask the \
-         operator to raise the limit."
-    ))
+fn too_large(path: &str, size: u64, limit: u64, doing: Step) -> Error {
+    Error::Failed(say![
+        format!("'{path}' is {size} bytes, above the {limit}-byte limit for "),
+        doing,
+        " (--max-file-bytes). Work on it in the kernel instead (",
+        Step::ExecuteCode,
+        ", e.g. with pandas or open()), or ask the operator to raise the limit."
+    ])
 }
 
 /// Lines `[offset, offset + limit)` of `text`, each keeping its line ending.
@@ -174,9 +190,11 @@ impl Domain {
         collect(jupyter.rest(), start, 0, max_depth)
             .await
             .map_err(|e| match e {
-                RestError::NotFound { .. } => Error::Failed(format!(
-                    "'{path}' was not found on the Jupyter Server. Call list_files with path \"\" to see the root directory."
-                )),
+                RestError::NotFound { .. } => Error::Failed(say![
+                    format!("'{path}' was not found on the Jupyter Server. Call "),
+                    Step::ListFiles,
+                    " with path \"\" to see the root directory."
+                ]),
                 other => Error::failed(other),
             })
     }
@@ -189,20 +207,22 @@ impl Domain {
         limit: Option<usize>,
     ) -> Result<FileRead, Error> {
         let path = root_relative(path)?;
-        refuse_notebook(&path, "read_file")?;
+        refuse_notebook(&path, Step::ReadFile)?;
         let rest = self.documents_rest();
         let model = rest
             .get_contents(&path, false)
             .await
             .map_err(|e| rest_failure(&path, e))?;
         if model.kind == "directory" {
-            return Err(Error::Failed(format!(
-                "'{path}' is a directory. Call list_files with path '{path}' to see what it holds."
-            )));
+            return Err(Error::Failed(say![
+                format!("'{path}' is a directory. Call "),
+                Step::ListFiles,
+                format!(" with path '{path}' to see what it holds.")
+            ]));
         }
         let limit_bytes = self.settings.max_file_bytes;
         if let Some(size) = model.size.filter(|s| *s > limit_bytes) {
-            return Err(too_large(&path, size, limit_bytes, "read_file"));
+            return Err(too_large(&path, size, limit_bytes, Step::ReadFile));
         }
         let model = rest
             .get_file(&path)
@@ -211,16 +231,16 @@ impl Domain {
         let content = match &model.content {
             Some(serde_json::Value::String(c)) => c.clone(),
             _ => {
-                return Err(Error::Failed(format!(
-                    "The Jupyter Server sent no content for '{path}'."
-                )));
+                return Err(Error::Failed(
+                    format!("The Jupyter Server sent no content for '{path}'.").into(),
+                ));
             }
         };
         if model.format.as_deref() == Some("base64") {
             // Jupyter wraps base64 at 76 columns.
             let clean: String = content.chars().filter(|c| !c.is_whitespace()).collect();
             let bytes = BASE64.decode(clean.as_bytes()).map_err(|e| {
-                Error::Failed(format!("The content of '{path}' was not valid base64: {e}"))
+                Error::Failed(format!("The content of '{path}' was not valid base64: {e}").into())
             })?;
             let size = bytes.len();
             let start = offset.min(size);
@@ -255,44 +275,46 @@ impl Domain {
         overwrite: bool,
     ) -> Result<FileWritten, Error> {
         let path = root_relative(path)?;
-        refuse_notebook(&path, "write_file")?;
-        let size = match encoding {
-            Encoding::Text => content.len() as u64,
-            Encoding::Base64 => {
-                let clean: String = content.chars().filter(|c| !c.is_whitespace()).collect();
-                BASE64
-                    .decode(clean.as_bytes())
-                    .map_err(|e| {
-                        Error::InvalidArguments(format!(
+        refuse_notebook(&path, Step::WriteFile)?;
+        let size =
+            match encoding {
+                Encoding::Text => content.len() as u64,
+                Encoding::Base64 => {
+                    let clean: String = content.chars().filter(|c| !c.is_whitespace()).collect();
+                    BASE64
+                        .decode(clean.as_bytes())
+                        .map_err(|e| {
+                            Error::InvalidArguments(format!(
                             "content is not valid base64 ({e}); send the bytes base64-encoded \
                              (standard alphabet, with padding), or use encoding 'text'"
-                        ))
-                    })?
-                    .len() as u64
-            }
-        };
+                        ).into())
+                        })?
+                        .len() as u64
+                }
+            };
         let limit = self.settings.max_file_bytes;
         if size > limit {
-            return Err(too_large(&path, size, limit, "write_file"));
+            return Err(too_large(&path, size, limit, Step::WriteFile));
         }
         let rest = self.documents_rest();
-        let replaced = match rest.get_contents(&path, false).await {
-            Ok(existing) if existing.kind == "directory" => {
-                return Err(Error::Failed(format!(
-                    "'{path}' is a directory; name a file inside it."
-                )));
-            }
-            Ok(existing) if !overwrite => {
-                return Err(Error::Failed(format!(
+        let replaced =
+            match rest.get_contents(&path, false).await {
+                Ok(existing) if existing.kind == "directory" => {
+                    return Err(Error::Failed(
+                        format!("'{path}' is a directory; name a file inside it.").into(),
+                    ));
+                }
+                Ok(existing) if !overwrite => {
+                    return Err(Error::Failed(format!(
                     "'{path}' already exists ({} bytes). Pass overwrite=true to replace it, or \
                      choose another path.",
                     existing.size.unwrap_or(0)
-                )));
-            }
-            Ok(_) => true,
-            Err(RestError::NotFound { .. }) => false,
-            Err(e) => return Err(Error::failed(e)),
-        };
+                ).into()));
+                }
+                Ok(_) => true,
+                Err(RestError::NotFound { .. }) => false,
+                Err(e) => return Err(Error::failed(e)),
+            };
         let created_directories = ensure_parents(&rest, &path).await?;
         rest.put_file(&path, content, encoding.as_str())
             .await
@@ -315,9 +337,9 @@ async fn ensure_parents(rest: &JupyterRest, path: &str) -> Result<Vec<String>, E
         match rest.get_contents(&dir, false).await {
             Ok(ContentsModel { kind, .. }) if kind == "directory" => {}
             Ok(_) => {
-                return Err(Error::Failed(format!(
-                    "'{dir}' is a file, so '{path}' cannot be created under it."
-                )));
+                return Err(Error::Failed(
+                    format!("'{dir}' is a file, so '{path}' cannot be created under it.").into(),
+                ));
             }
             Err(RestError::NotFound { .. }) => {
                 rest.create_directory(&dir)

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::kernels::kernel_gone_message;
-use super::{Domain, Error};
+use super::{Domain, Error, Step};
+use crate::say;
 use jupyter_client::kernel::{Kernel, Liveness};
 
 /// How long we wait to see an interrupted execution of ours end before answering.
@@ -84,12 +85,19 @@ impl Domain {
             .interrupt()
             .await
             .map_err(|e| match e.gone_reason() {
-                Some(reason) => Error::Failed(format!(
-                    "The kernel of {owner} {reason}, so there was nothing left to interrupt; its \
-                 state is lost. Call restart_notebook (or execute_code for the default kernel) \
-                 to get a fresh one."
-                )),
-                None => Error::Failed(format!("Could not interrupt the kernel of {owner}: {e}")),
+                Some(reason) => Error::Failed(say![
+                    format!(
+                        "The kernel of {owner} {reason}, so there was nothing left to interrupt; \
+                         its state is lost. Call "
+                    ),
+                    Step::RestartNotebook,
+                    " (or ",
+                    Step::ExecuteCode,
+                    " for the default kernel) to get a fresh one."
+                ]),
+                None => {
+                    Error::Failed(format!("Could not interrupt the kernel of {owner}: {e}").into())
+                }
             })?;
         let activity = match running {
             Some((code, elapsed)) => {

@@ -7,19 +7,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::notebooks::NotebookInUse;
-use super::{Domain, Error};
+use super::{Domain, Error, Message, Step};
 use crate::capabilities::AUTO_RESTART;
+use crate::say;
 /// Whether a kernel is alive, or gone and why (for callers that show it).
 pub use jupyter_client::kernel::Liveness;
 use jupyter_client::kernel::{Kernel, Progress, ProgressSink};
 
 /// The error every caller gets for a notebook whose kernel state was lost.
-pub fn kernel_gone_message(notebook_name: &str) -> String {
-    format!(
-        "The kernel of '{notebook_name}' is gone, and its session — every variable, import and \
-         definition — went with it. Call restart_notebook to start a fresh one, or enable the \
-         'kernel.auto-restart' capability to have replacements started automatically."
-    )
+pub fn kernel_gone_message(notebook_name: &str) -> Message {
+    say![
+        format!(
+            "The kernel of '{notebook_name}' is gone, and its session — every variable, import \
+             and definition — went with it. Call "
+        ),
+        Step::RestartNotebook,
+        " to start a fresh one, or enable the 'kernel.auto-restart' capability to have \
+         replacements started automatically."
+    ]
 }
 
 /// A kernel ready to run code, and the note to show when it replaced a lost one.
@@ -85,10 +90,13 @@ impl Domain {
         )
         .await
         .map_err(|e| {
-            Error::Failed(format!(
-                "The kernel of '{}' is gone and no replacement could be started: {e}",
-                in_use.name
-            ))
+            Error::Failed(
+                format!(
+                    "The kernel of '{}' is gone and no replacement could be started: {e}",
+                    in_use.name
+                )
+                .into(),
+            )
         })?;
         in_use.replace_kernel(fresh.clone());
         let note = format!(

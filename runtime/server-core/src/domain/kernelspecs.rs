@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::{Domain, Error};
+use super::{Domain, Error, Step};
+use crate::say;
 
 /// An installed kernelspec, as a notebook's metadata records it.
 #[derive(Debug, Clone)]
@@ -43,7 +44,7 @@ impl Domain {
             .rest()
             .kernelspecs()
             .await
-            .map_err(|e| Error::Failed(format!("Error listing kernelspecs: {e}")))
+            .map_err(|e| Error::Failed(format!("Error listing kernelspecs: {e}").into()))
     }
 
     /// The kernels running on the Jupyter Server (list_kernels).
@@ -51,7 +52,8 @@ impl Domain {
         let jupyter = self.jupyter();
         let rest = jupyter.rest();
         let (kernels, specs) = tokio::join!(rest.list_kernels(), rest.kernelspecs());
-        let kernels = kernels.map_err(|e| Error::Failed(format!("Error listing kernels: {e}")))?;
+        let kernels =
+            kernels.map_err(|e| Error::Failed(format!("Error listing kernels: {e}").into()))?;
         Ok(RunningKernels {
             kernels,
             specs: specs.ok(),
@@ -60,12 +62,10 @@ impl Domain {
     }
     /// The installed kernelspec `name`, or an error naming those that are installed.
     pub async fn kernelspec(&self, name: &str) -> Result<ChosenSpec, Error> {
-        let specs = self
-            .jupyter()
-            .rest()
-            .kernelspecs()
-            .await
-            .map_err(|e| Error::Failed(format!("Could not list the kernelspecs: {e}")))?;
+        let specs =
+            self.jupyter().rest().kernelspecs().await.map_err(|e| {
+                Error::Failed(format!("Could not list the kernelspecs: {e}").into())
+            })?;
         match specs.kernelspecs.get(name) {
             Some(entry) => Ok(ChosenSpec {
                 name: name.to_owned(),
@@ -78,15 +78,19 @@ impl Domain {
             }),
             None => {
                 let installed: Vec<&str> = specs.kernelspecs.keys().map(String::as_str).collect();
-                Err(Error::Failed(format!(
-                    "No kernelspec '{name}' is installed on the Jupyter Server. Installed: {}. \
-                     Call list_kernelspecs for details.",
-                    if installed.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        installed.join(", ")
-                    }
-                )))
+                let installed = if installed.is_empty() {
+                    "none".to_owned()
+                } else {
+                    installed.join(", ")
+                };
+                Err(Error::Failed(say![
+                    format!(
+                        "No kernelspec '{name}' is installed on the Jupyter Server. Installed: \
+                         {installed}. Call "
+                    ),
+                    Step::ListKernelspecs,
+                    " for details."
+                ]))
             }
         }
     }

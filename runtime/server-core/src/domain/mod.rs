@@ -14,6 +14,7 @@ pub mod files;
 pub mod interrupt;
 pub mod kernels;
 pub mod kernelspecs;
+pub mod message;
 pub mod notebooks;
 pub mod outputs;
 pub mod run_all;
@@ -33,6 +34,7 @@ use jupyter_client::Jupyter;
 use jupyter_client::document::DocumentError;
 use jupyter_client::rest::JupyterRest;
 use jupyter_client::spares::SparePolicy;
+pub use message::{Message, Step, StepNames};
 use notebooks::{LookupError, NotebookInUse, Notebooks};
 
 /// The settings operations read: a slice of the server's configuration.
@@ -57,26 +59,47 @@ pub struct Settings {
 
 /// A failure a caller can act on; its message says what to do next. The kinds a tool shows
 /// alike (as their message) stay apart so a guest's host function can say which it was.
+/// Its `Display` names steps neutrally (`<open-notebook>`), for logs; a face shows it with
+/// [`Error::worded`].
 #[derive(Debug, Clone, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum Error {
     #[error("invalid arguments: {0}")]
-    InvalidArguments(String),
+    InvalidArguments(Message),
     /// No such notebook in use, or no such cell.
     #[error("{0}")]
-    NotFound(String),
+    NotFound(Message),
     /// The cell changed since the caller saw it (someone else edited it).
     #[error("{0}")]
-    Conflict(String),
+    Conflict(Message),
     /// The kernel is gone or failed.
     #[error("{0}")]
-    Kernel(String),
+    Kernel(Message),
     #[error("{0}")]
-    Failed(String),
+    Failed(Message),
 }
 
 impl Error {
     pub fn failed(error: impl std::fmt::Display) -> Self {
-        Error::Failed(error.to_string())
+        Error::Failed(error.to_string().into())
+    }
+
+    pub fn message(&self) -> &Message {
+        match self {
+            Error::InvalidArguments(m)
+            | Error::NotFound(m)
+            | Error::Conflict(m)
+            | Error::Kernel(m)
+            | Error::Failed(m) => m,
+        }
+    }
+
+    /// The error as a face shows it, each step it suggests named by `names`.
+    pub fn worded(&self, names: StepNames) -> String {
+        let text = self.message().worded(names);
+        match self {
+            Error::InvalidArguments(_) => format!("invalid arguments: {text}"),
+            _ => text,
+        }
     }
 }
 
@@ -84,8 +107,10 @@ impl From<DocumentError> for Error {
     fn from(error: DocumentError) -> Self {
         match error {
             // The plan's own words, not wrapped.
-            DocumentError::Refused(reason) => Error::Failed(reason),
-            conflict @ DocumentError::Conflict { .. } => Error::Conflict(conflict.to_string()),
+            DocumentError::Refused(reason) => Error::Failed(reason.into()),
+            conflict @ DocumentError::Conflict { .. } => {
+                Error::Conflict(conflict.to_string().into())
+            }
             other => Error::failed(other),
         }
     }
@@ -99,7 +124,7 @@ impl From<crate::hooks::HookError> for Error {
 
 impl From<LookupError> for Error {
     fn from(error: LookupError) -> Self {
-        Error::NotFound(error.to_string())
+        Error::NotFound(error.message())
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::notebooks::NotebookInUse;
-use super::{Domain, Error, cells};
+use super::{Domain, Error, Message, cells};
 use jupyter_client::kernel::{Completion, ExecutionOutcome, ExecutionRequest};
 use notebook_format::notebook::{Cell, CellType};
 
@@ -17,7 +17,7 @@ pub enum CellStatus {
     TimedOut,
     Cancelled,
     /// The run could not happen (kernel gone, notebook changed); the message says why.
-    Failed(String),
+    Failed(Message),
     /// An empty cell: nothing to run.
     Empty,
     /// Not reached: an earlier cell stopped the run.
@@ -126,7 +126,7 @@ impl Domain {
                         turn.status = status_of(&executed.outcome);
                         turn.outcome = Some(executed.outcome);
                     }
-                    Err(e) => turn.status = CellStatus::Failed(e.to_string()),
+                    Err(e) => turn.status = CellStatus::Failed(e.message().clone()),
                 }
                 stopped = (stop_on_error && turn.status.stops())
                     || matches!(turn.status, CellStatus::Failed(_))

@@ -182,7 +182,8 @@ impl Domain {
                     };
                     if let Err(e) = delete(&in_use, inserted).await {
                         tracing::warn!(
-                            "could not take back the cell inserted before the question: {e}"
+                            "could not take back the cell inserted before the question: {}",
+                            e.message()
                         );
                     }
                 }

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::{Domain, Error, Settings};
+use super::{Domain, Error, Message, Settings, Step};
 use crate::capabilities::Capabilities;
 use crate::hooks::Hooks;
+use crate::say;
 use jupyter_client::Jupyter;
 use jupyter_client::auth::{Auth, RotatingToken, Secret};
 use jupyter_client::hub::{HubClient, HubError, HubUser, ServerState};
@@ -271,7 +272,7 @@ impl Users {
 
     /// After a failed call: when the caller's server is no longer running, says so (the next
     /// call starts it again); `None` when it runs, so the failure was something else.
-    pub async fn explain_failure(&self, caller: &Caller) -> Option<String> {
+    pub async fn explain_failure(&self, caller: &Caller) -> Option<Message> {
         let state = self.state_of(caller);
         let user = self.ask_hub(&caller.token).await.ok()?;
         if matches!(user.server, ServerState::Ready(_)) {
@@ -283,18 +284,22 @@ impl Users {
             // Its kernels and rooms are gone with it.
             state.domain.notebooks.clear();
         }
-        Some(format!(
-            "Your Jupyter server on the JupyterHub at {} is not running (it was stopped or \
-             culled): its kernels, variables and notebooks in use are gone. Call again: the next \
-             call starts it, then use_notebook to reopen a notebook.",
-            self.hub()
-        ))
+        Some(say![
+            format!(
+                "Your Jupyter server on the JupyterHub at {} is not running (it was stopped or \
+                 culled): its kernels, variables and notebooks in use are gone. Call again: the \
+                 next call starts it, then ",
+                self.hub()
+            ),
+            Step::OpenNotebook,
+            " to reopen a notebook."
+        ])
     }
 
     /// Resolves, with the explanation, once the caller's server is found not running; polls
     /// the Hub every [`WATCH_EVERY`] (run beside a call, which it outlives only if the server
     /// stops).
-    pub async fn watch_server(&self, caller: &Caller) -> String {
+    pub async fn watch_server(&self, caller: &Caller) -> Message {
         loop {
             tokio::time::sleep(WATCH_EVERY).await;
             if let Some(why) = self.explain_failure(caller).await {

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::notebooks::NotebookInUse;
-use super::{Domain, Error};
+use super::{Domain, Error, Step};
+use crate::say;
 use jupyter_client::kernel::{Completion, ExecuteError, ExecutionRequest, KernelError};
 
 /// How long an inspection may take (it only reads).
@@ -137,11 +138,15 @@ impl Domain {
                     first_line(&code)
                 )
             });
-            Error::Failed(format!(
-                "The kernel of '{}' is busy running code{what}; its variables are changing. Wait \
-                 for it to finish, or call interrupt_kernel.",
-                in_use.name
-            ))
+            Error::Failed(say![
+                format!(
+                    "The kernel of '{}' is busy running code{what}; its variables are changing. \
+                     Wait for it to finish, or call ",
+                    in_use.name
+                ),
+                Step::InterruptKernel,
+                "."
+            ])
         };
         if let Some(running) = kernel.running() {
             return Err(busy(Some(running)));
@@ -151,11 +156,15 @@ impl Domain {
             .as_deref()
             .filter(|l| !l.eq_ignore_ascii_case("python"))
         {
-            return Err(Error::Failed(format!(
-                "inspect_variables reads Python kernels; the kernel of '{}' runs {language}. Use \
-                 execute_code with that language's own way of listing variables.",
-                in_use.name
-            )));
+            return Err(Error::Failed(say![
+                Step::InspectVariables,
+                format!(
+                    " reads Python kernels; the kernel of '{}' runs {language}. Use ",
+                    in_use.name
+                ),
+                Step::ExecuteCode,
+                " with that language's own way of listing variables."
+            ]));
         }
         let mut request = ExecutionRequest::new("", INSPECT_TIMEOUT);
         request.silent = true;
@@ -171,12 +180,16 @@ impl Domain {
             other => other.map_err(|e| super::execution::gone_or_failed(e, in_use))?,
         };
         if executed.completion != Completion::Finished {
-            return Err(Error::Failed(format!(
-                "The kernel of '{}' did not answer the inspection within {}s (it may be busy with \
-                 code someone else started). Try again later, or call interrupt_kernel.",
-                in_use.name,
-                INSPECT_TIMEOUT.as_secs()
-            )));
+            return Err(Error::Failed(say![
+                format!(
+                    "The kernel of '{}' did not answer the inspection within {}s (it may be busy \
+                     with code someone else started). Try again later, or call ",
+                    in_use.name,
+                    INSPECT_TIMEOUT.as_secs()
+                ),
+                Step::InterruptKernel,
+                "."
+            ]));
         }
         let answer = executed
             .user_expressions
@@ -185,11 +198,14 @@ impl Domain {
             .cloned()
             .unwrap_or(Value::Null);
         let inspection = parse_answer(&answer).map_err(|reason| {
-            Error::Failed(format!(
-                "The kernel of '{}' could not list its variables: {reason}. inspect_variables \
-                 needs an IPython-based Python kernel (ipykernel).",
-                in_use.name
-            ))
+            Error::Failed(say![
+                format!(
+                    "The kernel of '{}' could not list its variables: {reason}. ",
+                    in_use.name
+                ),
+                Step::InspectVariables,
+                " needs an IPython-based Python kernel (ipykernel)."
+            ])
         })?;
         Ok((inspection, ready.replaced))
     }

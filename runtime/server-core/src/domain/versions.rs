@@ -109,7 +109,7 @@ pub fn check_cell(
         cell.type_name(),
         cell.source
     ));
-    Err(Error::Conflict(text))
+    Err(Error::Conflict(text.into()))
 }
 
 /// Refuses unless the notebook's structure is still `expected` (when given).
@@ -142,7 +142,7 @@ pub fn check_notebook(notebook: &Notebook, expected: Option<&str>) -> Result<(),
          these cells; to go ahead, call again with expected_notebook_version=\"{current}\".",
         notebook.cells.len(),
         cells.join("\n")
-    )))
+    ).into()))
 }
 
 /// A unified diff of two sources, `None` when nothing changed.

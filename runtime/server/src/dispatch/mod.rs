@@ -62,7 +62,7 @@ pub async fn run(
         });
     };
     if let Some(reason) = refusal(tool.spec(), &context.domain.capabilities) {
-        return Ok(Err(ToolError::Failed(reason)));
+        return Ok(Err(ToolError::Failed(reason.into())));
     }
     let started = Instant::now();
     let arguments = arguments.unwrap_or_default();
@@ -85,7 +85,7 @@ pub async fn run(
                 .around(&before, work, |outcome| {
                     let (result, error) = match outcome {
                         Ok(output) => (Some(output.joined_text()), None),
-                        Err(e) => (None, Some(e.to_string())),
+                        Err(e) => (None, Some(crate::tools::steps::worded(e))),
                     };
                     HookEvent::after_tool_call(name, &arguments_value, result, error)
                 })
@@ -164,7 +164,8 @@ pub async fn call_tool(
             result
         }
         Err(error) => CallToolResult::error(vec![Content::text(format!(
-            "Error executing tool {name}: {error}"
+            "Error executing tool {name}: {}",
+            crate::tools::steps::worded(&error)
         ))]),
     })
 }
@@ -186,8 +187,9 @@ async fn run_contained(
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
             tracing::error!(tool = name, "tool panicked: {what}");
-            Err(ToolError::Failed(format!(
-                "internal error ({what}); the server is still running, please report this"
-            )))
+            Err(ToolError::Failed(
+                format!("internal error ({what}); the server is still running, please report this")
+                    .into(),
+            ))
         })
 }

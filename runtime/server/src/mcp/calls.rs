@@ -165,7 +165,8 @@ impl PreparedCall {
                     Err(e) => {
                         return Ok(CallToolResult::error(vec![
                             rmcp::model::ContentBlock::text(format!(
-                                "Error executing tool {name}: {e}"
+                                "Error executing tool {name}: {}",
+                                crate::tools::steps::worded(&e)
                             )),
                         ]));
                     }
@@ -272,15 +273,16 @@ async fn watched(
             cancel.cancel();
             // Let the call wind down (hooks see its end), briefly: its server is gone.
             let _ = tokio::time::timeout(std::time::Duration::from_secs(10), dispatched).await;
-            return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(why)]));
+            return Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(crate::tools::steps::said(&why))]));
         }
     };
     match result {
         Ok(mut result) if result.is_error == Some(true) => {
             if let Some(why) = hub.users.explain_failure(caller).await {
-                result
-                    .content
-                    .insert(0, rmcp::model::ContentBlock::text(why));
+                result.content.insert(
+                    0,
+                    rmcp::model::ContentBlock::text(crate::tools::steps::said(&why)),
+                );
             }
             Ok(result)
         }

@@ -41,10 +41,13 @@ pub fn connect_to_jupyter() -> Arc<dyn Tool> {
 
 async fn run(context: ToolContext, args: ConnectArgs) -> ToolResult {
     if args.document_provider != "jupyter" {
-        return Err(ToolError::InvalidArguments(format!(
-            "document_provider '{}' is not supported; use \"jupyter\"",
-            args.document_provider
-        )));
+        return Err(ToolError::InvalidArguments(
+            format!(
+                "document_provider '{}' is not supported; use \"jupyter\"",
+                args.document_provider
+            )
+            .into(),
+        ));
     }
     let message = context
         .domain

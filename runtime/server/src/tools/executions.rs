@@ -128,13 +128,16 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
 async fn get_execution(context: ToolContext, args: GetExecutionArgs) -> ToolResult {
     let domain = &context.domain;
     let execution = domain.executions.get(&args.execution_id).ok_or_else(|| {
-        ToolError::NotFound(format!(
-            "No execution '{}' is known to this server: ids come from execute_code, \
+        ToolError::NotFound(
+            format!(
+                "No execution '{}' is known to this server: ids come from execute_code, \
              execute_cell or insert_execute_code_cell, and they are kept {}. Call \
              list_executions to see them.",
-            args.execution_id,
-            domain.executions.kept_for()
-        ))
+                args.execution_id,
+                domain.executions.kept_for()
+            )
+            .into(),
+        )
     })?;
     let wait = super::seconds(args.wait_seconds).min(domain.settings.execution.max_timeout);
     if !wait.is_zero() {
@@ -146,7 +149,7 @@ async fn get_execution(context: ToolContext, args: GetExecutionArgs) -> ToolResu
     let snapshot = execution.snapshot();
     let mut header = format!("Execution {}: {}", execution.id, snapshot.state.name());
     if let Some(reason) = snapshot.state.reason() {
-        header.push_str(&format!(" ({reason})"));
+        header.push_str(&format!(" ({})", super::steps::said(reason)));
     }
     header.push_str(&format!(
         "\nWhere: {}\nStarted: {}; {} {:.1}s",

@@ -98,7 +98,7 @@ impl ExtensionTool {
                 .iter()
                 .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
                 .collect();
-            return Err(ToolError::Failed(text.join("\n")));
+            return Err(ToolError::Failed(text.join("\n").into()));
         }
         let structured = match result.structured {
             None => None,
@@ -114,11 +114,14 @@ impl ExtensionTool {
             Some(text) => match serde_json::from_str::<Value>(&text) {
                 Ok(value @ Value::Object(_)) => Some(value),
                 _ => {
-                    return Err(ToolError::Failed(format!(
-                        "extension '{}' answered with structured output that is not a JSON \
+                    return Err(ToolError::Failed(
+                        format!(
+                            "extension '{}' answered with structured output that is not a JSON \
                          object; its author should fix the tool '{}'",
-                        self.guest.extension, self.guest.name
-                    )));
+                            self.guest.extension, self.guest.name
+                        )
+                        .into(),
+                    ));
                 }
             },
         };

@@ -149,10 +149,9 @@ pub fn render(mut rows: Vec<FileRow>, args: &ListFilesArgs) -> String {
 
 async fn run(context: ToolContext, args: ListFilesArgs) -> ToolResult {
     if args.max_depth > 3 {
-        return Err(ToolError::InvalidArguments(format!(
-            "max_depth must be between 0 and 3, got {}",
-            args.max_depth
-        )));
+        return Err(ToolError::InvalidArguments(
+            format!("max_depth must be between 0 and 3, got {}", args.max_depth).into(),
+        ));
     }
     let listed = context.domain.list_tree(&args.path, args.max_depth).await?;
     let rows = listed.into_iter().map(listed_row).collect();

@@ -20,6 +20,7 @@ pub mod run_all;
 #[cfg(test)]
 mod schema_snapshot;
 pub mod scope;
+pub mod steps;
 pub mod variables;
 pub mod wire;
 
@@ -235,9 +236,9 @@ pub fn decode_arguments<A: DeserializeOwned>(arguments: JsonObject) -> Result<A,
         let path = e.path().to_string();
         let inner = e.into_inner();
         if path == "." {
-            ToolError::InvalidArguments(inner.to_string())
+            ToolError::InvalidArguments(inner.to_string().into())
         } else {
-            ToolError::InvalidArguments(format!("'{path}': {inner}"))
+            ToolError::InvalidArguments(format!("'{path}': {inner}").into())
         }
     })
 }

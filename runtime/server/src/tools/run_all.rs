@@ -85,7 +85,7 @@ fn shorten(line: &str) -> String {
 fn row(turn: &CellRun) -> (String, Value) {
     let count = turn.outcome.as_ref().and_then(|o| o.execution_count);
     let output = match (&turn.status, &turn.outcome) {
-        (CellStatus::Failed(reason), _) => shorten(reason),
+        (CellStatus::Failed(reason), _) => shorten(&super::steps::said(reason)),
         (_, Some(outcome)) => short_output(&outcome.outputs),
         _ => String::new(),
     };

@@ -418,10 +418,10 @@ fn with_note(error: ToolError, ignored: Option<&Ignored>) -> ToolError {
     };
     match error {
         ToolError::InvalidArguments(message) => {
-            ToolError::InvalidArguments(format!("{message}. {note}"))
+            ToolError::InvalidArguments(message.then(format!(". {note}")))
         }
         // Every other kind reads as its message; the note follows it.
-        other => ToolError::Failed(format!("{other}\n{note}")),
+        other => ToolError::Failed(other.message().clone().then(format!("\n{note}"))),
     }
 }
 

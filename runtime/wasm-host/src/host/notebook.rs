@@ -92,7 +92,7 @@ impl CellAt {
         match self {
             CellAt::Id(id) => resolve_cell(notebook, None, Some(id)),
             CellAt::Index(i) => resolve_cell(notebook, Some(i64::from(*i)), None)
-                .map_err(|e| server_core::domain::Error::InvalidArguments(e.to_string())),
+                .map_err(|e| server_core::domain::Error::InvalidArguments(e.message().clone())),
         }
     }
 

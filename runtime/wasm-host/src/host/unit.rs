@@ -1,9 +1,11 @@
 //! What every host capability's unit implements, so `GuestState` can be their sum, and the
 //! error every grantable host function answers with.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
+use server_core::domain::Step;
 use wasmtime_wasi::WasiCtxBuilder;
 
 use crate::limits::Stopped;
@@ -49,10 +51,31 @@ pub enum HostCallError {
     Stopped(Stopped),
 }
 
+/// A step a domain error suggests, named for a guest: its own host function where it has one,
+/// else the tool the agent would call (a guest cannot open a notebook or restart a kernel).
+fn guest_step(step: Step) -> Cow<'static, str> {
+    let agent_tool = match step {
+        Step::ReadNotebook => return Cow::Borrowed("read-cells"),
+        Step::ReadCell => return Cow::Borrowed("read-cell"),
+        Step::ExecuteCode => return Cow::Borrowed("execute-code"),
+        Step::OpenNotebook => "use_notebook",
+        Step::ListNotebooks => "list_notebooks",
+        Step::RestartNotebook => "restart_notebook",
+        Step::InterruptKernel => "interrupt_kernel",
+        Step::InspectVariables => "inspect_variables",
+        Step::ListKernels => "list_kernels",
+        Step::ListKernelspecs => "list_kernelspecs",
+        Step::ListFiles => "list_files",
+        Step::ReadFile => "read_file",
+        Step::WriteFile => "write_file",
+    };
+    Cow::Owned(format!("the agent's {agent_tool} tool"))
+}
+
 impl From<server_core::domain::Error> for HostCallError {
     fn from(error: server_core::domain::Error) -> Self {
         use server_core::domain::Error;
-        let message = error.to_string();
+        let message = error.worded(guest_step);
         match error {
             Error::InvalidArguments(_) => HostCallError::Invalid(message),
             Error::NotFound(_) => HostCallError::NotFound(message),

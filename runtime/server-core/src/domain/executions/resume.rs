@@ -126,7 +126,7 @@ impl Domain {
                             tracing::warn!(
                                 execution = %execution.id,
                                 "the outputs of a run followed again could not be written into \
-                                 cell {cell_id} of '{path}': {e}"
+                                 cell {cell_id} of '{path}': {}", e.message()
                             );
                         }
                     }
@@ -157,6 +157,6 @@ fn lose(execution: &Execution, reason: String) {
             outcome: outcome_of(outputs, execution.clock.elapsed()),
             replaced: None,
         }),
-        State::Lost(reason),
+        State::Lost(reason.into()),
     );
 }

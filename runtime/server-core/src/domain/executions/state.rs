@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::super::Error;
 use super::super::execution::{Completion, Executed};
+use super::super::{Error, Message};
 
 /// Where an execution runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -44,12 +44,12 @@ pub enum State {
     Running,
     Finished,
     /// The code raised, or the run could not happen; the reason says which.
-    Failed(String),
+    Failed(Message),
     /// Stopped by an interrupt, a timeout or a cancellation.
-    Interrupted(String),
+    Interrupted(Message),
     /// Its end will never be known: the server restarted while it ran, and it could not be
     /// followed again (the reason says why).
-    Lost(String),
+    Lost(Message),
 }
 
 impl State {
@@ -63,7 +63,7 @@ impl State {
         }
     }
 
-    pub fn reason(&self) -> Option<&str> {
+    pub fn reason(&self) -> Option<&Message> {
         match self {
             State::Failed(r) | State::Interrupted(r) | State::Lost(r) => Some(r),
             State::Running | State::Finished => None,
@@ -73,17 +73,20 @@ impl State {
     pub(super) fn of(result: &Result<Executed, Error>, timeout: Duration) -> State {
         let executed = match result {
             Ok(executed) => executed,
-            Err(e) => return State::Failed(e.to_string()),
+            Err(e) => return State::Failed(e.message().clone()),
         };
         match executed.outcome.completion {
             Completion::TimedOut => {
-                return State::Interrupted(format!(
-                    "it ran past its timeout of {:.0}s and the kernel was interrupted",
-                    timeout.as_secs_f64()
-                ));
+                return State::Interrupted(
+                    format!(
+                        "it ran past its timeout of {:.0}s and the kernel was interrupted",
+                        timeout.as_secs_f64()
+                    )
+                    .into(),
+                );
             }
             Completion::Cancelled => {
-                return State::Interrupted("the call was cancelled".to_owned());
+                return State::Interrupted("the call was cancelled".into());
             }
             Completion::Finished => {}
         }
@@ -98,9 +101,9 @@ impl State {
                 let field = |name| error.get(name).and_then(Value::as_str).unwrap_or("");
                 let (ename, evalue) = (field("ename"), field("evalue"));
                 if ename == "KeyboardInterrupt" {
-                    State::Interrupted("the kernel was interrupted (KeyboardInterrupt)".to_owned())
+                    State::Interrupted("the kernel was interrupted (KeyboardInterrupt)".into())
                 } else {
-                    State::Failed(format!("the code raised {ename}: {evalue}"))
+                    State::Failed(format!("the code raised {ename}: {evalue}").into())
                 }
             }
         }

@@ -19,6 +19,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::versions::SeenSources;
+use super::{Message, Step};
+use crate::say;
 use jupyter_client::Jupyter;
 use jupyter_client::document::{Document, DocumentError, Edit, EditPlan};
 use jupyter_client::kernel::{Kernel, widgets};
@@ -178,14 +180,34 @@ impl Default for Notebooks {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum LookupError {
-    // "is not connected" and "All currently connected notebooks" are the Python server's words,
-    // which its clients match on.
-    #[error(
-        "Notebook '{name}' is not connected: no notebook in use has that name, so it was not found. All currently connected notebooks: [{in_use}]. Call use_notebook to open it, or list_notebooks to see what is open."
-    )]
+    #[error("{}", self.message())]
     Unknown { name: String, in_use: String },
-    #[error("No notebook is in use. Call use_notebook to open or create one first.")]
+    #[error("{}", self.message())]
     NoneCurrent,
+}
+
+impl LookupError {
+    pub fn message(&self) -> Message {
+        match self {
+            // "is not connected" and "All currently connected notebooks" are the Python
+            // server's words, which its clients match on.
+            LookupError::Unknown { name, in_use } => say![
+                format!(
+                    "Notebook '{name}' is not connected: no notebook in use has that name, so it \
+                     was not found. All currently connected notebooks: [{in_use}]. Call "
+                ),
+                Step::OpenNotebook,
+                " to open it, or ",
+                Step::ListNotebooks,
+                " to see what is open."
+            ],
+            LookupError::NoneCurrent => say![
+                "No notebook is in use. Call ",
+                Step::OpenNotebook,
+                " to open or create one first."
+            ],
+        }
+    }
 }
 
 impl Notebooks {

@@ -9,7 +9,8 @@ use super::{KernelOrigin, NotebookInUse, release_kernel};
 use crate::capabilities::ADOPT_SESSION;
 use crate::domain::kernels::reporting_start;
 use crate::domain::kernelspecs::ChosenSpec;
-use crate::domain::{Domain, Error};
+use crate::domain::{Domain, Error, Step};
+use crate::say;
 use crate::settings::DocumentBackend;
 use jupyter_client::Jupyter;
 use jupyter_client::document::file::FileDocument;
@@ -133,11 +134,11 @@ impl Domain {
                 (UseMode::Create, true) => Ok(Used::AlreadyCreated { name, path }),
                 (UseMode::Create, false) => Err(Error::Failed(format!(
                     "Notebook '{name}' is already used. Use different notebook_name to create a new notebook on {path}."
-                ))),
+                ).into())),
                 (UseMode::Connect, false) => Err(Error::Failed(format!(
                     "The path '{path}' is not the correct path for notebook '{name}'. Do you mean connect to '{}'?",
                     existing.path
-                ))),
+                ).into())),
                 (UseMode::Connect, true) => {
                     let previous = self.notebooks.make_current(&name);
                     Ok(Used::AlreadyInUse {
@@ -159,30 +160,35 @@ impl Domain {
             Ok(found) => found,
             Err(RestError::NotFound { .. }) => false,
             Err(e) => {
-                return Err(Error::Failed(format!(
-                    "Failed to check the path '{path}': {e}"
-                )));
+                return Err(Error::Failed(
+                    format!("Failed to check the path '{path}': {e}").into(),
+                ));
             }
         };
         step_done(started, "exists");
         let mut created = None;
         match mode {
             UseMode::Connect if !exists => {
-                return Err(Error::Failed(format!(
-                    "'{path}' not found in jupyter server, please check the notebook already exists. Call list_files to see the files, or use mode 'create'."
-                )));
+                return Err(Error::Failed(say![
+                    format!(
+                        "'{path}' not found in jupyter server, please check the notebook already \
+                         exists. Call "
+                    ),
+                    Step::ListFiles,
+                    " to see the files, or use mode 'create'."
+                ]));
             }
             UseMode::Create if exists => {
                 return Err(Error::Failed(format!(
                     "'{path}' already exists in jupyter server, please use a different path or use_mode='connect' to open it."
-                )));
+                ).into()));
             }
             UseMode::Create => {
                 let parent = path.rsplit_once('/').map(|(dir, _)| dir).unwrap_or("");
                 if !parent.is_empty() && documents.get_contents(parent, false).await.is_err() {
                     return Err(Error::Failed(format!(
                         "'{parent}' not found in jupyter server, please check the directory path already exists."
-                    )));
+                    ).into()));
                 }
                 let written = new_notebook(spec.as_ref());
                 FileDocument::create(&documents, &path, &written)
@@ -290,9 +296,15 @@ impl Domain {
     ) -> Result<(Arc<Kernel>, KernelOrigin, Attached), Error> {
         if let Some(kernel_id) = kernel_id {
             let kernel = jupyter.kernel(kernel_id).await.map_err(|e| match e {
-                KernelError::Connect(ConnectError::NotFound(_)) => Error::Failed(format!(
-                    "Kernel '{kernel_id}' not found in jupyter server, please check whether the kernel already exists using 'list_kernels' tool."
-                )),
+                // The Python server's words.
+                KernelError::Connect(ConnectError::NotFound(_)) => Error::Failed(say![
+                    format!(
+                        "Kernel '{kernel_id}' not found in jupyter server, please check whether \
+                         the kernel already exists using '"
+                    ),
+                    Step::ListKernels,
+                    "' tool."
+                ]),
                 other => Error::failed(other),
             })?;
             return Ok((kernel, KernelOrigin::Given, Attached::Given));
@@ -318,9 +330,9 @@ impl Domain {
             };
             return Ok((kernel, origin, Attached::Adopted));
         }
-        let kernel = start_kernel(jupyter, spec, name)
-            .await
-            .map_err(|e| Error::Failed(format!("Could not start a kernel for '{path}': {e}")))?;
+        let kernel = start_kernel(jupyter, spec, name).await.map_err(|e| {
+            Error::Failed(format!("Could not start a kernel for '{path}': {e}").into())
+        })?;
         step_done(started, "kernel");
         let (origin, attached) = attach_session(jupyter, path, &kernel, existing).await?;
         step_done(started, "session");
@@ -409,9 +421,9 @@ pub(super) async fn attach_session(
         )),
         Err(e) => {
             jupyter.stop_kernel(kernel.id()).await;
-            Err(Error::Failed(format!(
-                "Could not create a Jupyter session for '{path}': {e}"
-            )))
+            Err(Error::Failed(
+                format!("Could not create a Jupyter session for '{path}': {e}").into(),
+            ))
         }
     }
 }
@@ -480,6 +492,8 @@ async fn open_document(
     match live {
         Ok(live) => Ok(live),
         Err(e) if choice == DocumentBackend::Auto && e.no_collaboration() => Ok(file(rest)),
-        Err(e) => Err(Error::Failed(format!("Could not open '{path}' live: {e}"))),
+        Err(e) => Err(Error::Failed(
+            format!("Could not open '{path}' live: {e}").into(),
+        )),
     }
 }

@@ -35,7 +35,7 @@ impl Domain {
             .restart_kernel(&in_use.kernel())
             .await
             .map_err(|e| {
-                Error::Failed(format!("Failed to restart notebook '{}': {e}", in_use.name))
+                Error::Failed(format!("Failed to restart notebook '{}': {e}", in_use.name).into())
             })?;
         in_use.replace_kernel(kernel);
         Ok(())
@@ -53,7 +53,9 @@ impl Domain {
         let name = &in_use.name;
         let kernel = start_kernel(&jupyter, Some(&spec), name)
             .await
-            .map_err(|e| Error::Failed(format!("Failed to restart notebook '{name}': {e}")))?;
+            .map_err(|e| {
+                Error::Failed(format!("Failed to restart notebook '{name}': {e}").into())
+            })?;
         let released = in_use.release(&jupyter).await;
         let existing = jupyter
             .rest()

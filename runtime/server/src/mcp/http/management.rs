@@ -181,7 +181,7 @@ impl HttpContext {
             ),
             Ok(Err(e)) => json_response(
                 StatusCode::BAD_GATEWAY,
-                json!({ "success": false, "error": e.to_string() }),
+                json!({ "success": false, "error": crate::tools::steps::worded(&e) }),
             ),
             Err(unknown) => json_response(
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -157,7 +157,7 @@ fn replaced_source(cell: &Cell, args: &EditSourceArgs) -> Result<String, ToolErr
     if count > 1 && !args.replace_all {
         return Err(ToolError::Failed(format!(
             "old_string is not unique in cell source ({count} occurrences). Use replace_all=True to replace all occurrences."
-        )));
+        ).into()));
     }
     Ok(if args.replace_all {
         cell.source.replace(&args.old_string, &args.new_string)
@@ -228,16 +228,16 @@ fn delete_targets(notebook: &Notebook, args: &DeleteCellArgs) -> Result<Vec<usiz
                 };
                 return Err(ToolError::Failed(format!(
                     "No cell '{first}' in this notebook{more}. Read the notebook again for current cell ids."
-                )));
+                ).into()));
             }
             ids.iter().filter_map(|id| notebook.index_of(id)).collect()
         }
         (_, Some(indices)) if !indices.is_empty() => {
             let mut seen = std::collections::HashSet::new();
             if !indices.iter().all(|i| seen.insert(*i)) {
-                return Err(ToolError::Failed(format!(
-                    "cell_indices contains duplicate values: {indices:?}"
-                )));
+                return Err(ToolError::Failed(
+                    format!("cell_indices contains duplicate values: {indices:?}").into(),
+                ));
             }
             indices
                 .iter()
@@ -306,9 +306,9 @@ pub struct ClearOutputArgs {
 fn clear_target(notebook: &Notebook, args: &ClearOutputArgs) -> Result<usize, ToolError> {
     let index = resolve_cell(notebook, args.cell_index, args.cell_id.as_deref())?;
     if notebook.cells[index].cell_type != CellType::Code {
-        return Err(ToolError::Failed(format!(
-            "Cell {index} is not a code cell, cannot clear output."
-        )));
+        return Err(ToolError::Failed(
+            format!("Cell {index} is not a code cell, cannot clear output.").into(),
+        ));
     }
     Ok(index)
 }

@@ -136,10 +136,9 @@ pub fn present_cell(
         notebook, cell_id, ..
     } = &execution.place
     else {
-        return Err(ToolError::Failed(format!(
-            "Execution {} ran no cell.",
-            execution.id
-        )));
+        return Err(ToolError::Failed(
+            format!("Execution {} ran no cell.", execution.id).into(),
+        ));
     };
     let timeout = execution.timeout;
     let outcome = &executed.outcome;
