@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use crate::notebook::Cell;
+use crate::outputs::Output;
 
 /// One change to a notebook. Cells are named by id, so an edit computed from one version of the
 /// document still means the same thing when it lands on a newer one.
@@ -29,7 +30,7 @@ pub enum Edit {
     },
     SetOutputs {
         cell_id: String,
-        outputs: Vec<Value>,
+        outputs: Vec<Output>,
         execution_count: Option<i64>,
     },
     /// Shows a code cell as running or idle to collaborators (not part of nbformat: a file

@@ -10,6 +10,8 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+use crate::outputs::Output;
+
 mod layout;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +51,7 @@ pub struct Cell {
     pub source: String,
     pub metadata: Map<String, Value>,
     /// Code cells only.
-    pub outputs: Vec<Value>,
+    pub outputs: Vec<Output>,
     /// Code cells only.
     pub execution_count: Option<i64>,
     /// Markdown and raw cells only (and cells of unknown types).
@@ -315,7 +317,10 @@ fn read_cell(
     };
     if known.contains(&"outputs") {
         if let Some(Value::Array(outputs)) = raw.remove("outputs") {
-            cell.outputs = outputs.into_iter().map(join_output_lines).collect();
+            cell.outputs = outputs
+                .into_iter()
+                .map(|output| Output::from_json(&join_output_lines(output)))
+                .collect();
         }
         cell.execution_count = raw.remove("execution_count").and_then(|n| n.as_i64());
     } else {
@@ -337,7 +342,11 @@ fn cell_to_value(cell: &Cell) -> Value {
     object.insert("source".into(), json!(cell.source));
     match (cell.cell_type, &cell.unknown_type) {
         (CellType::Code, None) => {
-            let outputs: Vec<Value> = cell.outputs.iter().map(clean_output).collect();
+            let outputs: Vec<Value> = cell
+                .outputs
+                .iter()
+                .map(|output| clean_output(&output.to_json()))
+                .collect();
             object.insert("outputs".into(), Value::Array(outputs));
             object.insert("execution_count".into(), json!(cell.execution_count));
         }

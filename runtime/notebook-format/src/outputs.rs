@@ -2,6 +2,7 @@
 //! MIME bundles, read from nbformat JSON and written back as JSON only at the edges (MCP
 //! structured content, a guest's WIT record, hook events, documents).
 
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::notebook::multiline_text;
@@ -28,6 +29,10 @@ impl StreamName {
 pub struct MimeBundle(Map<String, Value>);
 
 impl MimeBundle {
+    pub fn new(entries: Map<String, Value>) -> MimeBundle {
+        MimeBundle(entries)
+    }
+
     /// The data of a text MIME type (a string or nbformat's list of lines), joined.
     pub fn text(&self, mime: &str) -> Option<String> {
         self.0.get(mime).and_then(multiline_text)
@@ -45,74 +50,144 @@ impl MimeBundle {
     pub fn mime_types(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
+
+    pub fn entries(&self) -> &Map<String, Value> {
+        &self.0
+    }
 }
 
-/// One nbformat output.
+/// One nbformat output. Each kind keeps the fields nbformat does not define in `extra` (a
+/// kernel's `transient`, a newer minor's additions), so an output read and written back is
+/// the same JSON; an output that does not fit its kind's shape is kept whole as `Other`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
     Stream {
         name: StreamName,
         text: String,
+        extra: Map<String, Value>,
     },
     DisplayData {
         data: MimeBundle,
         metadata: Map<String, Value>,
+        extra: Map<String, Value>,
     },
     ExecuteResult {
         data: MimeBundle,
         metadata: Map<String, Value>,
         execution_count: Option<i64>,
+        extra: Map<String, Value>,
     },
     Error {
         ename: String,
         evalue: String,
         traceback: Vec<String>,
+        extra: Map<String, Value>,
     },
-    /// An output type nbformat does not define, kept as it came.
+    /// An output type nbformat does not define, or one malformed, kept as it came.
     Other(Value),
 }
 
 impl Output {
-    /// Reads one nbformat output; what is malformed is read as empty, an unknown type kept whole.
+    pub fn stream(name: StreamName, text: impl Into<String>) -> Output {
+        Output::Stream {
+            name,
+            text: text.into(),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn error(
+        ename: impl Into<String>,
+        evalue: impl Into<String>,
+        traceback: Vec<String>,
+    ) -> Output {
+        Output::Error {
+            ename: ename.into(),
+            evalue: evalue.into(),
+            traceback,
+            extra: Map::new(),
+        }
+    }
+
+    /// Reads one nbformat output. Multiline text (a list of lines) is read joined; anything
+    /// that does not fit its kind is kept whole as [`Output::Other`].
     pub fn from_json(value: &Value) -> Output {
-        let text = |key: &str| value.get(key).and_then(multiline_text).unwrap_or_default();
-        let object = |key: &str| match value.get(key) {
-            Some(Value::Object(map)) => map.clone(),
-            _ => Map::new(),
+        Output::typed(value).unwrap_or_else(|| Output::Other(value.clone()))
+    }
+
+    fn typed(value: &Value) -> Option<Output> {
+        let Value::Object(object) = value else {
+            return None;
         };
-        match value.get("output_type").and_then(Value::as_str) {
-            Some("stream") => Output::Stream {
-                name: match value.get("name").and_then(Value::as_str) {
-                    Some("stderr") => StreamName::Stderr,
-                    _ => StreamName::Stdout,
+        let mut extra = object.clone();
+        let output_type = extra.remove("output_type")?;
+        let mut take = |key: &str| extra.remove(key);
+        let output = match output_type.as_str()? {
+            "stream" => {
+                let name = match take("name")?.as_str()? {
+                    "stdout" => StreamName::Stdout,
+                    "stderr" => StreamName::Stderr,
+                    _ => return None,
+                };
+                let text = multiline_text(&take("text")?)?;
+                Output::Stream {
+                    name,
+                    text,
+                    extra: Map::new(),
+                }
+            }
+            // A missing bundle or metadata reads as empty (and is written so, as nbformat
+            // requires); one of the wrong type keeps the output whole.
+            "display_data" => Output::DisplayData {
+                data: MimeBundle(object_of(take("data"))?),
+                metadata: object_of(take("metadata"))?,
+                extra: Map::new(),
+            },
+            "execute_result" => Output::ExecuteResult {
+                data: MimeBundle(object_of(take("data"))?),
+                metadata: object_of(take("metadata"))?,
+                // Missing reads as null, as nbformat writes it.
+                execution_count: match take("execution_count") {
+                    None | Some(Value::Null) => None,
+                    Some(n) => Some(n.as_i64()?),
                 },
-                text: text("text"),
+                extra: Map::new(),
             },
-            Some("display_data") => Output::DisplayData {
-                data: MimeBundle(object("data")),
-                metadata: object("metadata"),
+            "error" => Output::Error {
+                ename: take("ename")?.as_str()?.to_owned(),
+                evalue: take("evalue")?.as_str()?.to_owned(),
+                traceback: match take("traceback")? {
+                    Value::Array(lines) => lines
+                        .into_iter()
+                        .map(|line| match line {
+                            Value::String(line) => Some(line),
+                            _ => None,
+                        })
+                        .collect::<Option<Vec<_>>>()?,
+                    _ => return None,
+                },
+                extra: Map::new(),
             },
-            Some("execute_result") => Output::ExecuteResult {
-                data: MimeBundle(object("data")),
-                metadata: object("metadata"),
-                execution_count: value.get("execution_count").and_then(Value::as_i64),
-            },
-            Some("error") => Output::Error {
-                ename: text("ename"),
-                evalue: text("evalue"),
-                traceback: value
-                    .get("traceback")
-                    .and_then(Value::as_array)
-                    .map(|lines| {
-                        lines
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_owned)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            },
-            _ => Output::Other(value.clone()),
+            _ => return None,
+        };
+        Some(output.with_extra(extra))
+    }
+
+    fn with_extra(mut self, more: Map<String, Value>) -> Output {
+        if let Some(extra) = self.extra_mut() {
+            *extra = more;
+        }
+        self
+    }
+
+    /// The fields nbformat does not define for the output's kind.
+    pub fn extra_mut(&mut self) -> Option<&mut Map<String, Value>> {
+        match self {
+            Output::Stream { extra, .. }
+            | Output::DisplayData { extra, .. }
+            | Output::ExecuteResult { extra, .. }
+            | Output::Error { extra, .. } => Some(extra),
+            Output::Other(_) => None,
         }
     }
 
@@ -122,35 +197,55 @@ impl Output {
 
     /// The output as nbformat JSON.
     pub fn to_json(&self) -> Value {
-        match self {
-            Output::Stream { name, text } => {
-                json!({"output_type": "stream", "name": name.as_str(), "text": text})
-            }
-            Output::DisplayData { data, metadata } => {
-                json!({"output_type": "display_data", "data": data.0, "metadata": metadata})
-            }
+        let (mut object, extra) = match self {
+            Output::Stream { name, text, extra } => (
+                json!({"output_type": "stream", "name": name.as_str(), "text": text}),
+                extra,
+            ),
+            Output::DisplayData {
+                data,
+                metadata,
+                extra,
+            } => (
+                json!({"output_type": "display_data", "data": data.0, "metadata": metadata}),
+                extra,
+            ),
             Output::ExecuteResult {
                 data,
                 metadata,
                 execution_count,
-            } => json!({
-                "output_type": "execute_result",
-                "data": data.0,
-                "metadata": metadata,
-                "execution_count": execution_count,
-            }),
+                extra,
+            } => (
+                json!({
+                    "output_type": "execute_result",
+                    "data": data.0,
+                    "metadata": metadata,
+                    "execution_count": execution_count,
+                }),
+                extra,
+            ),
             Output::Error {
                 ename,
                 evalue,
                 traceback,
-            } => json!({
-                "output_type": "error",
-                "ename": ename,
-                "evalue": evalue,
-                "traceback": traceback,
-            }),
-            Output::Other(value) => value.clone(),
+                extra,
+            } => (
+                json!({
+                    "output_type": "error",
+                    "ename": ename,
+                    "evalue": evalue,
+                    "traceback": traceback,
+                }),
+                extra,
+            ),
+            Output::Other(value) => return value.clone(),
+        };
+        if let Value::Object(map) = &mut object {
+            for (key, value) in extra {
+                map.entry(key.clone()).or_insert_with(|| value.clone());
+            }
         }
+        object
     }
 
     pub fn all_to_json(outputs: &[Output]) -> Vec<Value> {
@@ -190,6 +285,27 @@ impl Output {
     }
 }
 
+fn object_of(value: Option<Value>) -> Option<Map<String, Value>> {
+    match value {
+        None => Some(Map::new()),
+        Some(Value::Object(map)) => Some(map),
+        Some(_) => None,
+    }
+}
+
+/// Stored (execution records) and sent (hook events) as nbformat JSON.
+impl Serialize for Output {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Output {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Output, D::Error> {
+        Value::deserialize(deserializer).map(|value| Output::from_json(&value))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,10 +318,24 @@ mod tests {
             json!({"output_type": "execute_result", "data": {"application/json": {"a": 1}}, "metadata": {}, "execution_count": 4}),
             json!({"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t1", "t2"]}),
             json!({"output_type": "future_kind", "x": 1}),
+            // Fields nbformat does not define stay.
+            json!({"output_type": "display_data", "data": {}, "metadata": {}, "transient": {"display_id": "d"}}),
+            // Malformed: kept whole.
+            json!({"output_type": "stream", "name": "stdweird", "text": "x"}),
+            json!({"output_type": "error", "ename": "E", "evalue": "v", "traceback": [1]}),
+            json!({"output_type": "display_data", "data": "not a bundle", "metadata": {}}),
         ];
         for value in outputs {
             assert_eq!(Output::from_json(&value).to_json(), value);
         }
+    }
+
+    #[test]
+    fn a_display_without_metadata_reads_with_empty_metadata() {
+        let bare = json!({"output_type": "display_data", "data": {"text/plain": "1"}});
+        let output = Output::from_json(&bare);
+        assert_eq!(output.data().unwrap().text("text/plain").unwrap(), "1");
+        assert_eq!(output.to_json()["metadata"], json!({}));
     }
 
     #[test]
@@ -216,10 +346,7 @@ mod tests {
         let stream = json!({"output_type": "stream", "name": "stdout", "text": ["x\n", "y"]});
         assert_eq!(
             Output::from_json(&stream),
-            Output::Stream {
-                name: StreamName::Stdout,
-                text: "x\ny".into()
-            }
+            Output::stream(StreamName::Stdout, "x\ny")
         );
     }
 }

@@ -266,7 +266,10 @@ macro_rules! conversions_since_0_2 {
                 kind: cell_kind($cell.cell_type),
                 source: $cell.source.clone(),
                 metadata: Value::Object($cell.metadata.clone()).to_string(),
-                outputs: Value::Array($cell.outputs.clone()).to_string(),
+                outputs: Value::Array(
+                    notebook_format::outputs::Output::all_to_json(&$cell.outputs),
+                )
+                .to_string(),
                 execution_count: $cell
                     .execution_count
                     .and_then(|count| u32::try_from(count).ok()),

@@ -18,6 +18,7 @@ use yrs::{
 use super::Edit;
 use super::room_update::well_formed;
 use notebook_format::notebook::{Cell, CellType, Notebook, NotebookError};
+use notebook_format::outputs::Output;
 
 pub struct YNotebook {
     doc: Doc,
@@ -283,17 +284,17 @@ fn replace_text(txn: &mut TransactionMut, text: &TextRef, wanted: &str) {
 }
 
 /// Keeps the outputs that are unchanged and replaces the rest, so streaming output appends.
-fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Value]) {
+fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Output]) {
     let array = match cell.get(txn, "outputs") {
         Some(Out::YArray(array)) => array,
         _ => cell.insert(txn, "outputs", ArrayPrelim::default()),
     };
-    let existing: Vec<Value> = array
+    let existing: Vec<Output> = array
         .iter(txn)
         .map(|output| {
             let mut value = out_to_json(output, txn);
             normalize_output(&mut value);
-            value
+            Output::from_json(&value)
         })
         .collect();
     let same = existing
@@ -305,7 +306,7 @@ fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Value]) {
         array.remove_range(txn, same as u32, (existing.len() - same) as u32);
     }
     for output in &outputs[same..] {
-        array.push_back(txn, output_prelim(output));
+        array.push_back(txn, output_prelim(&output.to_json()));
     }
 }
 
@@ -324,7 +325,11 @@ fn cell_prelim(cell: &Cell) -> MapPrelim {
     ]);
     match (cell.cell_type, &cell.unknown_type) {
         (CellType::Code, None) => {
-            let outputs: ArrayPrelim = cell.outputs.iter().map(output_prelim).collect();
+            let outputs: ArrayPrelim = cell
+                .outputs
+                .iter()
+                .map(|output| output_prelim(&output.to_json()))
+                .collect();
             map.push(("outputs", outputs.into()));
             let count = cell
                 .execution_count
@@ -427,6 +432,7 @@ fn normalize_output(output: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use notebook_format::outputs::StreamName;
 
     fn code(id: &str, source: &str) -> Cell {
         let mut cell = Cell::new(CellType::Code, source);
@@ -458,24 +464,25 @@ mod tests {
             ])
             .unwrap(),
         ];
-        updates.push(ours.write(&[
-            Edit::SetSource {
-                cell_id: "a".into(),
-                source: "print('é1')".into(),
-                expected: None,
-            },
-            Edit::Move {
-                cell_id: "a".into(),
-                to: 1,
-            },
-            Edit::SetOutputs {
-                cell_id: "b".into(),
-                outputs: vec![
-                    serde_json::json!({"output_type": "stream", "name": "stdout", "text": "hi\n"}),
-                ],
-                execution_count: Some(3),
-            },
-        ]).unwrap());
+        updates.push(
+            ours.write(&[
+                Edit::SetSource {
+                    cell_id: "a".into(),
+                    source: "print('é1')".into(),
+                    expected: None,
+                },
+                Edit::Move {
+                    cell_id: "a".into(),
+                    to: 1,
+                },
+                Edit::SetOutputs {
+                    cell_id: "b".into(),
+                    outputs: vec![Output::stream(StreamName::Stdout, "hi\n")],
+                    execution_count: Some(3),
+                },
+            ])
+            .unwrap(),
+        );
         for update in &updates {
             peer.apply_update(update).unwrap();
         }
@@ -488,7 +495,10 @@ mod tests {
             ]
         );
         assert_eq!(seen.cells[0].execution_count, Some(3));
-        assert_eq!(seen.cells[0].outputs[0]["text"], "hi\n");
+        assert_eq!(
+            seen.cells[0].outputs[0],
+            Output::stream(StreamName::Stdout, "hi\n")
+        );
         peer.apply_update(
             &ours
                 .write(&[Edit::Delete {
@@ -536,9 +546,11 @@ mod tests {
             cell: code("a", ""),
         }])
         .unwrap();
-        let first = serde_json::json!({"output_type": "display_data", "data": {"text/plain": "1"}, "metadata": {}});
-        let second = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "x"});
-        let set = |outputs: Vec<Value>| {
+        let first = Output::from_json(
+            &serde_json::json!({"output_type": "display_data", "data": {"text/plain": "1"}, "metadata": {}}),
+        );
+        let second = Output::stream(StreamName::Stdout, "x");
+        let set = |outputs: Vec<Output>| {
             nb.write(&[Edit::SetOutputs {
                 cell_id: "a".into(),
                 outputs,

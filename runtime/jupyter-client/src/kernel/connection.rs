@@ -208,7 +208,7 @@ impl KernelConnection {
     /// The widget state of the models `outputs` show (see `widgets::WidgetStates::shown_in`).
     pub fn widget_state(
         &self,
-        outputs: &[Value],
+        outputs: &[notebook_format::outputs::Output],
         saved: Option<&serde_json::Map<String, Value>>,
     ) -> Option<Value> {
         self.shared

@@ -1,20 +1,22 @@
-//! Running code: one queue per kernel, outputs collected in nbformat shape.
+//! Running code: one queue per kernel, outputs collected as the format crate's typed outputs
+//! (the iopub messages' JSON is read here, once).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::connection::{GoneReason, Routed};
+use notebook_format::outputs::{MimeBundle, Output, StreamName};
 
 /// Builds the outputs of one execution from the iopub messages that answer it, as nbformat stores
 /// them: consecutive stream text of one name merged, `clear_output` and `update_display_data`
 /// applied, `transient` dropped.
 #[derive(Debug, Default)]
 pub struct OutputCollector {
-    outputs: Vec<Value>,
+    outputs: Vec<Output>,
     /// `clear_output(wait=True)`: clear when the next output arrives.
     clear_pending: bool,
     /// display_id → indices of the outputs showing it.
@@ -64,17 +66,17 @@ impl OutputCollector {
             self.cut = true;
             self.kept_bytes = MAX_OUTPUT_BYTES;
             self.outputs
-                .push(json!({"output_type": "stream", "name": "stderr", "text": cut_notice()}));
+                .push(Output::stream(StreamName::Stderr, cut_notice()));
         }
         false
     }
 
     /// A collector going on from outputs collected elsewhere (a run resumed by another process):
     /// later stream text joins theirs, and the budget counts what they hold.
-    pub fn resumed(outputs: Vec<Value>) -> Self {
+    pub fn resumed(outputs: Vec<Output>) -> Self {
         let kept_bytes = outputs
             .iter()
-            .map(json_bytes)
+            .map(|output| json_bytes(&output.to_json()))
             .sum::<usize>()
             .min(MAX_OUTPUT_BYTES);
         OutputCollector {
@@ -84,11 +86,11 @@ impl OutputCollector {
         }
     }
 
-    pub fn outputs(&self) -> &[Value] {
+    pub fn outputs(&self) -> &[Output] {
         &self.outputs
     }
 
-    pub fn into_outputs(self) -> Vec<Value> {
+    pub fn into_outputs(self) -> Vec<Output> {
         self.outputs
     }
 
@@ -96,26 +98,27 @@ impl OutputCollector {
     pub fn apply(&mut self, msg_type: &str, content: &Value) -> bool {
         match msg_type {
             "stream" => {
-                let name = content
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("stdout");
+                let name = match content.get("name").and_then(Value::as_str) {
+                    Some("stderr") => StreamName::Stderr,
+                    _ => StreamName::Stdout,
+                };
                 let text = content.get("text").and_then(Value::as_str).unwrap_or("");
                 self.before_output();
                 let text = self.within_budget(text);
                 if text.is_empty() {
                     return false;
                 }
-                if let Some(last) = self.outputs.last_mut()
-                    && last["output_type"] == "stream"
-                    && last["name"] == name
-                    && let Value::String(stored) = &mut last["text"]
+                if let Some(Output::Stream {
+                    name: last_name,
+                    text: stored,
+                    ..
+                }) = self.outputs.last_mut()
+                    && *last_name == name
                 {
                     // In place: re-copying the text at every message would be quadratic.
                     stored.push_str(&text);
                 } else {
-                    self.outputs
-                        .push(json!({"output_type": "stream", "name": name, "text": text}));
+                    self.outputs.push(Output::stream(name, text.into_owned()));
                 }
                 true
             }
@@ -130,21 +133,25 @@ impl OutputCollector {
                 if !self.admit(size) {
                     return true;
                 }
-                let mut output = json!({
-                    "output_type": msg_type,
-                    "data": content.get("data").cloned().unwrap_or_else(|| json!({})),
-                    "metadata": content.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                });
-                if msg_type == "execute_result" {
-                    let count = content
-                        .get("execution_count")
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    if let Some(n) = count.as_i64() {
-                        self.execution_count = Some(n);
+                let (data, metadata) = (bundle(content), metadata(content));
+                let output = if msg_type == "execute_result" {
+                    let count = content.get("execution_count").and_then(Value::as_i64);
+                    if count.is_some() {
+                        self.execution_count = count;
                     }
-                    output["execution_count"] = count;
-                }
+                    Output::ExecuteResult {
+                        data,
+                        metadata,
+                        execution_count: count,
+                        extra: Map::new(),
+                    }
+                } else {
+                    Output::DisplayData {
+                        data,
+                        metadata,
+                        extra: Map::new(),
+                    }
+                };
                 if let Some(id) = display_id(content) {
                     self.displays
                         .entry(id)
@@ -168,9 +175,13 @@ impl OutputCollector {
                     .sum();
                 let old_size: usize = indices
                     .iter()
-                    .filter_map(|&i| self.outputs.get(i))
-                    .flat_map(|o| [&o["data"], &o["metadata"]])
-                    .map(json_bytes)
+                    .filter_map(|&i| match self.outputs.get(i) {
+                        Some(
+                            Output::DisplayData { data, metadata, .. }
+                            | Output::ExecuteResult { data, metadata, .. },
+                        ) => Some(map_bytes(data.entries()) + map_bytes(metadata)),
+                        _ => None,
+                    })
                     .sum();
                 // Updates replace data in place: only growth is charged to the budget.
                 let growth = (new_size * indices.len()).saturating_sub(old_size);
@@ -178,12 +189,13 @@ impl OutputCollector {
                     return true;
                 }
                 for &index in &indices {
-                    if let Some(output) = self.outputs.get_mut(index) {
-                        output["data"] = content.get("data").cloned().unwrap_or_else(|| json!({}));
-                        output["metadata"] = content
-                            .get("metadata")
-                            .cloned()
-                            .unwrap_or_else(|| json!({}));
+                    if let Some(
+                        Output::DisplayData { data, metadata, .. }
+                        | Output::ExecuteResult { data, metadata, .. },
+                    ) = self.outputs.get_mut(index)
+                    {
+                        *data = bundle(content);
+                        *metadata = self::metadata(content);
                     }
                 }
                 true
@@ -193,12 +205,26 @@ impl OutputCollector {
                 if !self.admit(json_bytes(content)) {
                     return true;
                 }
-                self.outputs.push(json!({
-                    "output_type": "error",
-                    "ename": content.get("ename").cloned().unwrap_or_else(|| json!("")),
-                    "evalue": content.get("evalue").cloned().unwrap_or_else(|| json!("")),
-                    "traceback": content.get("traceback").cloned().unwrap_or_else(|| json!([])),
-                }));
+                let text = |key: &str| {
+                    content
+                        .get(key)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let traceback = content
+                    .get("traceback")
+                    .and_then(Value::as_array)
+                    .map(|lines| {
+                        lines
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.outputs
+                    .push(Output::error(text("ename"), text("evalue"), traceback));
                 true
             }
             "clear_output" => {
@@ -242,18 +268,36 @@ fn cut_notice() -> String {
     )
 }
 
+/// A display's MIME bundle as the message carries it (none: an empty one).
+fn bundle(content: &Value) -> MimeBundle {
+    MimeBundle::new(metadata_like(content, "data"))
+}
+
+fn metadata(content: &Value) -> Map<String, Value> {
+    metadata_like(content, "metadata")
+}
+
+fn metadata_like(content: &Value, key: &str) -> Map<String, Value> {
+    match content.get(key) {
+        Some(Value::Object(map)) => map.clone(),
+        _ => Map::new(),
+    }
+}
+
+fn map_bytes(map: &Map<String, Value>) -> usize {
+    map.iter()
+        .map(|(k, v)| k.len() + 4 + json_bytes(v))
+        .sum::<usize>()
+        + 2
+}
+
 /// About how many bytes a JSON value holds (its strings, plus a little per node): what keeping
 /// it costs, computed without serializing it.
 fn json_bytes(value: &Value) -> usize {
     match value {
         Value::String(s) => s.len() + 2,
         Value::Array(items) => items.iter().map(json_bytes).sum::<usize>() + 2,
-        Value::Object(map) => {
-            map.iter()
-                .map(|(k, v)| k.len() + 4 + json_bytes(v))
-                .sum::<usize>()
-                + 2
-        }
+        Value::Object(map) => map_bytes(map),
         _ => 8,
     }
 }
@@ -291,7 +335,7 @@ pub(super) enum Heard {
 }
 
 impl ReplyState {
-    pub fn resumed(outputs: Vec<Value>) -> Self {
+    pub fn resumed(outputs: Vec<Output>) -> Self {
         ReplyState {
             collector: OutputCollector::resumed(outputs),
             ..ReplyState::default()
@@ -334,7 +378,7 @@ impl ReplyState {
         self,
         completion: Completion,
         elapsed: Duration,
-        widgets: impl FnOnce(&[Value]) -> Option<Value>,
+        widgets: impl FnOnce(&[Output]) -> Option<Value>,
     ) -> ExecutionOutcome {
         let execution_count = self.collector.execution_count;
         let outputs = self.collector.into_outputs();
@@ -363,7 +407,7 @@ pub enum Completion {
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ExecutionOutcome {
-    pub outputs: Vec<Value>,
+    pub outputs: Vec<Output>,
     pub execution_count: Option<i64>,
     /// `ok`, `error` or `aborted` from `execute_reply`, when it came.
     pub reply_status: Option<String>,
@@ -390,7 +434,7 @@ pub struct Progress {
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
 /// Updates while an execution runs (for writing outputs into a notebook as they arrive).
-pub type OutputSink = Arc<dyn Fn(&[Value], Option<i64>) + Send + Sync>;
+pub type OutputSink = Arc<dyn Fn(&[Output], Option<i64>) + Send + Sync>;
 
 /// Where an execute request went: enough for another process to find its messages again (the
 /// Jupyter Server keeps a closed socket's messages for the next socket on the same session).

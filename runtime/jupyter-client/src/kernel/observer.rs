@@ -7,7 +7,7 @@ use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 
-use serde_json::Value;
+use notebook_format::outputs::Output;
 
 pub type ObserverFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -21,8 +21,8 @@ pub type AfterFuture<'a> = ObserverFuture<'a, Result<(), Refusal>>;
 #[derive(Debug, Clone, Copy)]
 pub struct Executed<'a> {
     pub kernel_id: &'a str,
-    /// Its outputs, as nbformat JSON.
-    pub outputs: &'a [Value],
+    /// Its outputs.
+    pub outputs: &'a [Output],
     /// Why it failed, when it did.
     pub error: Option<&'a str>,
 }

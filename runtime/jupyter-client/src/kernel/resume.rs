@@ -7,11 +7,11 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use serde_json::Value;
 
 use super::execute::{Completion, ExecutionOutcome, Heard, ReplyState, Sent};
 use super::socket::Socket;
 use crate::rest::{JupyterRest, RestError};
+use notebook_format::outputs::Output;
 
 /// Why a resumed run's end could not be learnt.
 #[derive(Debug, thiserror::Error)]
@@ -76,9 +76,9 @@ impl Resuming {
     /// interrupted, as the previous process would have. `on_output` hears the outputs so far.
     pub async fn follow(
         mut self,
-        outputs: Vec<Value>,
+        outputs: Vec<Output>,
         deadline: tokio::time::Instant,
-        on_output: impl Fn(&[Value]),
+        on_output: impl Fn(&[Output]),
     ) -> Result<ExecutionOutcome, ResumeError> {
         let began = tokio::time::Instant::now();
         let kernel_id = self.sent.kernel_id.clone();

@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value, json};
 
+use notebook_format::outputs::Output;
+
 /// The comm target of widget models.
 const WIDGET_TARGET: &str = "jupyter.widget";
 /// The MIME type of a widget's view in an output.
@@ -114,7 +116,11 @@ impl WidgetStates {
     /// The widget state of the models `outputs` show, and of those they refer to: as the kernel
     /// holds them now, else as `saved` (a notebook's `metadata.widgets`, see `saved_models`)
     /// has them; `None` when they show no widget known either way.
-    pub fn shown_in(&self, outputs: &[Value], saved: Option<&Map<String, Value>>) -> Option<Value> {
+    pub fn shown_in(
+        &self,
+        outputs: &[Output],
+        saved: Option<&Map<String, Value>>,
+    ) -> Option<Value> {
         select(outputs, |id| {
             self.model(id)
                 .or_else(|| saved.and_then(|models| models.get(id)).cloned())
@@ -133,10 +139,10 @@ pub fn saved_models(notebook_metadata: &Map<String, Value>) -> Option<&Map<Strin
 
 /// The models `outputs` show and, transitively, the models their states refer to
 /// (`IPY_MODEL_<id>`: layouts, styles, a box's children), found by `model`.
-fn select(outputs: &[Value], model: impl Fn(&str) -> Option<Value>) -> Option<Value> {
+fn select(outputs: &[Output], model: impl Fn(&str) -> Option<Value>) -> Option<Value> {
     let mut pending: Vec<String> = outputs
         .iter()
-        .filter_map(|o| o.get("data")?.get(VIEW_MIME)?.get("model_id")?.as_str())
+        .filter_map(|o| o.data()?.json(VIEW_MIME)?.get("model_id")?.as_str())
         .map(str::to_owned)
         .collect();
     let mut found = BTreeMap::new();
@@ -178,8 +184,10 @@ mod tests {
         );
     }
 
-    fn view(id: &str) -> Value {
-        json!({"output_type": "display_data", "data": {VIEW_MIME: {"model_id": id, "version_major": 2}, "text/plain": "w"}})
+    fn view(id: &str) -> Output {
+        Output::from_json(
+            &json!({"output_type": "display_data", "data": {VIEW_MIME: {"model_id": id, "version_major": 2}, "text/plain": "w"}, "metadata": {}}),
+        )
     }
 
     #[test]

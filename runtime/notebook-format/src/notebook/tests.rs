@@ -75,7 +75,7 @@ fn round_trips_jupyters_layout_byte_for_byte() {
     let notebook = Notebook::parse(SAVED_BY_JUPYTER).unwrap();
     assert_eq!(notebook.cells.len(), 2);
     assert_eq!(notebook.cells[0].source, "# Title\ntext");
-    assert_eq!(notebook.cells[1].outputs[0]["text"], "1\n2\n");
+    assert_eq!(notebook.cells[1].outputs[0].to_json()["text"], "1\n2\n");
     assert_eq!(notebook.to_ipynb(), SAVED_BY_JUPYTER);
 }
 
@@ -228,7 +228,7 @@ fn missing_and_duplicate_ids_are_replaced() {
 fn transient_is_never_written_and_bad_input_is_refused() {
     let mut notebook = Notebook::empty();
     let mut cell = Cell::new(CellType::Code, "x");
-    cell.outputs.push(json!({"output_type": "display_data", "data": {"text/plain": "1"}, "metadata": {}, "transient": {"display_id": "d"}}));
+    cell.outputs.push(Output::from_json(&json!({"output_type": "display_data", "data": {"text/plain": "1"}, "metadata": {}, "transient": {"display_id": "d"}})));
     notebook.cells.push(cell);
     assert!(!notebook.to_ipynb().contains("transient"));
     assert!(matches!(

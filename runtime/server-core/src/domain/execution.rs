@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +25,7 @@ use notebook_format::edit::Edit;
 /// The text of nbformat outputs (multiline strings joined, tracebacks).
 pub use notebook_format::notebook::multiline_text;
 use notebook_format::notebook::{Cell, CellType};
+use notebook_format::outputs::Output;
 
 /// What an execution produced, and the note to show first when a lost kernel was replaced.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -179,10 +179,10 @@ impl Domain {
             self.confirmed(&request.code, &place, &request.cancel)
                 .await?;
         }
-        let (live_tx, live_rx) = watch::channel::<Option<(Vec<Value>, Option<i64>)>>(None);
+        let (live_tx, live_rx) = watch::channel::<Option<(Vec<Output>, Option<i64>)>>(None);
         // The caller's own sink (an execution's record) hears them too.
         let also = request.on_output.take();
-        request.on_output = Some(Arc::new(move |outputs: &[Value], count| {
+        request.on_output = Some(Arc::new(move |outputs: &[Output], count| {
             if let Some(also) = &also {
                 also(outputs, count);
             }
@@ -326,7 +326,7 @@ pub(super) fn gone_or_failed(error: KernelError, in_use: &NotebookInUse) -> Erro
 async fn write_while_running(
     in_use: Arc<NotebookInUse>,
     cell_id: String,
-    mut live: watch::Receiver<Option<(Vec<Value>, Option<i64>)>>,
+    mut live: watch::Receiver<Option<(Vec<Output>, Option<i64>)>>,
     streams: bool,
 ) {
     // A room shows each write at once, so outputs go out as they come (a short pause bounds the

@@ -68,20 +68,20 @@ mod tests {
     fn kept_outputs_are_bounded_oldest_first() {
         let kept = KeptOutputs::default();
         let big = || {
-            vec![Output::Stream {
-                name: StreamName::Stdout,
-                text: "x".repeat(KEPT_BYTES / 3),
-            }]
+            vec![Output::stream(
+                StreamName::Stdout,
+                "x".repeat(KEPT_BYTES / 3),
+            )]
         };
         let first = kept.keep(big()).unwrap();
         let second = kept.keep(big()).unwrap();
         let third = kept.keep(big()).unwrap();
         assert!(kept.get(&first).is_none(), "the oldest made room");
         assert!(kept.get(&second).is_some() && kept.get(&third).is_some());
-        let huge = vec![Output::Stream {
-            name: StreamName::Stdout,
-            text: "x".repeat(KEPT_BYTES + 1),
-        }];
+        let huge = vec![Output::stream(
+            StreamName::Stdout,
+            "x".repeat(KEPT_BYTES + 1),
+        )];
         assert!(kept.keep(huge).is_none());
     }
 }

@@ -7,6 +7,7 @@ use super::notebooks::NotebookInUse;
 use super::{Domain, Error, Message, cells};
 use jupyter_client::kernel::{Completion, ExecutionOutcome, ExecutionRequest};
 use notebook_format::notebook::{Cell, CellType};
+use notebook_format::outputs::Output;
 
 /// How one cell's turn ended.
 #[derive(Debug)]
@@ -148,7 +149,7 @@ fn status_of(outcome: &ExecutionOutcome) -> CellStatus {
                 || outcome
                     .outputs
                     .iter()
-                    .any(|o| o.get("output_type").and_then(|t| t.as_str()) == Some("error"));
+                    .any(|o| matches!(o, Output::Error { .. }));
             if raised {
                 CellStatus::Error
             } else {

@@ -22,6 +22,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use notebook_format::outputs::Output;
 use serde_json::{Map, Value, json};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,8 +68,7 @@ pub enum HookEvent {
     },
     AfterExecute {
         kernel_id: String,
-        /// The nbformat outputs.
-        outputs: Vec<Value>,
+        outputs: Vec<Output>,
         error: Option<String>,
     },
     KernelLifecycle {
@@ -108,7 +108,7 @@ impl HookEvent {
         }
     }
 
-    pub fn after_execute(kernel_id: &str, outputs: &[Value], error: Option<String>) -> Self {
+    pub fn after_execute(kernel_id: &str, outputs: &[Output], error: Option<String>) -> Self {
         HookEvent::AfterExecute {
             kernel_id: kernel_id.to_owned(),
             outputs: outputs.to_vec(),

@@ -174,7 +174,7 @@ fn cell_document(name: &str, index: usize, cell: &Cell) -> String {
         .map(|(position, output)| {
             json!({
                 "index": position,
-                "mimeType": output_mime(&Output::from_json(output)),
+                "mimeType": output_mime(output),
                 "uri": format!("{SCHEME}{name}/cells/{}/outputs/{position}", cell.id),
             })
         })
@@ -220,7 +220,7 @@ fn output_contents(uri: &str, cell: &Cell, position: &str) -> Result<ResourceCon
                 ),
             )
         })?;
-    Ok(output_resource(uri, &Output::from_json(output)))
+    Ok(output_resource(uri, output))
 }
 
 /// `execution://{id}/outputs/{index}`: one output an execute_code call's result pointed to.
@@ -258,6 +258,7 @@ fn output_resource(uri: &str, output: &Output) -> ResourceContents {
             ename,
             evalue,
             traceback,
+            ..
         } => ResourceContents::text(Output::error_text(ename, evalue, traceback), uri),
         Output::Other(value) => ResourceContents::text(value.to_string(), uri),
         Output::DisplayData { data, .. } | Output::ExecuteResult { data, .. } => {

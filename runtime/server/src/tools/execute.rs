@@ -109,7 +109,7 @@ pub fn present(domain: &Domain, execution: &Execution, executed: &Executed) -> T
     let Executed { outcome, replaced } = executed;
     let timeout = execution.timeout;
     let limits = domain.settings.output;
-    let outputs = Output::all_from_json(&outcome.outputs);
+    let outputs = &outcome.outputs;
     // Shortened outputs point to their whole, which only the server can keep for execute_code.
     let kept = execution
         .kept
@@ -133,14 +133,14 @@ pub fn present(domain: &Domain, execution: &Execution, executed: &Executed) -> T
     let hint = hint.as_str();
     let compact = kept.as_deref().map(|base| Compact { base });
     let mut rendered =
-        render_execution(&outputs, outcome.completion, timeout, limits, compact, hint);
+        render_execution(outputs, outcome.completion, timeout, limits, compact, hint);
     if let Some(note) = replaced {
         rendered.insert(notes_at(outcome), Rendered::Text(note.clone()));
     }
     let mut output = ToolOutput::content(outputs::to_content(rendered));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     output.structured = Some(outputs::bundles(
-        &outputs,
+        outputs,
         outcome.widgets.clone(),
         limits,
         hint,

@@ -17,7 +17,6 @@ use super::{Tool, ToolContext, ToolError, ToolOutput, ToolResult, declare};
 use server_core::domain::Domain;
 use server_core::domain::execution::Executed;
 use server_core::domain::executions::{Execution, Place, State};
-use server_core::domain::outputs::Output;
 use server_core::domain::runs::{Ran, RunRequest, Subject};
 
 /// An execution tool's answer: the run's result shown by `present` once it ended, or its id
@@ -166,9 +165,8 @@ async fn get_execution(context: ToolContext, args: GetExecutionArgs) -> ToolResu
         Some(Ok(executed)) => present(domain, &execution, executed)?,
         Some(Err(_)) => ToolOutput::default(),
         None => {
-            let outputs = Output::all_from_json(&snapshot.outputs);
             let mut rendered = outputs::render_outputs(
-                &outputs,
+                &snapshot.outputs,
                 domain.settings.output,
                 None,
                 "The run has not ended: the whole output is shown once it has.",

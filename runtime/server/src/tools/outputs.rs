@@ -144,6 +144,7 @@ pub fn render_output(output: &Output, allow_images: bool) -> Option<Rendered> {
             ename,
             evalue,
             traceback,
+            ..
         } => Some(Rendered::Text(strip_ansi(&Output::error_text(
             ename, evalue, traceback,
         )))),

@@ -46,8 +46,7 @@ pub fn run_all_cells() -> Arc<dyn Tool> {
 }
 
 /// The first line of a cell's outputs: the error for a failed cell, else the first text.
-fn short_output(outputs: &[Value]) -> String {
-    let outputs = Output::all_from_json(outputs);
+fn short_output(outputs: &[Output]) -> String {
     if let Some((ename, evalue)) = outputs.iter().find_map(|o| match o {
         Output::Error { ename, evalue, .. } => Some((ename, evalue)),
         _ => None,
@@ -55,7 +54,7 @@ fn short_output(outputs: &[Value]) -> String {
         let name = if ename.is_empty() { "Error" } else { ename };
         return shorten(&format!("{name}: {evalue}"));
     }
-    for output in &outputs {
+    for output in outputs {
         match render_output(output, false) {
             Some(Rendered::Text(text)) if !text.trim().is_empty() => {
                 let lines = text.trim_end().lines().count();

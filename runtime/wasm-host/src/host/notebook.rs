@@ -126,15 +126,11 @@ impl NotebookHost<'_> {
                 let executed = domain
                     .execute_in(&in_use, ExecutionRequest::new(code, timeout))
                     .await?;
-                let mut outputs = Output::all_from_json(&executed.outcome.outputs);
+                let mut outputs = executed.outcome.outputs;
                 if let Some(note) = executed.replaced {
                     // The guest sees the replacement where a person would: a stream before the
                     // outputs.
-                    let note = Output::Stream {
-                        name: StreamName::Stderr,
-                        text: note,
-                    };
-                    outputs.insert(0, note);
+                    outputs.insert(0, Output::stream(StreamName::Stderr, note));
                 }
                 Ok(Value::Array(Output::all_to_json(&outputs)).to_string())
             },

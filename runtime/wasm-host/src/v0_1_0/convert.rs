@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::types;
 use crate::host::HostCallError;
 use notebook_format::notebook::Cell;
+use notebook_format::outputs::Output;
 use server_core::hooks::HookEvent;
 
 conversions! {
@@ -48,7 +49,7 @@ pub fn to_wit(cell: &Cell) -> types::Cell {
         kind: cell_kind(cell.cell_type),
         source: cell.source.clone(),
         metadata: Value::Object(cell.metadata.clone()).to_string(),
-        outputs: Value::Array(cell.outputs.clone()).to_string(),
+        outputs: Value::Array(Output::all_to_json(&cell.outputs)).to_string(),
     }
 }
 

@@ -4,10 +4,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::document::{Edit, apply_edits};
 use notebook_format::notebook::Notebook;
+use notebook_format::outputs::Output;
 
 /// At most this many journal entries; the oldest proven ones go first.
 const JOURNAL_LIMIT: usize = 2000;
@@ -33,7 +32,7 @@ pub(super) struct Entry {
 #[derive(Clone, PartialEq)]
 enum Prior {
     Source(String),
-    Outputs(Vec<Value>, Option<i64>),
+    Outputs(Vec<Output>, Option<i64>),
 }
 
 impl Journal {

@@ -1,5 +1,10 @@
 use super::*;
 
+/// The outputs as nbformat JSON, to index into.
+fn json_of(c: &OutputCollector) -> Vec<Value> {
+    Output::all_to_json(c.outputs())
+}
+
 #[test]
 fn endless_stream_text_is_cut_once_with_a_notice() {
     let mut c = OutputCollector::default();
@@ -7,14 +12,15 @@ fn endless_stream_text_is_cut_once_with_a_notice() {
     for _ in 0..40 {
         c.apply("stream", &json!({"name": "stdout", "text": chunk}));
     }
-    let text = c.outputs()[0]["text"].as_str().unwrap();
+    let outputs = json_of(&c);
+    let text = outputs[0]["text"].as_str().unwrap();
     assert!(text.len() < MAX_OUTPUT_BYTES + 200);
     assert_eq!(text.matches("[output cut:").count(), 1);
     assert_eq!(c.outputs().len(), 1);
     // A cleared output starts a fresh budget (progress bars redraw without end).
     c.apply("clear_output", &json!({"wait": false}));
     c.apply("stream", &json!({"name": "stdout", "text": "again"}));
-    assert_eq!(c.outputs()[0]["text"], "again");
+    assert_eq!(json_of(&c)[0]["text"], "again");
 }
 
 #[test]
@@ -25,10 +31,9 @@ fn rich_outputs_share_the_budget() {
         c.apply("display_data", &image);
         c.apply("stream", &json!({"name": "stdout", "text": "after\n"}));
     }
-    let kept: usize = c.outputs().iter().map(json_bytes).sum();
+    let kept: usize = json_of(&c).iter().map(json_bytes).sum();
     assert!(kept <= MAX_OUTPUT_BYTES + 4096, "{kept}");
-    let notices = c
-        .outputs()
+    let notices = json_of(&c)
         .iter()
         .filter(|o| {
             o["text"]
@@ -38,7 +43,7 @@ fn rich_outputs_share_the_budget() {
         .count();
     assert_eq!(notices, 1);
     assert_eq!(
-        c.outputs()
+        json_of(&c)
             .iter()
             .filter(|o| o["output_type"] == "display_data")
             .count(),
@@ -48,7 +53,7 @@ fn rich_outputs_share_the_budget() {
         "error",
         &json!({"ename": "E", "evalue": "v", "traceback": ["t"]}),
     );
-    assert!(c.outputs().iter().all(|o| o["output_type"] != "error"));
+    assert!(json_of(&c).iter().all(|o| o["output_type"] != "error"));
 }
 
 #[test]
@@ -61,7 +66,7 @@ fn streams_merge_and_errors_keep_tracebacks() {
         "error",
         &json!({"ename": "E", "evalue": "v", "traceback": ["t1", "t2"]}),
     );
-    let outputs = c.outputs();
+    let outputs = json_of(&c);
     assert_eq!(outputs.len(), 3);
     assert_eq!(outputs[0]["text"], "a\nb\n");
     assert_eq!(outputs[1]["name"], "stderr");
@@ -78,7 +83,7 @@ fn results_carry_counts_and_drop_transient() {
         );
     assert_eq!(c.execution_count, Some(3));
     assert_eq!(
-        c.outputs()[0],
+        json_of(&c)[0],
         json!({"output_type": "execute_result", "data": {"text/plain": "2"}, "metadata": {}, "execution_count": 3})
     );
 }
@@ -97,7 +102,7 @@ fn clear_output_now_and_on_wait() {
         "wait keeps outputs until the next one"
     );
     c.apply("stream", &json!({"name": "stdout", "text": "3"}));
-    assert_eq!(c.outputs()[0]["text"], "3");
+    assert_eq!(json_of(&c)[0]["text"], "3");
 }
 
 #[test]
@@ -110,8 +115,8 @@ fn display_updates_replace_by_id() {
     let update =
         json!({"data": {"text/plain": "new"}, "metadata": {}, "transient": {"display_id": "d"}});
     assert!(c.apply("update_display_data", &update));
-    assert_eq!(c.outputs()[0]["data"]["text/plain"], "new");
-    assert!(c.outputs()[0].get("transient").is_none());
+    assert_eq!(json_of(&c)[0]["data"]["text/plain"], "new");
+    assert!(json_of(&c)[0].get("transient").is_none());
     let unknown = json!({"data": {}, "transient": {"display_id": "zzz"}});
     assert!(!c.apply("update_display_data", &unknown));
 }

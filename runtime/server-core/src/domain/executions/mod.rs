@@ -24,7 +24,6 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde_json::Value;
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +32,7 @@ use super::execution::{Executed, PAST_GATE};
 use crate::confirm;
 use crate::hooks::{CALL_SCOPE, CallScope};
 use jupyter_client::kernel::{OutputSink, Sent, SentSink};
+use notebook_format::outputs::Output;
 use records::Scope;
 use store::{EndRecord, Record};
 
@@ -85,7 +85,7 @@ const POLL_EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Default)]
 struct Live {
-    outputs: Vec<Value>,
+    outputs: Vec<Output>,
     sent: Option<Sent>,
     end: Option<Ended>,
 }
@@ -101,7 +101,7 @@ struct Ended {
 pub struct Snapshot {
     pub state: State,
     /// The outputs so far (nbformat JSON); once ended, `result` holds the whole.
-    pub outputs: Vec<Value>,
+    pub outputs: Vec<Output>,
     pub elapsed: Duration,
     pub result: Option<Arc<Result<Executed, Error>>>,
 }
@@ -248,7 +248,7 @@ impl Execution {
     /// [`FLUSH_EVERY`], so a restart loses at most that much of a run's output).
     pub fn output_sink(self: &Arc<Self>) -> OutputSink {
         let execution = Arc::downgrade(self);
-        Arc::new(move |outputs: &[Value], _count| {
+        Arc::new(move |outputs: &[Output], _count| {
             if let Some(execution) = execution.upgrade() {
                 execution.live.lock().expect("execution lock").outputs = outputs.to_vec();
                 execution.flush();

@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::super::execution::{Completion, Executed};
 use super::super::{Error, Message};
+use notebook_format::outputs::Output;
 
 /// Where an execution runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -90,16 +90,13 @@ impl State {
             }
             Completion::Finished => {}
         }
-        let raised = executed
-            .outcome
-            .outputs
-            .iter()
-            .find(|o| o.get("output_type").and_then(Value::as_str) == Some("error"));
+        let raised = executed.outcome.outputs.iter().find_map(|o| match o {
+            Output::Error { ename, evalue, .. } => Some((ename, evalue)),
+            _ => None,
+        });
         match raised {
             None => State::Finished,
-            Some(error) => {
-                let field = |name| error.get(name).and_then(Value::as_str).unwrap_or("");
-                let (ename, evalue) = (field("ename"), field("evalue"));
+            Some((ename, evalue)) => {
                 if ename == "KeyboardInterrupt" {
                     State::Interrupted("the kernel was interrupted (KeyboardInterrupt)".into())
                 } else {

@@ -20,7 +20,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::records::WriterThread;
 use super::{Place, State};
@@ -28,6 +27,7 @@ use crate::domain::Error;
 use crate::domain::execution::Executed;
 use crate::settings::StateSettings;
 use jupyter_client::kernel::{ExecutionOutcome, Sent};
+use notebook_format::outputs::Output;
 
 /// owner \0 execution id → the record as JSON.
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("executions");
@@ -97,7 +97,7 @@ pub struct Record {
     /// Where the request went, once it reached a kernel.
     pub sent: Option<Sent>,
     /// The outputs so far while it runs (once ended, the result holds them).
-    pub outputs: Vec<Value>,
+    pub outputs: Vec<Output>,
     pub end: Option<EndRecord>,
     /// The process that runs (or last followed) it, when records are shared by several
     /// ([`Records::runner`]); a running record whose runner stopped is another's to follow.
@@ -478,7 +478,7 @@ fn decode(bytes: &[u8]) -> Option<Record> {
 }
 
 /// An outcome as a resumed run reports it (no widget state: that lived in the old process).
-pub fn outcome_of(outputs: Vec<Value>, elapsed: Duration) -> ExecutionOutcome {
+pub fn outcome_of(outputs: Vec<Output>, elapsed: Duration) -> ExecutionOutcome {
     ExecutionOutcome {
         outputs,
         execution_count: None,

@@ -1,6 +1,7 @@
 use super::*;
 use crate::domain::execution::Completion;
 use jupyter_client::kernel::ExecutionOutcome;
+use notebook_format::outputs::StreamName;
 
 fn new(key: Option<&str>) -> NewExecution {
     NewExecution {
@@ -15,7 +16,7 @@ fn new(key: Option<&str>) -> NewExecution {
     }
 }
 
-fn ended(outputs: Vec<Value>, completion: Completion) -> Result<Executed, Error> {
+fn ended(outputs: Vec<Output>, completion: Completion) -> Result<Executed, Error> {
     Ok(Executed {
         outcome: ExecutionOutcome {
             outputs,
@@ -46,7 +47,7 @@ fn a_repeated_key_finds_the_first_execution() {
 
 #[test]
 fn states_say_how_it_ended() {
-    let error = |ename: &str| serde_json::json!({"output_type": "error", "ename": ename, "evalue": "x", "traceback": []});
+    let error = |ename: &str| Output::error(ename, "x", vec![]);
     let timeout = Duration::from_secs(5);
     let state = |r| State::of(&r, timeout).name();
     assert_eq!(state(ended(vec![], Completion::Finished)), "finished");
@@ -76,7 +77,7 @@ fn a_new_process_reads_the_records_an_earlier_one_wrote() {
         retention: Duration::from_secs(3600),
         max_bytes: 1 << 20,
     };
-    let output = serde_json::json!({"output_type": "stream", "name": "stdout", "text": "42\n"});
+    let output = Output::stream(StreamName::Stdout, "42\n");
     let (id, running) = {
         let store = Arc::new(store::Store::open(settings.clone()).unwrap());
         let executions = Executions::new(Some(Scope::server(store)));

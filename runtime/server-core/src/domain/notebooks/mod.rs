@@ -25,6 +25,7 @@ use jupyter_client::Jupyter;
 use jupyter_client::document::{Document, DocumentError, Edit, EditPlan};
 use jupyter_client::kernel::{Kernel, widgets};
 use notebook_format::notebook::Notebook;
+use notebook_format::outputs::Output;
 
 /// How the notebook's kernel came to be attached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +114,7 @@ impl NotebookInUse {
 
     /// The widget state of the widgets `outputs` show: as the notebook's kernel holds them now,
     /// else as `notebook` saved them.
-    pub fn widget_state(&self, outputs: &[Value], notebook: &Notebook) -> Option<Value> {
+    pub fn widget_state(&self, outputs: &[Output], notebook: &Notebook) -> Option<Value> {
         let saved = widgets::saved_models(&notebook.metadata);
         self.kernel().connection().widget_state(outputs, saved)
     }

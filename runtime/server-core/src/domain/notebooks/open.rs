@@ -19,6 +19,7 @@ use jupyter_client::document::{Document, Edit};
 use jupyter_client::kernel::{ConnectError, Kernel, KernelError, ProgressSink};
 use jupyter_client::rest::{JupyterRest, RestError, SessionModel};
 use notebook_format::notebook::Notebook;
+use notebook_format::outputs::Output;
 
 /// Whether a notebook is opened or created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -437,7 +438,7 @@ impl Domain {
         &self,
         path: &str,
         cell_id: &str,
-        outputs: Vec<serde_json::Value>,
+        outputs: Vec<Output>,
         execution_count: Option<i64>,
     ) -> Result<(), Error> {
         let edit = Edit::SetOutputs {

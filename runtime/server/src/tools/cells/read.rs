@@ -110,21 +110,20 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     ];
     let hint = full_output_hint(&in_use.name, &cell.id);
     let limits = context.domain.settings.output;
-    let shown: &[serde_json::Value] = if args.include_outputs && cell.cell_type == CellType::Code {
+    let shown: &[Output] = if args.include_outputs && cell.cell_type == CellType::Code {
         &cell.outputs
     } else {
         &[]
     };
-    let typed = Output::all_from_json(shown);
     let base = cell_uri(&in_use.name, &cell.id);
     let compact = context.domain.capabilities.enabled(COMPACT_OUTPUT);
     pieces.extend(outputs::render_outputs(
-        &typed,
+        shown,
         limits,
         compact.then_some(Compact { base: &base }),
         &hint,
     ));
-    if compact && args.include_outputs && cell.cell_type == CellType::Code && typed.is_empty() {
+    if compact && args.include_outputs && cell.cell_type == CellType::Code && shown.is_empty() {
         // Nothing silent: a cell that ran and printed nothing is not a cell never run.
         pieces.push(Rendered::Text(match cell.execution_count {
             Some(count) => format!("[Ran (execution count {count}); no output]"),
@@ -143,7 +142,7 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
     let widgets = in_use.widget_state(shown, &notebook);
-    output.structured = Some(outputs::bundles(&typed, widgets, limits, &hint));
+    output.structured = Some(outputs::bundles(shown, widgets, limits, &hint));
     let output = output.with_meta("cell_version", json!(cell_version(cell)));
     Ok(with_cell_id(output, &cell.id))
 }

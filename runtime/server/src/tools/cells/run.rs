@@ -15,7 +15,6 @@ use server_core::capabilities::COMPACT_OUTPUT;
 use server_core::domain::Domain;
 use server_core::domain::execution::{Completion, Executed};
 use server_core::domain::executions::{Execution, Place};
-use server_core::domain::outputs::Output;
 use server_core::domain::runs::Subject;
 
 fn default_progress_interval() -> f64 {
@@ -142,14 +141,14 @@ pub fn present_cell(
     };
     let timeout = execution.timeout;
     let outcome = &executed.outcome;
-    let outputs = Output::all_from_json(&outcome.outputs);
+    let outputs = &outcome.outputs;
     let base = cell_uri(notebook, cell_id);
     let compact = domain
         .capabilities
         .enabled(COMPACT_OUTPUT)
         .then_some(Compact { base: &base });
     let mut rendered = render_execution(
-        &outputs,
+        outputs,
         outcome.completion,
         timeout,
         domain.settings.output,
@@ -178,7 +177,7 @@ pub fn present_cell(
     let mut output = ToolOutput::content(outputs::to_content(rendered));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     output.structured = Some(outputs::bundles(
-        &outputs,
+        outputs,
         outcome.widgets.clone(),
         domain.settings.output,
         &full_output_hint(notebook, cell_id),

@@ -48,6 +48,7 @@ pub fn render(
                 ename,
                 evalue,
                 traceback,
+                ..
             } => rendered.push(Rendered::Text(error(
                 ename,
                 evalue,

@@ -1,6 +1,7 @@
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
+use notebook_format::outputs::StreamName;
 
 fn settings(dir: &Path) -> StateSettings {
     StateSettings {
@@ -28,9 +29,7 @@ fn record(id: &str, started_ms: u64, ended: bool, key: Option<&str>) -> Record {
             msg_id: "m".into(),
             v1: true,
         }),
-        outputs: vec![
-            serde_json::json!({"output_type": "stream", "name": "stdout", "text": "hi\n"}),
-        ],
+        outputs: vec![Output::stream(StreamName::Stdout, "hi\n")],
         end: ended.then(|| EndRecord {
             elapsed: Duration::from_millis(1500),
             state: State::Failed("the code raised ValueError: x".into()),
@@ -144,8 +143,7 @@ fn pruning_drops_expired_records_then_the_oldest_ended_beyond_the_cap() {
     assert!(store.get("", "running").unwrap().is_some());
 
     // Over the cap: the oldest ended go first, running ones stay.
-    let big =
-        serde_json::json!({"output_type": "stream", "name": "stdout", "text": "x".repeat(300_000)});
+    let big = Output::stream(StreamName::Stdout, "x".repeat(300_000));
     for (i, id) in ["b1", "b2", "b3", "b4"].iter().enumerate() {
         let mut r = record(id, now_ms - 1000 + i as u64, true, None);
         r.outputs = vec![big.clone()];
