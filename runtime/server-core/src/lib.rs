@@ -7,6 +7,7 @@
 //! It names no MCP, HTTP server or wasm engine: the server and the wasm host are its faces. The
 //! settings it reads are its own types (`settings`, `extensions`); the server fills them.
 
+pub mod agent_tools;
 pub mod capabilities;
 pub mod catalog;
 pub mod client_link;

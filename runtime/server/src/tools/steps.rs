@@ -2,25 +2,12 @@
 
 use std::borrow::Cow;
 
+use server_core::agent_tools;
 use server_core::domain::{Error, Message, Step};
 
 /// The tool that takes `step`.
 pub fn tool_for(step: Step) -> Cow<'static, str> {
-    Cow::Borrowed(match step {
-        Step::OpenNotebook => "use_notebook",
-        Step::ListNotebooks => "list_notebooks",
-        Step::ReadNotebook => "read_notebook",
-        Step::ReadCell => "read_cell",
-        Step::RestartNotebook => "restart_notebook",
-        Step::ExecuteCode => "execute_code",
-        Step::InterruptKernel => "interrupt_kernel",
-        Step::InspectVariables => "inspect_variables",
-        Step::ListKernels => "list_kernels",
-        Step::ListKernelspecs => "list_kernelspecs",
-        Step::ListFiles => "list_files",
-        Step::ReadFile => "read_file",
-        Step::WriteFile => "write_file",
-    })
+    Cow::Borrowed(agent_tools::tool_for(step))
 }
 
 /// A domain error as an agent reads it.

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
+use server_core::agent_tools::tool_for;
 use server_core::domain::Step;
 use wasmtime_wasi::WasiCtxBuilder;
 
@@ -54,22 +55,12 @@ pub enum HostCallError {
 /// A step a domain error suggests, named for a guest: its own host function where it has one,
 /// else the tool the agent would call (a guest cannot open a notebook or restart a kernel).
 fn guest_step(step: Step) -> Cow<'static, str> {
-    let agent_tool = match step {
-        Step::ReadNotebook => return Cow::Borrowed("read-cells"),
-        Step::ReadCell => return Cow::Borrowed("read-cell"),
-        Step::ExecuteCode => return Cow::Borrowed("execute-code"),
-        Step::OpenNotebook => "use_notebook",
-        Step::ListNotebooks => "list_notebooks",
-        Step::RestartNotebook => "restart_notebook",
-        Step::InterruptKernel => "interrupt_kernel",
-        Step::InspectVariables => "inspect_variables",
-        Step::ListKernels => "list_kernels",
-        Step::ListKernelspecs => "list_kernelspecs",
-        Step::ListFiles => "list_files",
-        Step::ReadFile => "read_file",
-        Step::WriteFile => "write_file",
-    };
-    Cow::Owned(format!("the agent's {agent_tool} tool"))
+    match step {
+        Step::ReadNotebook => Cow::Borrowed("read-cells"),
+        Step::ReadCell => Cow::Borrowed("read-cell"),
+        Step::ExecuteCode => Cow::Borrowed("execute-code"),
+        other => Cow::Owned(format!("the agent's {} tool", tool_for(other))),
+    }
 }
 
 impl From<server_core::domain::Error> for HostCallError {

@@ -21,96 +21,97 @@ fn default_progress_interval() -> f64 {
     5.0
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExecuteCellArgs {
-    /// Index of the cell to execute (0-based). Omit when passing cell_id.
-    pub cell_index: Option<i64>,
-    /// Address the cell by its id instead of its index; given both, the id wins.
-    pub cell_id: Option<String>,
-    /// Maximum seconds to wait for execution (0 = the server's --execution-timeout).
-    #[serde(default)]
-    pub timeout: f64,
-    /// Add a timeline (completion time, timeout) after the outputs.
-    #[serde(default = "default_true")]
-    pub stream: bool,
-    /// Seconds between MCP progress notifications while the cell runs (0 = none).
-    #[serde(default = "default_progress_interval")]
-    pub progress_interval: f64,
-    /// Target this notebook instead of the current one.
-    pub notebook_name: Option<String>,
-    /// The cell's version as you last read it; if someone changed the cell since, nothing is
-    /// run and the error shows its current source and version.
-    pub expected_version: Option<String>,
-    /// Answer at once with an execution_id while the cell runs (its outputs still go into the
-    /// notebook as they come); read it with get_execution.
-    #[serde(default)]
-    pub background: bool,
-    /// A key of your choosing: a call repeating it gets the first call's execution instead of
-    /// running the cell again (for retries after a dropped connection).
-    pub idempotency_key: Option<String>,
+/// Declares a cell-running tool's arguments: its own fields, then the run options both such
+/// tools take, written once so they read alike in both schemas (serde's `flatten` cannot be
+/// used with `deny_unknown_fields`).
+macro_rules! cell_run_arguments {
+    ($(#[$meta:meta])* pub struct $name:ident { $($own:tt)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($own)*
+            /// Maximum seconds to wait for execution (0 = the server's --execution-timeout).
+            #[serde(default)]
+            pub timeout: f64,
+            /// Add a timeline (completion time, timeout) after the outputs.
+            #[serde(default = "default_true")]
+            pub stream: bool,
+            /// Seconds between MCP progress notifications while the cell runs (0 = none).
+            #[serde(default = "default_progress_interval")]
+            pub progress_interval: f64,
+            /// Answer at once with an execution_id while the cell runs (its outputs still go
+            /// into the notebook as they come); read it with get_execution.
+            #[serde(default)]
+            pub background: bool,
+            /// A key of your choosing: a call repeating it gets the first call's execution
+            /// instead of running the cell again (for retries after a dropped connection).
+            pub idempotency_key: Option<String>,
+        }
+
+        impl $name {
+            /// How the run is to go, and whether to add its timeline.
+            fn how(&mut self) -> (How, bool) {
+                let how = How {
+                    timeout: self.timeout,
+                    progress_interval: self.progress_interval,
+                    background: self.background,
+                    idempotency_key: self.idempotency_key.take(),
+                };
+                (how, self.stream)
+            }
+        }
+    };
 }
 
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InsertExecuteArgs {
-    /// Index at which to insert the code cell (0-based); -1 appends at the end.
-    pub cell_index: i64,
-    /// Code source for the cell.
-    pub cell_source: String,
-    /// Maximum seconds to wait for execution (0 = the server's --execution-timeout).
-    #[serde(default)]
-    pub timeout: f64,
-    /// Add a timeline (completion time, timeout) after the outputs.
-    #[serde(default = "default_true")]
-    pub stream: bool,
-    /// Seconds between MCP progress notifications while the cell runs (0 = none).
-    #[serde(default = "default_progress_interval")]
-    pub progress_interval: f64,
-    /// The notebook_version you last read; if cells were inserted, deleted or moved since,
-    /// nothing is inserted or run and the error lists the cells as they are now.
-    pub expected_notebook_version: Option<String>,
-    /// Answer at once with an execution_id while the cell runs (its outputs still go into the
-    /// notebook as they come); read it with get_execution.
-    #[serde(default)]
-    pub background: bool,
-    /// A key of your choosing: a call repeating it gets the first call's execution instead of
-    /// running the cell again (for retries after a dropped connection).
-    pub idempotency_key: Option<String>,
+cell_run_arguments! {
+    pub struct ExecuteCellArgs {
+        /// Index of the cell to execute (0-based). Omit when passing cell_id.
+        pub cell_index: Option<i64>,
+        /// Address the cell by its id instead of its index; given both, the id wins.
+        pub cell_id: Option<String>,
+        /// Target this notebook instead of the current one.
+        pub notebook_name: Option<String>,
+        /// The cell's version as you last read it; if someone changed the cell since, nothing is
+        /// run and the error shows its current source and version.
+        pub expected_version: Option<String>,
+    }
 }
 
-pub(super) async fn execute_cell(context: ToolContext, args: ExecuteCellArgs) -> ToolResult {
+cell_run_arguments! {
+    pub struct InsertExecuteArgs {
+        /// Index at which to insert the code cell (0-based); -1 appends at the end.
+        pub cell_index: i64,
+        /// Code source for the cell.
+        pub cell_source: String,
+        /// The notebook_version you last read; if cells were inserted, deleted or moved since,
+        /// nothing is inserted or run and the error lists the cells as they are now.
+        pub expected_notebook_version: Option<String>,
+    }
+}
+
+pub(super) async fn execute_cell(context: ToolContext, mut args: ExecuteCellArgs) -> ToolResult {
+    let (how, stream) = args.how();
     let subject = Subject::Cell {
         notebook: args.notebook_name,
         index: args.cell_index,
         id: args.cell_id,
         expected_version: args.expected_version,
     };
-    let how = How {
-        timeout: args.timeout,
-        progress_interval: args.progress_interval,
-        background: args.background,
-        idempotency_key: args.idempotency_key,
-    };
-    run_cell(&context, subject, how, args.stream).await
+    run_cell(&context, subject, how, stream).await
 }
 
 pub(super) async fn insert_execute_code_cell(
     context: ToolContext,
-    args: InsertExecuteArgs,
+    mut args: InsertExecuteArgs,
 ) -> ToolResult {
+    let (how, stream) = args.how();
     let subject = Subject::NewCell {
         index: args.cell_index,
         source: args.cell_source,
         expected_notebook_version: args.expected_notebook_version,
     };
-    let how = How {
-        timeout: args.timeout,
-        progress_interval: args.progress_interval,
-        background: args.background,
-        idempotency_key: args.idempotency_key,
-    };
-    run_cell(&context, subject, how, args.stream).await
+    run_cell(&context, subject, how, stream).await
 }
 
 /// Runs a code cell through the domain and shows the result as the Python server does.
