@@ -56,6 +56,9 @@ impl Drop for WriterThread {
 /// ([`Store`]), or a Redis that several replicas share (`shared::SharedStore`). Reads and
 /// writes are short and synchronous; a write is queued to the backend's writer, off the
 /// caller's path.
+/// A record looked for by id, key or task: `None` when no record answers.
+pub type Found = Result<Option<Record>, StoreError>;
+
 pub trait Records: Send + Sync + std::fmt::Debug {
     /// Where the records are, for logs and messages.
     fn place(&self) -> String;
@@ -63,13 +66,13 @@ pub trait Records: Send + Sync + std::fmt::Debug {
     fn retention(&self) -> Duration;
     /// Queues a record (replacing the one with its id) with its idempotency key.
     fn enqueue(&self, owner: &str, record: Record) -> Result<(), StoreError>;
-    fn get(&self, owner: &str, id: &str) -> Result<Option<Record>, StoreError>;
+    fn get(&self, owner: &str, id: &str) -> Found;
     /// The record an earlier call with this idempotency key began.
-    fn by_key(&self, owner: &str, key: &str) -> Result<Option<Record>, StoreError>;
+    fn by_key(&self, owner: &str, key: &str) -> Found;
     /// Every record of `owner`, oldest first.
     fn list(&self, owner: &str) -> Result<Vec<Record>, StoreError>;
     /// The record of the execution the MCP task `task_id` ran, if one did.
-    fn by_task(&self, owner: &str, task_id: &str) -> Result<Option<Record>, StoreError> {
+    fn by_task(&self, owner: &str, task_id: &str) -> Found {
         Ok(self
             .list(owner)?
             .into_iter()
@@ -85,12 +88,7 @@ pub trait Records: Send + Sync + std::fmt::Debug {
     }
     /// Writes a new keyed record unless another execution holds its key already, whose record
     /// is returned instead: one run per key, whichever process is asked first.
-    fn claim_key(
-        &self,
-        owner: &str,
-        key: &str,
-        record: &Record,
-    ) -> Result<Option<Record>, StoreError>;
+    fn claim_key(&self, owner: &str, key: &str, record: &Record) -> Found;
     /// This process as the runner records name, when records are shared.
     fn runner(&self) -> Option<&str> {
         None
@@ -128,11 +126,11 @@ impl Records for Store {
         Store::enqueue(self, owner, record)
     }
 
-    fn get(&self, owner: &str, id: &str) -> Result<Option<Record>, StoreError> {
+    fn get(&self, owner: &str, id: &str) -> Found {
         Store::get(self, owner, id)
     }
 
-    fn by_key(&self, owner: &str, key: &str) -> Result<Option<Record>, StoreError> {
+    fn by_key(&self, owner: &str, key: &str) -> Found {
         Store::by_key(self, owner, key)
     }
 
@@ -142,12 +140,7 @@ impl Records for Store {
 
     /// One process holds the file (redb's lock), and the domain checks its memory first: a key
     /// seen nowhere is free.
-    fn claim_key(
-        &self,
-        owner: &str,
-        key: &str,
-        record: &Record,
-    ) -> Result<Option<Record>, StoreError> {
+    fn claim_key(&self, owner: &str, key: &str, record: &Record) -> Found {
         if let Some(earlier) = Store::by_key(self, owner, key)? {
             return Ok(Some(earlier));
         }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use redis::{Commands, Connection};
 
-use super::records::{Records, WriterThread};
+use super::records::{Found, Records, WriterThread};
 use super::store::{Pruned, Record, StoreError};
 use crate::settings::SharedStoreSettings;
 
@@ -200,7 +200,7 @@ impl SharedStore {
     }
 
     /// The record whose id the string key `key` holds.
-    fn named_by(&self, owner: &str, key: &str) -> Result<Option<Record>, StoreError> {
+    fn named_by(&self, owner: &str, key: &str) -> Found {
         let id: Option<String> = self.read(|c| c.get(key))?;
         match id {
             Some(id) => Records::get(self, owner, &id),
@@ -381,17 +381,17 @@ impl Records for SharedStore {
         }
     }
 
-    fn get(&self, owner: &str, id: &str) -> Result<Option<Record>, StoreError> {
+    fn get(&self, owner: &str, id: &str) -> Found {
         let key = record_key(owner, id);
         let bytes: Option<Vec<u8>> = self.read(|c| c.get(&key))?;
         Ok(bytes.as_deref().and_then(decode))
     }
 
-    fn by_key(&self, owner: &str, key: &str) -> Result<Option<Record>, StoreError> {
+    fn by_key(&self, owner: &str, key: &str) -> Found {
         self.named_by(owner, &idempotency_key(owner, key))
     }
 
-    fn by_task(&self, owner: &str, task_id: &str) -> Result<Option<Record>, StoreError> {
+    fn by_task(&self, owner: &str, task_id: &str) -> Found {
         self.named_by(owner, &task_key(owner, task_id))
     }
 
@@ -424,12 +424,7 @@ impl Records for SharedStore {
         Ok(running)
     }
 
-    fn claim_key(
-        &self,
-        owner: &str,
-        key: &str,
-        record: &Record,
-    ) -> Result<Option<Record>, StoreError> {
+    fn claim_key(&self, owner: &str, key: &str, record: &Record) -> Found {
         let mut record = record.clone();
         record.runner = Some(self.runner.clone());
         let json = serde_json::to_vec(&record).map_err(|e| StoreError::Database(e.to_string()))?;
