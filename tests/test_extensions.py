@@ -281,7 +281,11 @@ async def test_guest_execute_code_follows_kernel_readiness_like_execute_cell(jup
                 assert tool.is_error
                 refusal = joined(tool).removeprefix("Error executing tool execute_cell: ")
                 assert "The kernel of 'nb' is gone" in refusal and "restart_notebook" in refusal, refusal
-                assert refusal in joined(ran), "the guest gets execute_cell's words"
+                # The same domain message, its next step worded for a guest (which has no MCP
+                # tools of its own to call).
+                for_a_guest = refusal.replace("Call restart_notebook", "Call the agent's restart_notebook tool")
+                assert for_a_guest != refusal, refusal
+                assert for_a_guest in joined(ran), "the guest gets execute_cell's words, for a guest"
                 if error_case:
                     # Under the prefix every failed tool's text gets, the guest's own words.
                     assert joined(ran) == f"Error executing tool {run_tool}: {error_case}{refusal}", joined(ran)
