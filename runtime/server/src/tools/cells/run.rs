@@ -40,12 +40,14 @@ macro_rules! cell_run_arguments {
             /// Seconds between MCP progress notifications while the cell runs (0 = none).
             #[serde(default = "default_progress_interval")]
             pub progress_interval: f64,
-            /// Answer at once with an execution_id while the cell runs (its outputs still go
-            /// into the notebook as they come); read it with get_execution.
+            // The lines of these two doc comments are the schema's descriptions, line breaks
+            // included: they break where the published schema (tests/tool-schemas.json) does.
+            /// Answer at once with an execution_id while the cell runs (its outputs still go into the
+            /// notebook as they come); read it with get_execution.
             #[serde(default)]
             pub background: bool,
-            /// A key of your choosing: a call repeating it gets the first call's execution
-            /// instead of running the cell again (for retries after a dropped connection).
+            /// A key of your choosing: a call repeating it gets the first call's execution instead of
+            /// running the cell again (for retries after a dropped connection).
             pub idempotency_key: Option<String>,
         }
 
