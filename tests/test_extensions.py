@@ -288,7 +288,7 @@ async def test_guest_execute_code_follows_kernel_readiness_like_execute_cell(jup
                 assert for_a_guest in joined(ran), "the guest gets execute_cell's words, for a guest"
                 if error_case:
                     # Under the prefix every failed tool's text gets, the guest's own words.
-                    assert joined(ran) == f"Error executing tool {run_tool}: {error_case}{refusal}", joined(ran)
+                    assert joined(ran) == f"Error executing tool {run_tool}: {error_case}{for_a_guest}", joined(ran)
                 return
             assert not ran.is_error, joined(ran)
             outputs = json.loads(joined(ran))
