@@ -16,11 +16,10 @@ use tokio::sync::watch;
 
 mod grant;
 pub(crate) mod grants;
-mod hosts;
 pub(crate) mod prompts;
 
 pub use grant::PolicyGrant;
-pub use hosts::{HostRule, default_port, is_internal};
+pub use egress::{HostRule, default_port, is_internal};
 pub use prompts::PromptRules;
 
 use self::grants::Grants;

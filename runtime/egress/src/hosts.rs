@@ -1,9 +1,9 @@
-//! `allowed_hosts` entries and which addresses count as internal (refused unless listed
-//! literally).
+//! Host entries (a guest's `allowed_hosts`, a sandboxed kernel's `[kernel_sandbox] hosts`) and
+//! which addresses count as internal (refused unless listed literally).
 
 use std::net::IpAddr;
 
-/// One `allowed_hosts` entry, parsed.
+/// One host entry, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostRule {
     /// `http` or `https` when the entry names one; else both.
@@ -16,10 +16,16 @@ pub struct HostRule {
 }
 
 impl HostRule {
+    /// An extension's `allowed_hosts` entry.
     pub fn parse(text: &str) -> Result<Self, String> {
+        Self::parse_in("allowed_hosts", text)
+    }
+
+    /// An entry of the setting named `setting`, which the error names.
+    pub fn parse_in(setting: &str, text: &str) -> Result<Self, String> {
         let bad = |why: &str| {
             format!(
-                "allowed_hosts entry '{text}' {why}; write a host name (api.example.org), a \
+                "{setting} entry '{text}' {why}; write a host name (api.example.org), a \
                  wildcard (*.example.org) or an address, optionally with :PORT and an http:// or \
                  https:// in front"
             )

@@ -1,0 +1,771 @@
+//! The launcher a sandboxed kernelspec runs: `jupyter-mcp-server kernel-sandbox run --policy P
+//! --connection-file F -- KERNEL ARGV…`. Three processes, all in the process group Jupyter
+//! signals (so an interrupt or a kill reaches the kernel as it would unsandboxed):
+//!
+//! - the **outer** one (the pid Jupyter started) stays outside every namespace. It listens on the
+//!   connection file's ports where Jupyter expects the kernel and bridges each connection into
+//!   the sandbox, and it serves the egress proxy, which connects out on the kernel's behalf.
+//! - the **inner** one enters the namespaces ([`confine::enter_namespaces`]), then only hands the
+//!   outer one sockets made inside the sandbox's network (the proxy's listener, a connection to
+//!   each kernel port) and waits for the kernel.
+//! - the **kernel**, the inner one's child: Landlock, capabilities and seccomp on itself
+//!   ([`confine::restrict_self`]), then `exec`.
+//!
+//! Each dies with its parent (`PR_SET_PDEATHSIG`), so a killed launcher leaves nothing behind.
+
+use std::ffi::{CString, OsString};
+use std::io::{IoSlice, IoSliceMut};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid};
+use serde_json::Value;
+
+use crate::confine::{self, Failed};
+use crate::policy::Policy;
+use crate::{SandboxError, sys};
+
+/// The signals Jupyter sends the process group, meant for the kernel alone.
+const FOR_THE_KERNEL: [Signal; 4] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+];
+
+/// The connection file's port keys.
+const CHANNELS: [&str; 5] = [
+    "shell_port",
+    "iopub_port",
+    "stdin_port",
+    "control_port",
+    "hb_port",
+];
+
+/// How long a bridged connection waits for the kernel to listen on its port.
+const KERNEL_LISTEN_WAIT: Duration = Duration::from_secs(120);
+
+/// Set (to any value) to make this machine count as unable to enforce the sandbox: the way to
+/// see the refusal where it can.
+pub const FORCE_UNAVAILABLE: &str = "JUPYTER_MCP_KERNEL_SANDBOX_UNAVAILABLE";
+
+/// Runs a kernel in the sandbox; returns the exit code to leave with.
+pub fn run(policy_file: &Path, connection_file: &Path, argv: &[OsString]) -> i32 {
+    match prepare(policy_file, connection_file, argv) {
+        Ok(prepared) => prepared.start(),
+        Err(error) => {
+            eprintln!("jupyter-mcp-server kernel sandbox: {error}");
+            1
+        }
+    }
+}
+
+/// Tries the whole confinement on this machine, in a throwaway child; `Ok` when it holds.
+pub fn check(policy_file: &Path) -> Result<(), SandboxError> {
+    if let Some(reason) = std::env::var_os(FORCE_UNAVAILABLE) {
+        return Err(SandboxError::Unavailable(format!(
+            "forced off by {FORCE_UNAVAILABLE}={}",
+            reason.to_string_lossy()
+        )));
+    }
+    let policy = Policy::load(policy_file)?;
+    let private = policy.private(&format!("check-{}", std::process::id()));
+    let layout = Layout::create(&policy, &private)?;
+    let (outer_end, inner_end) = control_pair()?;
+    let result = match sys::fork_single_threaded().map_err(SandboxError::Io)? {
+        ForkResult::Child => {
+            drop(outer_end);
+            let code = match inner_check(&policy, &layout) {
+                Ok(()) => 0,
+                Err(failed) => {
+                    let _ = inner_end.send(failed.to_string().as_bytes());
+                    1
+                }
+            };
+            std::process::exit(code);
+        }
+        ForkResult::Parent { child } => {
+            drop(inner_end);
+            let status = waitpid(child, None);
+            let mut message = vec![0u8; 4096];
+            let said = outer_end.recv(&mut message).unwrap_or(0);
+            match status {
+                Ok(WaitStatus::Exited(_, 0)) => Ok(()),
+                _ if said > 0 => Err(SandboxError::Unavailable(
+                    String::from_utf8_lossy(&message[..said]).into_owned(),
+                )),
+                other => Err(SandboxError::Unavailable(format!(
+                    "the trial confinement ended as {other:?}"
+                ))),
+            }
+        }
+    };
+    let _ = std::fs::remove_dir_all(&private);
+    result
+}
+
+fn inner_check(policy: &Policy, layout: &Layout) -> Result<(), Failed> {
+    confine::enter_namespaces(&layout.deny_read(policy), &layout.empty_file)?;
+    match sys::fork_single_threaded().map_err(|e| Failed {
+        step: "fork",
+        error: e.to_string(),
+    })? {
+        ForkResult::Child => {
+            let code = match confine::restrict_self(&layout.writable(policy)) {
+                Ok(()) => 0,
+                Err(failed) => {
+                    eprintln!("{failed}");
+                    1
+                }
+            };
+            std::process::exit(code);
+        }
+        ForkResult::Parent { child } => match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, 0)) => Ok(()),
+            other => Err(Failed {
+                step: "Landlock, capabilities and seccomp",
+                error: format!("the trial kernel process ended as {other:?}"),
+            }),
+        },
+    }
+}
+
+/// The directories a kernel of this sandbox uses, made before anything forks.
+struct Layout {
+    private: PathBuf,
+    tmp: PathBuf,
+    runtime: PathBuf,
+    empty_file: PathBuf,
+    /// Connection files' directory (Jupyter's runtime directory): other kernels' keys.
+    jupyter_runtime: Option<PathBuf>,
+}
+
+impl Layout {
+    fn create(policy: &Policy, private: &Path) -> Result<Self, SandboxError> {
+        let dir = |path: &Path| -> Result<(), SandboxError> {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+                .map_err(|e| SandboxError::Place {
+                    path: path.to_owned(),
+                    why: e.to_string(),
+                })
+        };
+        for state in ["ipython", "matplotlib", "cache", "site-packages"] {
+            dir(&policy.state(state))?;
+        }
+        dir(private)?;
+        let tmp = private.join("tmp");
+        let runtime = private.join("runtime");
+        dir(&tmp)?;
+        dir(&runtime)?;
+        let empty_file = private.join("empty");
+        std::fs::write(&empty_file, b"").map_err(|e| SandboxError::Place {
+            path: empty_file.clone(),
+            why: e.to_string(),
+        })?;
+        let _ = std::fs::set_permissions(&empty_file, std::fs::Permissions::from_mode(0o400));
+        Ok(Layout {
+            private: private.to_owned(),
+            tmp,
+            runtime,
+            empty_file,
+            jupyter_runtime: None,
+        })
+    }
+
+    fn deny_read(&self, policy: &Policy) -> Vec<PathBuf> {
+        let mut paths = policy.deny_read.clone();
+        paths.extend(self.jupyter_runtime.iter().cloned());
+        paths
+    }
+
+    fn writable(&self, policy: &Policy) -> Vec<PathBuf> {
+        let mut paths = policy.writable.clone();
+        paths.push(self.private.clone());
+        for state in ["ipython", "matplotlib", "cache", "site-packages"] {
+            paths.push(policy.state(state));
+        }
+        paths
+    }
+}
+
+/// Everything the launcher needs, read and made before it forks.
+struct Prepared {
+    policy: Policy,
+    layout: Layout,
+    kernel_id: String,
+    /// Where Jupyter expects the kernel (the connection file's `ip`) and its ports.
+    outside_ip: IpAddr,
+    ports: Vec<u16>,
+    argv: Vec<CString>,
+    hosts: Vec<egress::HostRule>,
+}
+
+fn prepare(
+    policy_file: &Path,
+    connection_file: &Path,
+    argv: &[OsString],
+) -> Result<Prepared, SandboxError> {
+    if let Some(reason) = std::env::var_os(FORCE_UNAVAILABLE) {
+        return Err(SandboxError::Unavailable(format!(
+            "forced off by {FORCE_UNAVAILABLE}={}",
+            reason.to_string_lossy()
+        )));
+    }
+    let mut policy = Policy::load(policy_file)?;
+    let hosts = policy
+        .hosts
+        .iter()
+        .map(|entry| egress::HostRule::parse_in("[kernel_sandbox] hosts", entry))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(SandboxError::Hosts)?;
+    let connection = read_connection(connection_file)?;
+    let transport = connection["transport"].as_str().unwrap_or("tcp");
+    if transport != "tcp" {
+        return Err(SandboxError::Connection(format!(
+            "transport '{transport}' is not supported in the sandbox; Jupyter must use tcp"
+        )));
+    }
+    let outside_ip: IpAddr = connection["ip"]
+        .as_str()
+        .unwrap_or("127.0.0.1")
+        .parse()
+        .map_err(|e| SandboxError::Connection(format!("its ip: {e}")))?;
+    let ports = CHANNELS
+        .iter()
+        .map(|key| {
+            connection[*key]
+                .as_u64()
+                .and_then(|port| u16::try_from(port).ok())
+                .filter(|port| *port != 0)
+                .ok_or_else(|| SandboxError::Connection(format!("no {key}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let kernel_id = connection_file
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .map(|stem| stem.trim_start_matches("kernel-").to_owned())
+        .filter(|id| !id.is_empty() && !id.contains('/'))
+        .unwrap_or_else(|| std::process::id().to_string());
+    let mut layout = Layout::create(&policy, &policy.private(&kernel_id))?;
+    layout.jupyter_runtime = connection_file
+        .parent()
+        .map(Path::to_owned)
+        .filter(|dir| !dir.as_os_str().is_empty() && !layout.private.starts_with(dir));
+    // The kernel reads its own copy, bound to loopback inside its network namespace.
+    let mut inside = connection.clone();
+    inside["ip"] = Value::from("127.0.0.1");
+    let copy = layout.private.join("connection.json");
+    std::fs::write(&copy, inside.to_string()).map_err(|e| SandboxError::Place {
+        path: copy.clone(),
+        why: e.to_string(),
+    })?;
+    let argv = argv
+        .iter()
+        .map(|arg| {
+            let arg = if Path::new(arg) == connection_file {
+                copy.as_os_str()
+            } else {
+                arg.as_os_str()
+            };
+            CString::new(arg.as_bytes())
+                .map_err(|_| SandboxError::Connection("a kernel argument holds a NUL".into()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if argv.is_empty() {
+        return Err(SandboxError::Connection(
+            "no kernel command after --".into(),
+        ));
+    }
+    policy.never_ports.extend(parent_listening_ports());
+    Ok(Prepared {
+        policy,
+        layout,
+        kernel_id,
+        outside_ip,
+        ports,
+        argv,
+        hosts,
+    })
+}
+
+fn read_connection(path: &Path) -> Result<Value, SandboxError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SandboxError::Connection(format!("{}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| SandboxError::Connection(format!("{}: {e}", path.display())))
+}
+
+/// The TCP ports the process that started us (the Jupyter Server) listens on: never to be
+/// reached through the proxy, whatever the host list says.
+fn parent_listening_ports() -> Vec<u16> {
+    let parent = std::os::unix::process::parent_id();
+    let mut inodes = std::collections::HashSet::new();
+    if let Ok(entries) = std::fs::read_dir(format!("/proc/{parent}/fd")) {
+        for entry in entries.flatten() {
+            if let Ok(target) = std::fs::read_link(entry.path())
+                && let Some(inode) = target
+                    .to_str()
+                    .and_then(|t| t.strip_prefix("socket:["))
+                    .and_then(|t| t.strip_suffix(']'))
+            {
+                inodes.insert(inode.to_owned());
+            }
+        }
+    }
+    let mut ports = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // local_address, state 0A (LISTEN), inode
+            if fields.len() > 9 && fields[3] == "0A" && inodes.contains(fields[9]) {
+                if let Some(port) = fields[1]
+                    .rsplit_once(':')
+                    .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok())
+                {
+                    ports.push(port);
+                }
+            }
+        }
+    }
+    ports
+}
+
+/// The outer and inner ends of the launcher's control channel: sequenced packets carrying
+/// descriptors, which (unlike datagrams) tell one end when the other has gone.
+fn control_pair() -> Result<(UnixDatagram, UnixDatagram), SandboxError> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+    let (outer, inner) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| SandboxError::Io(e.into()))?;
+    Ok((UnixDatagram::from(outer), UnixDatagram::from(inner)))
+}
+
+impl Prepared {
+    fn start(self) -> i32 {
+        sys::ignore(&FOR_THE_KERNEL);
+        let (outer_end, inner_end) = match control_pair() {
+            Ok(pair) => pair,
+            Err(error) => {
+                eprintln!("jupyter-mcp-server kernel sandbox: {error}");
+                return 1;
+            }
+        };
+        let outer_pid = std::process::id();
+        match sys::fork_single_threaded() {
+            Err(error) => {
+                eprintln!("jupyter-mcp-server kernel sandbox: fork: {error}");
+                1
+            }
+            Ok(ForkResult::Child) => {
+                drop(outer_end);
+                std::process::exit(self.inner(inner_end, outer_pid));
+            }
+            Ok(ForkResult::Parent { child }) => {
+                drop(inner_end);
+                let code = self.outer(outer_end, child);
+                let _ = std::fs::remove_dir_all(&self.layout.private);
+                code
+            }
+        }
+    }
+
+    /// Inside the namespaces: the proxy's listener handed out, the kernel started, then
+    /// sockets made on request until the kernel ends.
+    fn inner(&self, control: UnixDatagram, outer_pid: u32) -> i32 {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        if std::os::unix::process::parent_id() != outer_pid {
+            return 1;
+        }
+        let refuse = |failed: Failed| {
+            let _ = control.send(format!("E{failed}").as_bytes());
+            1
+        };
+        if let Err(failed) = confine::enter_namespaces(
+            &self.layout.deny_read(&self.policy),
+            &self.layout.empty_file,
+        ) {
+            return refuse(failed);
+        }
+        let listener = match TcpListener::bind((Ipv4Addr::LOCALHOST, 0)) {
+            Ok(listener) => listener,
+            Err(error) => {
+                return refuse(Failed {
+                    step: "listening for the proxy",
+                    error: error.to_string(),
+                });
+            }
+        };
+        let proxy_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let inner_pid = std::process::id();
+        let kernel = match sys::fork_single_threaded() {
+            Ok(ForkResult::Child) => {
+                drop(listener);
+                drop(control);
+                self.exec_kernel(proxy_port, inner_pid)
+            }
+            Ok(ForkResult::Parent { child }) => child,
+            Err(error) => {
+                return refuse(Failed {
+                    step: "fork",
+                    error: error.to_string(),
+                });
+            }
+        };
+        if send_fd(&control, b"O", listener.as_fd().as_raw_fd()).is_err() {
+            let _ = nix::sys::signal::kill(kernel, Signal::SIGKILL);
+            return 1;
+        }
+        drop(listener);
+        serve_sockets(&control, kernel)
+    }
+
+    /// The kernel's process: confined, then replaced by the kernel.
+    fn exec_kernel(&self, proxy_port: u16, inner_pid: u32) -> ! {
+        let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+        if std::os::unix::process::parent_id() != inner_pid {
+            std::process::exit(1);
+        }
+        sys::default_action(&FOR_THE_KERNEL);
+        let proxy = format!("http://127.0.0.1:{proxy_port}");
+        let site_packages = self.policy.state("site-packages");
+        let python_path = match std::env::var_os("PYTHONPATH") {
+            Some(existing) if !existing.is_empty() => {
+                let mut joined = site_packages.clone().into_os_string();
+                joined.push(":");
+                joined.push(existing);
+                joined
+            }
+            _ => site_packages.clone().into_os_string(),
+        };
+        // Passed to exec whole; this process's own environment is left alone.
+        let environment: Vec<(&str, OsString)> = vec![
+            ("TMPDIR", self.layout.tmp.clone().into()),
+            ("JUPYTER_RUNTIME_DIR", self.layout.runtime.clone().into()),
+            ("IPYTHONDIR", self.policy.state("ipython").into()),
+            ("MPLCONFIGDIR", self.policy.state("matplotlib").into()),
+            ("XDG_CACHE_HOME", self.policy.state("cache").into()),
+            (
+                "PIP_CACHE_DIR",
+                self.policy.state("cache").join("pip").into(),
+            ),
+            // `%pip install` lands where the kernel may write, and is importable at once.
+            ("PIP_TARGET", site_packages.into()),
+            ("PYTHONPATH", python_path),
+            ("HTTP_PROXY", proxy.clone().into()),
+            ("HTTPS_PROXY", proxy.clone().into()),
+            ("ALL_PROXY", proxy.clone().into()),
+            ("http_proxy", proxy.clone().into()),
+            ("https_proxy", proxy.clone().into()),
+            ("all_proxy", proxy.into()),
+            ("JUPYTER_MCP_KERNEL_SANDBOX", "1".into()),
+        ];
+        let ours: Vec<&str> = environment.iter().map(|(name, _)| *name).collect();
+        let mut env: Vec<CString> = std::env::vars_os()
+            .filter(|(name, _)| {
+                let name = name.to_string_lossy();
+                !ours.iter().any(|ours| *ours == name) && !name.eq_ignore_ascii_case("no_proxy")
+            })
+            .chain(environment.into_iter().map(|(n, v)| (n.into(), v)))
+            .filter_map(|(name, value)| {
+                let mut pair = name.into_vec();
+                pair.push(b'=');
+                pair.extend(value.into_vec());
+                CString::new(pair).ok()
+            })
+            .collect();
+        env.shrink_to_fit();
+        if let Err(failed) = confine::restrict_self(&self.layout.writable(&self.policy)) {
+            eprintln!(
+                "jupyter-mcp-server kernel sandbox: kernel {} not started: {failed}",
+                self.kernel_id
+            );
+            std::process::exit(126);
+        }
+        let error = nix::unistd::execvpe(&self.argv[0], &self.argv, &env).unwrap_err();
+        eprintln!(
+            "jupyter-mcp-server kernel sandbox: cannot start {}: {error}",
+            self.argv[0].to_string_lossy()
+        );
+        std::process::exit(127)
+    }
+
+    /// Outside: the bridges and the proxy, until the sandbox ends.
+    fn outer(&self, control: UnixDatagram, inner: Pid) -> i32 {
+        let mut buffer = [0u8; 4096];
+        let (said, fd) = match recv_fd(&control, &mut buffer) {
+            Ok(got) => got,
+            Err(error) => {
+                eprintln!("jupyter-mcp-server kernel sandbox: {error}");
+                return exit_code(waitpid(inner, None));
+            }
+        };
+        let proxy_listener = match (buffer.first(), fd) {
+            (Some(b'O'), Some(fd)) => TcpListener::from(fd),
+            _ => {
+                let why = String::from_utf8_lossy(&buffer[1..said]).into_owned();
+                eprintln!(
+                    "jupyter-mcp-server kernel sandbox: kernel {} not started: {why}",
+                    self.kernel_id
+                );
+                let _ = waitpid(inner, None);
+                return 1;
+            }
+        };
+        let runtime = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                eprintln!("jupyter-mcp-server kernel sandbox: {error}");
+                let _ = nix::sys::signal::kill(inner, Signal::SIGKILL);
+                return exit_code(waitpid(inner, None));
+            }
+        };
+        let control = Arc::new(std::sync::Mutex::new(control));
+        runtime.block_on(async {
+            let _ = proxy_listener.set_nonblocking(true);
+            let policy = Arc::new(egress::proxy::ProxyPolicy {
+                hosts: self.hosts.clone(),
+                never_ports: self.policy.never_ports.clone(),
+                setting: "[kernel_sandbox] hosts of the server's config file".into(),
+            });
+            let events: Arc<dyn egress::proxy::EgressEvents> = Arc::new(EgressLog {
+                kernel: self.kernel_id.clone(),
+                notebook: std::env::var("JPY_SESSION_NAME").ok(),
+                allowed: Default::default(),
+            });
+            if let Ok(listener) = tokio::net::TcpListener::from_std(proxy_listener) {
+                tokio::spawn(egress::proxy::serve(listener, policy, events));
+            }
+            for &port in &self.ports {
+                let address = SocketAddr::new(self.outside_ip, port);
+                match std::net::TcpListener::bind(address) {
+                    Ok(listener) => {
+                        let _ = listener.set_nonblocking(true);
+                        if let Ok(listener) = tokio::net::TcpListener::from_std(listener) {
+                            tokio::spawn(bridge(listener, port, control.clone()));
+                        }
+                    }
+                    Err(error) => {
+                        eprintln!(
+                            "jupyter-mcp-server kernel sandbox: cannot listen on {address} for \
+                             kernel {}: {error}",
+                            self.kernel_id
+                        );
+                    }
+                }
+            }
+            let status = tokio::task::spawn_blocking(move || waitpid(inner, None)).await;
+            match status {
+                Ok(status) => exit_code(status),
+                Err(_) => 1,
+            }
+        })
+    }
+}
+
+/// One kernel port: every connection Jupyter opens is joined to the kernel's port inside.
+async fn bridge(
+    listener: tokio::net::TcpListener,
+    port: u16,
+    control: Arc<std::sync::Mutex<UnixDatagram>>,
+) {
+    loop {
+        let Ok((mut outside, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = outside.set_nodelay(true);
+        let control = control.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let inside = loop {
+                let asked = control.clone();
+                let answer =
+                    tokio::task::spawn_blocking(move || connect_inside(&asked, port)).await;
+                match answer {
+                    Ok(Ok(stream)) => break Some(stream),
+                    Ok(Err(error))
+                        if confine::refused(&error) && started.elapsed() < KERNEL_LISTEN_WAIT =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    _ => break None,
+                }
+            };
+            let Some(inside) = inside else { return };
+            let _ = inside.set_nonblocking(true);
+            let Ok(mut inside) = tokio::net::TcpStream::from_std(inside) else {
+                return;
+            };
+            let _ = inside.set_nodelay(true);
+            let _ = tokio::io::copy_bidirectional(&mut outside, &mut inside).await;
+        });
+    }
+}
+
+/// Asks the inner process for a connection to the kernel's `port` inside the sandbox.
+fn connect_inside(
+    control: &std::sync::Mutex<UnixDatagram>,
+    port: u16,
+) -> std::io::Result<TcpStream> {
+    let control = control
+        .lock()
+        .map_err(|_| std::io::Error::other("control channel poisoned"))?;
+    control.send(&port.to_be_bytes())?;
+    let mut answer = [0u8; 8];
+    let (said, fd) = recv_fd(&control, &mut answer)?;
+    match fd {
+        Some(fd) => Ok(TcpStream::from(fd)),
+        None if said >= 4 => Err(std::io::Error::from_raw_os_error(i32::from_be_bytes([
+            answer[0], answer[1], answer[2], answer[3],
+        ]))),
+        None => Err(std::io::Error::other("the sandbox's inner process is gone")),
+    }
+}
+
+/// The inner process's loop: a connection per request, until the kernel or the outer process
+/// ends. Returns the kernel's exit code.
+fn serve_sockets(control: &UnixDatagram, kernel: Pid) -> i32 {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let Ok(kernel_fd) = sys::pidfd_open(kernel.as_raw()) else {
+        return exit_code(waitpid(kernel, None));
+    };
+    loop {
+        let mut fds = [
+            PollFd::new(control.as_fd(), PollFlags::POLLIN),
+            PollFd::new(kernel_fd.as_fd(), PollFlags::POLLIN),
+        ];
+        if poll(&mut fds, PollTimeout::NONE).is_err() {
+            continue;
+        }
+        let kernel_ended = fds[1].any().unwrap_or(false);
+        let asked = fds[0].any().unwrap_or(false);
+        if kernel_ended {
+            return exit_code(waitpid(kernel, None));
+        }
+        if asked {
+            let mut request = [0u8; 2];
+            match control.recv(&mut request) {
+                Ok(2) => {
+                    let port = u16::from_be_bytes(request);
+                    let _ = match TcpStream::connect((Ipv4Addr::LOCALHOST, port)) {
+                        Ok(stream) => send_fd(control, b"C", stream.as_raw_fd()),
+                        Err(error) => control
+                            .send(&error.raw_os_error().unwrap_or(nix::libc::EIO).to_be_bytes())
+                            .map(|_| ()),
+                    };
+                }
+                // The outer process is gone: nobody can reach the kernel any more.
+                _ => {
+                    let _ = nix::sys::signal::kill(kernel, Signal::SIGKILL);
+                    return exit_code(waitpid(kernel, None));
+                }
+            }
+        }
+    }
+}
+
+fn send_fd(control: &UnixDatagram, message: &[u8], fd: RawFd) -> std::io::Result<()> {
+    let fds = [fd];
+    let rights = [ControlMessage::ScmRights(&fds)];
+    sendmsg::<()>(
+        control.as_raw_fd(),
+        &[IoSlice::new(message)],
+        &rights,
+        MsgFlags::empty(),
+        None,
+    )
+    .map(|_| ())
+    .map_err(std::io::Error::from)
+}
+
+fn recv_fd(control: &UnixDatagram, buffer: &mut [u8]) -> std::io::Result<(usize, Option<OwnedFd>)> {
+    let mut space = nix::cmsg_space!([RawFd; 1]);
+    let mut iov = [IoSliceMut::new(buffer)];
+    let message = recvmsg::<()>(
+        control.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(std::io::Error::from)?;
+    let mut fd = None;
+    for cmsg in message.cmsgs().map_err(std::io::Error::from)? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg
+            && let Some(&first) = fds.first()
+        {
+            fd = Some(owned(first));
+        }
+    }
+    Ok((message.bytes, fd))
+}
+
+#[allow(unsafe_code)]
+fn owned(fd: RawFd) -> OwnedFd {
+    // SAFETY: a descriptor just received with SCM_RIGHTS belongs to this process alone.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
+fn exit_code(status: nix::Result<WaitStatus>) -> i32 {
+    match status {
+        Ok(WaitStatus::Exited(_, code)) => code,
+        Ok(WaitStatus::Signaled(_, signal, _)) => 128 + signal as i32,
+        _ => 1,
+    }
+}
+
+/// Refused and allowed egress, on the launcher's stderr (the Jupyter Server's log).
+struct EgressLog {
+    kernel: String,
+    notebook: Option<String>,
+    allowed: std::sync::atomic::AtomicU64,
+}
+
+impl Drop for EgressLog {
+    fn drop(&mut self) {
+        let allowed = self.allowed.load(std::sync::atomic::Ordering::Relaxed);
+        if allowed > 0 {
+            eprintln!(
+                "jupyter-mcp-server kernel sandbox: kernel {} made {allowed} allowed egress \
+                 connection(s)",
+                self.kernel
+            );
+        }
+    }
+}
+
+impl egress::proxy::EgressEvents for EgressLog {
+    fn allowed(&self, _host: &str, _port: u16) {
+        self.allowed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn refused(&self, host: &str, port: u16, why: &str) {
+        let notebook = self.notebook.as_deref().unwrap_or("-");
+        eprintln!(
+            "jupyter-mcp-server kernel sandbox: egress refused: host={host} port={port} \
+             kernel={} notebook={notebook}: {why}",
+            self.kernel
+        );
+    }
+}
