@@ -141,6 +141,12 @@ async fn open(
         format!("{host}:{port}")
     };
     let setting = &policy.setting;
+    if let Ok(ip) = host.parse::<IpAddr>()
+        && is_internal(ip)
+        && policy.never_ports.contains(&port)
+    {
+        return Err(jupyter_port_refusal(host, port));
+    }
     let rule = policy
         .hosts
         .iter()
@@ -200,11 +206,7 @@ fn check_address(
         return Ok(());
     }
     if policy.never_ports.contains(&address.port()) {
-        return Err(format!(
-            "connection to {host}:{} refused: that is the Jupyter Server's own port, which a \
-             sandboxed kernel may never reach",
-            address.port()
-        ));
+        return Err(jupyter_port_refusal(host, address.port()));
     }
     if rule.literal() == Some(ip) {
         return Ok(());
@@ -218,6 +220,14 @@ fn check_address(
          a sandboxed kernel may reach only when {} lists that address itself (add \"{listed}\")",
         policy.setting
     ))
+}
+
+fn jupyter_port_refusal(host: &str, port: u16) -> String {
+    format!(
+        "connection to {host}:{port} refused: that is the Jupyter Server's own port, which a \
+         sandboxed kernel may never reach (from there an unconfined kernel or a terminal is one \
+         request away)"
+    )
 }
 
 /// A plain HTTP request, sent on `stream` in origin form without the proxy's own headers.
@@ -268,12 +278,151 @@ fn refusal(status: StatusCode, reason: &'static str, why: String) -> Response<Bo
             .boxed(),
     );
     *response.status_mut() = status;
-    response
-        .extensions_mut()
-        .insert(ReasonPhrase::from_static(reason.as_bytes()));
+    // The reason phrase carries the why too: for a refused CONNECT it is all a client shows
+    // ("Tunnel connection failed: 403 ..."), and many show no body for an HTTP error either.
+    let phrase = ReasonPhrase::try_from(format!("{reason}: {why}").into_bytes())
+        .unwrap_or_else(|_| ReasonPhrase::from_static(reason.as_bytes()));
+    response.extensions_mut().insert(phrase);
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<String>>);
+
+    impl EgressEvents for Seen {
+        fn allowed(&self, host: &str, port: u16) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("allowed {host}:{port}"));
+        }
+        fn refused(&self, host: &str, port: u16, _why: &str) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("refused {host}:{port}"));
+        }
+    }
+
+    /// A one-shot HTTP server answering `hello`.
+    async fn origin() -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut buffer = [0u8; 1024];
+                let _ = stream.read(&mut buffer).await;
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello",
+                    )
+                    .await;
+            }
+        });
+        port
+    }
+
+    async fn proxy(hosts: &[String], never_ports: Vec<u16>) -> (u16, Arc<Seen>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let policy = Arc::new(ProxyPolicy {
+            hosts: hosts
+                .iter()
+                .map(|h| HostRule::parse_in("hosts", h).unwrap())
+                .collect(),
+            never_ports,
+            setting: "[kernel_sandbox] hosts".into(),
+        });
+        let seen = Arc::new(Seen::default());
+        tokio::spawn(serve(listener, policy, seen.clone()));
+        (port, seen)
+    }
+
+    async fn ask(proxy: u16, request: String) -> String {
+        let mut stream = TcpStream::connect(("127.0.0.1", proxy)).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer)).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_listed_host_is_reached_and_others_are_refused_naming_the_setting() {
+        let allowed = origin().await;
+        let other = origin().await;
+        let (port, seen) = proxy(&[format!("127.0.0.1:{allowed}")], vec![]).await;
+        let get = |to: u16| {
+            format!(
+                "GET http://127.0.0.1:{to}/x HTTP/1.1\r\nhost: 127.0.0.1:{to}\r\nconnection: close\r\n\r\n"
+            )
+        };
+        let answer = ask(port, get(allowed)).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with("hello"),
+            "{answer}"
+        );
+        let answer = ask(port, get(other)).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 403 Forbidden by the kernel sandbox"),
+            "{answer}"
+        );
+        assert!(
+            answer.contains(&format!(
+                "'127.0.0.1:{other}' is not in [kernel_sandbox] hosts"
+            )),
+            "{answer}"
+        );
+        let tunnel = ask(port, format!("CONNECT 127.0.0.1:{other} HTTP/1.1\r\n\r\n")).await;
+        assert!(tunnel.starts_with("HTTP/1.1 403"), "{tunnel}");
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            [
+                format!("allowed 127.0.0.1:{allowed}"),
+                format!("refused 127.0.0.1:{other}"),
+                format!("refused 127.0.0.1:{other}")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_protected_port_is_refused_even_when_listed() {
+        let jupyter = origin().await;
+        let (port, _) = proxy(&[format!("127.0.0.1:{jupyter}")], vec![jupyter]).await;
+        let answer = ask(
+            port,
+            format!("CONNECT 127.0.0.1:{jupyter} HTTP/1.1\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            answer.starts_with("HTTP/1.1 403") && answer.contains("Jupyter Server's own port"),
+            "{answer}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_to_loopback_needs_the_address_itself() {
+        let target = origin().await;
+        let (port, _) = proxy(&[format!("localhost:{target}")], vec![]).await;
+        let answer = ask(
+            port,
+            format!("GET http://localhost:{target}/ HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n"),
+        )
+        .await;
+        assert!(
+            answer.starts_with("HTTP/1.1 403") && answer.contains("loopback or private"),
+            "{answer}"
+        );
+    }
 }

@@ -96,7 +96,8 @@ pub fn enter_namespaces(deny_read: &[PathBuf], empty_file: &Path) -> Result<(), 
     sys::loopback_up().map_err(|e| failed("bringing up loopback")(&e))
 }
 
-/// Hides `path` under an empty read-only directory or file. A path that is not there has nothing
+/// Hides `path` under an empty, read-only directory or file that nobody may open (mode 000: the
+/// kernel, without capabilities, gets "permission denied"). A path that is not there has nothing
 /// to hide.
 fn cover(path: &Path, empty_file: &Path) -> Result<(), Failed> {
     let Ok(meta) = std::fs::metadata(path) else {
@@ -110,7 +111,7 @@ fn cover(path: &Path, empty_file: &Path) -> Result<(), Failed> {
             path,
             Some("tmpfs"),
             flags,
-            Some("size=4k,mode=0500"),
+            Some("size=4k,mode=000"),
         )
         .map_err(|e| hide(&format!("{}: {e}", path.display())))
     } else {

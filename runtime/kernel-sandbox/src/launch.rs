@@ -174,7 +174,7 @@ impl Layout {
             path: empty_file.clone(),
             why: e.to_string(),
         })?;
-        let _ = std::fs::set_permissions(&empty_file, std::fs::Permissions::from_mode(0o400));
+        let _ = std::fs::set_permissions(&empty_file, std::fs::Permissions::from_mode(0o000));
         Ok(Layout {
             private: private.to_owned(),
             tmp,
@@ -210,6 +210,9 @@ struct Prepared {
     ports: Vec<u16>,
     argv: Vec<CString>,
     hosts: Vec<egress::HostRule>,
+    /// Where the kernel starts when Jupyter started it in a place the sandbox hides (a kernel
+    /// started without a notebook runs in the Jupyter Server's working directory).
+    workdir: Option<PathBuf>,
 }
 
 fn prepare(
@@ -289,7 +292,13 @@ fn prepare(
         ));
     }
     policy.never_ports.extend(parent_listening_ports());
+    let hidden = layout.deny_read(&policy);
+    let workdir = std::env::current_dir()
+        .ok()
+        .filter(|cwd| hidden.iter().any(|path| cwd.starts_with(path)))
+        .and_then(|_| policy.writable.first().cloned());
     Ok(Prepared {
+        workdir,
         policy,
         layout,
         kernel_id,
@@ -332,13 +341,14 @@ fn parent_listening_ports() -> Vec<u16> {
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
             // local_address, state 0A (LISTEN), inode
-            if fields.len() > 9 && fields[3] == "0A" && inodes.contains(fields[9]) {
-                if let Some(port) = fields[1]
+            if fields.len() > 9
+                && fields[3] == "0A"
+                && inodes.contains(fields[9])
+                && let Some(port) = fields[1]
                     .rsplit_once(':')
                     .and_then(|(_, hex)| u16::from_str_radix(hex, 16).ok())
-                {
-                    ports.push(port);
-                }
+            {
+                ports.push(port);
             }
         }
     }
@@ -493,6 +503,9 @@ impl Prepared {
             })
             .collect();
         env.shrink_to_fit();
+        if let Some(dir) = &self.workdir {
+            let _ = std::env::set_current_dir(dir);
+        }
         if let Err(failed) = confine::restrict_self(&self.layout.writable(&self.policy)) {
             eprintln!(
                 "jupyter-mcp-server kernel sandbox: kernel {} not started: {failed}",

@@ -18,8 +18,8 @@ mod grant;
 pub(crate) mod grants;
 pub(crate) mod prompts;
 
-pub use grant::PolicyGrant;
 pub use egress::{HostRule, default_port, is_internal};
+pub use grant::PolicyGrant;
 pub use prompts::PromptRules;
 
 use self::grants::Grants;
