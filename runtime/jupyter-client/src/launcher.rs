@@ -112,8 +112,43 @@ fn find_jupyter() -> Result<(PathBuf, Option<PathBuf>), LaunchError> {
     Ok((jupyter, Some(bin)))
 }
 
+/// Kernelspecs the embedded Jupyter is given in place of the installed ones: its data directory
+/// (holding `kernels/NAME/kernel.json`) is found first, and only the names in `only` may start.
+#[derive(Debug, Clone)]
+pub struct OwnKernelSpecs {
+    pub data_dir: PathBuf,
+    pub only: Vec<String>,
+}
+
+/// The Python the embedded Jupyter runs on (its `jupyter` script's interpreter), which is what
+/// its own `python3` kernelspec starts.
+pub fn kernel_python() -> Result<PathBuf, LaunchError> {
+    let (jupyter, _) = find_jupyter()?;
+    let shebang = std::fs::read(&jupyter).ok().and_then(|bytes| {
+        let line = bytes
+            .split(|b| *b == b'\n')
+            .next()?
+            .strip_prefix(b"#!")?
+            .to_vec();
+        let line = String::from_utf8(line).ok()?;
+        let interpreter = PathBuf::from(line.split_whitespace().next()?);
+        interpreter.is_file().then_some(interpreter)
+    });
+    Ok(shebang
+        .or_else(|| {
+            let beside = jupyter.parent()?.join("python3");
+            beside.is_file().then_some(beside)
+        })
+        .or_else(|| find_on_path("python3"))
+        .unwrap_or_else(|| PathBuf::from("python3")))
+}
+
 impl EmbeddedJupyter {
-    pub async fn start(root_dir: &Path, log_level: &str) -> Result<Self, LaunchError> {
+    pub async fn start(
+        root_dir: &Path,
+        log_level: &str,
+        kernels: Option<&OwnKernelSpecs>,
+    ) -> Result<Self, LaunchError> {
         let (jupyter, bin_dir) = find_jupyter()?;
         if !root_dir.is_dir() {
             return Err(LaunchError::BadRootDir(root_dir.to_owned()));
@@ -155,6 +190,17 @@ impl EmbeddedJupyter {
             .kill_on_drop(true);
         if nix::unistd::Uid::effective().is_root() {
             command.arg("--allow-root");
+        }
+        if let Some(kernels) = kernels {
+            let path = std::env::var_os("JUPYTER_PATH").unwrap_or_default();
+            let joined = std::env::join_paths(
+                std::iter::once(kernels.data_dir.clone()).chain(std::env::split_paths(&path)),
+            )
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+            command.env("JUPYTER_PATH", joined);
+            for name in &kernels.only {
+                command.arg(format!("--KernelSpecManager.allowed_kernelspecs={name}"));
+            }
         }
         // Its `jupyter-server` and its kernels' Python live beside it.
         if let Some(bin) = bin_dir {

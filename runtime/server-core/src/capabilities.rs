@@ -20,6 +20,7 @@ pub const PREWARM: &str = "kernel.prewarm";
 pub const COMPACT_OUTPUT: &str = "output.compact";
 pub const EXECUTION_CONFIRM: &str = "execution.confirm";
 pub const GRANT_PROMPTS: &str = "extensions.grant-prompts";
+pub const KERNEL_SANDBOX: &str = "kernel.sandbox";
 
 /// Name prefixes an extension may not use: they belong to the core.
 const RESERVED_PREFIXES: [&str; 3] = ["kernel", "server", "notebook"];
@@ -180,6 +181,19 @@ impl Default for Table {
                  grants is logged, shown by `policy EXTENSION`, taken back by `revoke`, and never \
                  written to the config file unless the operator's [grant_prompts] allow_always \
                  lets them answer \"always\"; [grant_prompts] never lists grants never asked for.",
+            ),
+            (
+                KERNEL_SANDBOX,
+                false,
+                "Confine every kernel this server starts (execute_code's, each notebook's, \
+                 replacements, spares): it reads everything but a deny list (~/.ssh, ~/.aws, \
+                 cloud and registry credentials, this server's secrets, state and config, the \
+                 config's [kernel_sandbox] deny_read), writes only beneath the root directory, \
+                 its own TMPDIR and [kernel_sandbox] write, reaches the network only through an \
+                 egress proxy that allows the hosts in [kernel_sandbox] hosts (never the Jupyter \
+                 Server), and cannot signal, trace or read other processes. Subprocesses inherit \
+                 it. Linux namespaces, Landlock and seccomp; the server refuses to start with it \
+                 on where they are missing, and with a Jupyter it did not start itself.",
             ),
         ] {
             declared.insert(

@@ -171,12 +171,13 @@ pub fn hooks(config: &Config, guests: &mut Guests) -> Result<Arc<Hooks>, RunErro
 pub async fn reach_jupyter(
     config: &mut Config,
     in_hub: bool,
+    own_specs: Option<&jupyter_client::launcher::OwnKernelSpecs>,
 ) -> Result<(Option<EmbeddedJupyter>, JupyterRest), RunError> {
     let embedded = match &config.jupyter {
         JupyterSource::Embedded {
             root_dir,
             log_level,
-        } => Some(EmbeddedJupyter::start(root_dir, log_level).await?),
+        } => Some(EmbeddedJupyter::start(root_dir, log_level, own_specs).await?),
         JupyterSource::Remote { .. } | JupyterSource::Hub(_) => None,
     };
     let rest = match (&config.jupyter, &embedded) {

@@ -11,6 +11,7 @@ pub mod config;
 pub mod dispatch;
 pub mod logs;
 pub mod mcp;
+mod sandbox;
 pub mod startup;
 pub mod tools;
 
@@ -60,6 +61,9 @@ pub enum RunError {
          grant it with access = \"read\" or serve it without Hub mode"
     )]
     HubSharedStorage(String),
+    /// `kernel.sandbox` is on where it cannot hold.
+    #[error("{0}")]
+    KernelSandbox(String),
 }
 
 /// `extension compile`: fills the compile cache ahead of time. Returns a line per guest
@@ -116,7 +120,10 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let mut guests = compose::Guests::prepare(&mut config, hub.is_some()).await?;
     let capabilities = guests.capabilities(&config)?;
     let hooks = compose::hooks(&config, &mut guests)?;
-    let (embedded, rest) = compose::reach_jupyter(&mut config, hub.is_some()).await?;
+    // Held to the end: the sandboxed kernelspec is removed when it drops.
+    let sandboxed = sandbox::prepare(&config, &capabilities)?;
+    let own_specs = sandboxed.as_ref().map(|s| &s.specs);
+    let (embedded, rest) = compose::reach_jupyter(&mut config, hub.is_some(), own_specs).await?;
     let (tools, catalog) = compose::tool_table(&config, &guests, &capabilities, hub.is_some())?;
     let mut settings = config.domain_settings();
     settings.store = store
@@ -151,6 +158,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         stop.cancel();
     }
     compose::stop_all(&state, domain, store.as_ref(), embedded).await;
+    drop(sandboxed);
     // Last, so the spans of the stops above are written too.
     hooks.shutdown();
     outcome

@@ -3,7 +3,8 @@
 use anyhow::Context;
 use clap::Parser;
 use jupyter_mcp_server::config::{
-    Cli, Command, Config, ExtensionCommand, GrantArgs, RemoteArgs, SecretCommand,
+    Cli, Command, Config, ExtensionCommand, GrantArgs, KernelSandboxCommand, RemoteArgs,
+    SecretCommand,
 };
 use jupyter_mcp_server::mcp::control::{extension_entry, remote_control};
 use reqwest::Method;
@@ -48,6 +49,17 @@ fn run() -> anyhow::Result<()> {
         .with(client)
         .init();
     let cli = Cli::parse();
+    // The sandbox's launcher forks, which is sound only before any runtime thread exists.
+    if let Some(Command::KernelSandbox(command)) = &cli.command {
+        return match command {
+            KernelSandboxCommand::Run {
+                policy,
+                connection_file,
+                kernel,
+            } => std::process::exit(kernel_sandbox::launch::run(policy, connection_file, kernel)),
+            KernelSandboxCommand::Check { policy } => Ok(kernel_sandbox::launch::check(policy)?),
+        };
+    }
     // Tool calls are deep futures (transport, dispatch, hooks, confirmation, the domain, the
     // kernel); a debug build's frames are many times a release build's, so workers get room.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -105,6 +117,7 @@ fn run() -> anyhow::Result<()> {
         }
         Command::Stop(remote) => Control::new("stop", remote, Method::DELETE, "api/stop"),
         Command::Secret(command) => return secret(command),
+        Command::KernelSandbox(_) => unreachable!("handled before the runtime starts"),
     };
     call.send(&runtime)
 }

@@ -47,6 +47,29 @@ pub enum Command {
     /// can read; a running server sees a change at the extension's next call.
     #[command(subcommand)]
     Secret(SecretCommand),
+    /// The launcher sandboxed kernelspecs run, and the check a start with `kernel.sandbox` makes
+    /// (run by the server and by Jupyter, not by hand).
+    #[command(subcommand, hide = true)]
+    KernelSandbox(KernelSandboxCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KernelSandboxCommand {
+    /// Start a kernel confined: `run --policy P --connection-file F -- KERNEL ARGV...`.
+    Run {
+        #[arg(long, value_name = "PATH")]
+        policy: PathBuf,
+        #[arg(long, value_name = "PATH")]
+        connection_file: PathBuf,
+        /// The kernel's command line.
+        #[arg(last = true, required = true)]
+        kernel: Vec<std::ffi::OsString>,
+    },
+    /// Try the confinement on this machine; exit 0 when it holds, else say what is missing.
+    Check {
+        #[arg(long, value_name = "PATH")]
+        policy: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]

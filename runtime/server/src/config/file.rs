@@ -1,4 +1,5 @@
-//! The config file (`--config`, TOML): `[capabilities]`, `[execution_confirm]`, `[grant_prompts]`, `cache_dir`, `prewarm_max`,
+//! The config file (`--config`, TOML): `[capabilities]`, `[execution_confirm]`, `[grant_prompts]`,
+//! `[kernel_sandbox]`, `cache_dir`, `prewarm_max`,
 //! `prewarm_max_idle_seconds`, `kernel_env`, `insecure_registries`, `trusted_keys`, `require_signatures` and
 //! `[[extension]]` entries. Read with serde, refusing keys this
 //! build does not know, so a typo never passes silently; relative paths are taken from the file's
@@ -26,6 +27,8 @@ pub(super) struct FileConfig {
     pub confirm: server_core::confirm::Rules,
     /// `[grant_prompts]`: what `extensions.grant-prompts` may ask for.
     pub grant_prompts: super::GrantPromptSettings,
+    /// `[kernel_sandbox]`: what a kernel may reach while `kernel.sandbox` is on.
+    pub kernel_sandbox: super::KernelSandboxSettings,
 }
 
 #[derive(Debug, Deserialize)]
@@ -36,6 +39,8 @@ struct FileTables {
     execution_confirm: Option<ConfirmEntry>,
     #[serde(default)]
     grant_prompts: GrantPromptsEntry,
+    #[serde(default)]
+    kernel_sandbox: KernelSandboxEntry,
     cache_dir: Option<PathBuf>,
     #[serde(default, rename = "extension")]
     extensions: Vec<ExtensionEntry>,
@@ -105,6 +110,66 @@ struct GrantPromptsEntry {
     never: Vec<String>,
     #[serde(default)]
     allow_always: bool,
+}
+
+/// `[kernel_sandbox]`: `hosts` its egress proxy lets through (`HOST[:PORT]`, `*.example.org`),
+/// `write`, directories it may write beyond the root, and `deny_read`, paths it may not read
+/// beyond the defaults. Relative paths are taken from the file's directory; `~/` is the home.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KernelSandboxEntry {
+    #[serde(default)]
+    hosts: Vec<String>,
+    #[serde(default)]
+    write: Vec<PathBuf>,
+    #[serde(default)]
+    deny_read: Vec<PathBuf>,
+}
+
+impl KernelSandboxEntry {
+    fn resolve(
+        self,
+        base: &Path,
+        fail: impl Fn(String) -> ConfigError,
+    ) -> Result<super::KernelSandboxSettings, ConfigError> {
+        for host in &self.hosts {
+            egress::HostRule::parse_in("kernel_sandbox.hosts", host).map_err(&fail)?;
+        }
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let place = |path: PathBuf| -> Result<PathBuf, ConfigError> {
+            match (path.strip_prefix("~"), &home) {
+                (Ok(rest), Some(home)) => Ok(home.join(rest)),
+                (Ok(_), None) => Err(fail(format!(
+                    "kernel_sandbox: {} starts with ~ but HOME is not set; write the path out",
+                    path.display()
+                ))),
+                (Err(_), _) => Ok(base.join(path)),
+            }
+        };
+        let write = self
+            .write
+            .into_iter()
+            .map(&place)
+            .collect::<Result<Vec<_>, _>>()?;
+        for dir in &write {
+            if !dir.is_dir() {
+                return Err(fail(format!(
+                    "kernel_sandbox.write: {} is not a directory; create it or drop the entry",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(super::KernelSandboxSettings {
+            hosts: self.hosts,
+            write,
+            deny_read: self
+                .deny_read
+                .into_iter()
+                .map(&place)
+                .collect::<Result<_, _>>()?,
+            config_file: None,
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -205,7 +270,10 @@ impl FileConfig {
         if let Some(seconds) = tables.prewarm_max_idle_seconds {
             prewarm.max_idle = std::time::Duration::from_secs(seconds.get());
         }
+        let mut kernel_sandbox = tables.kernel_sandbox.resolve(base, fail)?;
+        kernel_sandbox.config_file = Some(path.to_owned());
         Ok(FileConfig {
+            kernel_sandbox,
             capabilities,
             cache_dir: tables.cache_dir.map(|dir| base.join(dir)),
             extensions,

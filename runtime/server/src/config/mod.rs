@@ -18,9 +18,9 @@ use jupyter_client::hub::HubEndpoints;
 
 pub use cli::{
     Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionAddArgs, ExtensionCommand,
-    ExtensionNameArgs, GrantArgs, PolicyArgs, PythonServerArgs, RemoteArgs, SecretCommand,
-    SecretFileArgs, SecretNameArgs, StartArgs, StopArgs, Transport, humane_duration, parse_bool,
-    parse_duration,
+    ExtensionNameArgs, GrantArgs, KernelSandboxCommand, PolicyArgs, PythonServerArgs, RemoteArgs,
+    SecretCommand, SecretFileArgs, SecretNameArgs, StartArgs, StopArgs, Transport, humane_duration,
+    parse_bool, parse_duration,
 };
 pub use file::ExtensionEntry;
 use file::FileConfig;
@@ -82,6 +82,18 @@ pub struct Config {
     pub state: Option<StateSettings>,
     /// The Redis several replicas share the records in (`--state-store`), in place of the file.
     pub state_store: Option<SharedStoreSettings>,
+    /// What a sandboxed kernel may reach (`[kernel_sandbox]`), while `kernel.sandbox` is on.
+    pub kernel_sandbox: KernelSandboxSettings,
+}
+
+/// `[kernel_sandbox]` resolved, with the config file's own path (a kernel never reads it).
+#[derive(Debug, Clone, Default)]
+pub struct KernelSandboxSettings {
+    /// Checked entries, as written.
+    pub hosts: Vec<String>,
+    pub write: Vec<PathBuf>,
+    pub deny_read: Vec<PathBuf>,
+    pub config_file: Option<PathBuf>,
 }
 
 /// `--state-dir` resolved: `none` turns the store off; unset, the user's state directory
@@ -457,6 +469,7 @@ impl Config {
             },
             prewarm: file.prewarm,
             confirm: file.confirm,
+            kernel_sandbox: file.kernel_sandbox,
             state_store: state_store(args.state_store, args.execution_retention, &env)?,
             state: state_dir(args.state_dir, &env).map(|dir| StateSettings {
                 dir,

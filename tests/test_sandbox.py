@@ -1,0 +1,329 @@
+"""kernel.sandbox: every escape a prompt-injected cell would try is refused (through
+execute_code, a notebook cell and a subprocess), ordinary work still works, and a start where the
+sandbox cannot hold is refused. The server starts its own Jupyter, as the capability requires;
+HOME is a fake one holding a key, cloud credentials and a secrets file to steal."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import io
+import json
+import socket
+import subprocess
+import threading
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import joined, server_binary, server_env
+
+pytestmark = pytest.mark.anyio
+
+ON = ["start", "--capability", "kernel.sandbox"]
+
+
+class Site:
+    """An HTTP server on loopback that records the paths it was asked for, serving `files`."""
+
+    def __init__(self, files: dict[str, bytes] | None = None):
+        self.files = files or {}
+        self.asked: list[str] = []
+        site = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                site.asked.append(self.path)
+                body = site.files.get(self.path.split("?")[0])
+                if body is None and not site.files:
+                    body = b"hello from the allowed host"
+                if body is None:
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                kind = "text/html" if self.path.endswith("/") else "application/octet-stream"
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def tiny_wheel() -> tuple[str, bytes]:
+    """A pure-Python wheel, `sandboxtiny`, built here: what %pip installs from our index."""
+    name = "sandboxtiny-1.0-py3-none-any.whl"
+    files = {
+        "sandboxtiny/__init__.py": b"ANSWER = 42\n",
+        "sandboxtiny-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: sandboxtiny\nVersion: 1.0\n",
+        "sandboxtiny-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append("sandboxtiny-1.0.dist-info/RECORD,,")
+    files["sandboxtiny-1.0.dist-info/RECORD"] = ("\n".join(record) + "\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        for path, data in files.items():
+            wheel.writestr(path, data)
+    return name, buffer.getvalue()
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PRIVATE-KEY-MATERIAL")
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("[default]\naws_secret_access_key=AWS-SECRET")
+    (home / ".config" / "jupyter-mcp-server").mkdir(parents=True)
+    (home / ".config" / "jupyter-mcp-server" / "secrets.json").write_text('{"TOKEN": "SERVER-SECRET"}')
+    (home / ".bashrc").write_text("# untouched\n")
+    return home
+
+
+def sandbox_env(tmp_path: Path, home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = server_env({"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache"), **(extra or {})})
+    for name in ("JUPYTER_URL", "JUPYTER_TOKEN", "XDG_CONFIG_HOME", "JUPYTER_MCP_SECRETS_FILE"):
+        env.pop(name, None)
+    return env
+
+
+def write_config(tmp_path: Path, hosts: list[str]) -> Path:
+    config = tmp_path / "config.toml"
+    config.write_text("[kernel_sandbox]\nhosts = [" + ", ".join(json.dumps(h) for h in hosts) + "]\n")
+    return config
+
+
+# What each probe prints: "REFUSED <why>" or "ESCAPED <what>"; the kernel's code runs them all.
+ESCAPES = r'''
+import os, socket, subprocess, urllib.request
+home = os.path.expanduser("~")
+def probe(name, action):
+    try:
+        got = action()
+        print(f"ESCAPED {name}: {got!r}"[:200])
+    except Exception as error:
+        print(f"REFUSED {name}: {type(error).__name__}: {error}"[:300])
+def append_bashrc():
+    with open(os.path.join(home, ".bashrc"), "a") as f:
+        f.write("pwned\n")
+def create_in_home():
+    open(os.path.join(home, "planted.txt"), "w").write("x")
+def shell_in_home():
+    out = subprocess.run("echo x > ~/planted-by-sh.txt && cat ~/.ssh/id_ed25519", shell=True, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise PermissionError(out.stderr.strip())
+    return out.stdout
+def read(path):
+    return lambda: open(os.path.expanduser(path)).read()
+def server_pid():
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            if cmd and cmd[0].endswith(b"jupyter-mcp-server") and b"start" in cmd:
+                return int(pid)
+    raise LookupError("no server process found")
+def jupyter_port():
+    launcher = os.getppid()
+    for pid in (launcher, int(open(f"/proc/{launcher}/stat").read().split()[3])):
+        try:
+            parent = int(open(f"/proc/{pid}/stat").read().split()[3])
+            for arg in open(f"/proc/{parent}/cmdline", "rb").read().split(b"\0"):
+                if arg.startswith(b"--port="):
+                    return int(arg.split(b"=")[1])
+        except OSError:
+            pass
+    raise LookupError("no Jupyter port found")
+def tcp(port):
+    def connect():
+        s = socket.create_connection(("127.0.0.1", port), timeout=3)
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        return s.recv(100)
+    return connect
+def udp(port):
+    def send():
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"leak", ("127.0.0.1", port))
+        return "sent"
+    return send
+def fetch(url):
+    return lambda: urllib.request.urlopen(url, timeout=10).read()
+probe("append ~/.bashrc", append_bashrc)
+probe("create in home", create_in_home)
+probe("sh -c in home", shell_in_home)
+probe("read ssh key", read("~/.ssh/id_ed25519"))
+probe("read aws", read("~/.aws/credentials"))
+probe("read server secrets", read("~/.config/jupyter-mcp-server/secrets.json"))
+probe("read server environ", lambda: open(f"/proc/{server_pid()}/environ", "rb").read())
+probe("signal server", lambda: os.kill(server_pid(), 0))
+probe("direct tcp", tcp(TCP_PORT))
+probe("direct udp", udp(UDP_PORT))
+probe("fetch unlisted", fetch(f"http://127.0.0.1:{DENIED_PORT}/secret"))
+probe("jupyter api direct", tcp(jupyter_port()))
+probe("jupyter api via proxy", fetch(f"http://127.0.0.1:{jupyter_port()}/api/kernels"))
+'''
+
+
+def probes(text: str) -> dict[str, str]:
+    lines = {}
+    for line in text.splitlines():
+        for verdict in ("REFUSED", "ESCAPED"):
+            if line.startswith(verdict + " "):
+                name, _, why = line[len(verdict) + 1:].partition(": ")
+                lines[name] = f"{verdict} {why}"
+    return lines
+
+
+class Listeners:
+    """A TCP and a UDP socket on loopback that must hear nothing from a sandboxed kernel."""
+
+    def __init__(self):
+        self.tcp = socket.socket()
+        self.tcp.bind(("127.0.0.1", 0))
+        self.tcp.listen()
+        self.tcp.settimeout(0.5)
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.udp.settimeout(0.5)
+
+    def heard(self) -> list[str]:
+        heard = []
+        try:
+            self.tcp.accept()
+            heard.append("tcp")
+        except OSError:
+            pass
+        try:
+            self.udp.recvfrom(100)
+            heard.append("udp")
+        except OSError:
+            pass
+        return heard
+
+    def close(self):
+        self.tcp.close()
+        self.udp.close()
+
+
+def assert_all_refused(results: dict[str, str], home: Path):
+    expected = {"append ~/.bashrc", "create in home", "sh -c in home", "read ssh key", "read aws",
+                "read server secrets", "read server environ", "signal server", "direct tcp", "direct udp",
+                "fetch unlisted", "jupyter api direct", "jupyter api via proxy"}
+    assert set(results) == expected, results
+    escaped = {name: verdict for name, verdict in results.items() if not verdict.startswith("REFUSED")}
+    # A UDP datagram may be "sent" into the sandbox's own empty network; it must arrive nowhere.
+    escaped.pop("direct udp", None)
+    assert escaped == {}, escaped
+    assert (home / ".bashrc").read_text() == "# untouched\n"
+    assert not (home / "planted.txt").exists() and not (home / "planted-by-sh.txt").exists()
+    assert "[kernel_sandbox] hosts" in results["fetch unlisted"], results["fetch unlisted"]
+    assert "Jupyter Server's own port" in results["jupyter api via proxy"], results["jupyter api via proxy"]
+
+
+def escapes_code(listeners: Listeners, denied: Site) -> str:
+    return (f"TCP_PORT={listeners.tcp.getsockname()[1]}\nUDP_PORT={listeners.udp.getsockname()[1]}\n"
+            f"DENIED_PORT={denied.port}\n" + ESCAPES)
+
+
+async def test_every_escape_is_refused_and_ordinary_work_still_works(tmp_path, home):
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    root = tmp_path / "root"
+    root.mkdir()
+    allowed, denied = Site(), Site()
+    wheel_name, wheel = tiny_wheel()
+    index = Site({"/simple/sandboxtiny/": f'<a href="/files/{wheel_name}">{wheel_name}</a>'.encode(),
+                  f"/files/{wheel_name}": wheel})
+    listeners = Listeners()
+    config = write_config(tmp_path, [f"127.0.0.1:{allowed.port}", f"127.0.0.1:{index.port}"])
+    params = StdioServerParameters(command=server_binary(), args=[*ON, "--config", str(config)],
+                                   env=sandbox_env(tmp_path, home), cwd=str(root))
+    try:
+        async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+            # execute_code's default kernel.
+            results = probes(joined(await client.call_tool(
+                "execute_code", {"code": escapes_code(listeners, denied), "timeout": 120})))
+            assert_all_refused(results, home)
+            # A notebook's kernel, through a cell.
+            await client.call_tool("use_notebook", {"notebook_name": "nb", "notebook_path": "nb.ipynb", "mode": "create"})
+            cell = joined(await client.call_tool("insert_execute_code_cell", {
+                "cell_index": 0, "cell_source": escapes_code(listeners, denied), "timeout": 120}))
+            assert_all_refused(probes(cell), home)
+            assert listeners.heard() == []
+            assert denied.asked == [], "a refused host is never contacted"
+
+            # Ordinary work: files in the root, temp files, subprocesses, numpy and matplotlib,
+            # the allowed host through the proxy, and %pip from the allowed index.
+            work = joined(await client.call_tool("execute_code", {"code": (
+                "import os, subprocess, tempfile, urllib.request\n"
+                "open('made-in-sandbox.txt', 'w').write('kept')\n"
+                "fd, path = tempfile.mkstemp(); os.write(fd, b'tmp'); os.close(fd)\n"
+                "print('tmp', open(path).read())\n"
+                "print('sh', subprocess.run(['sh', '-c', 'echo from-a-subprocess'], capture_output=True, text=True).stdout.strip())\n"
+                "import numpy as np; print('numpy', int(np.arange(10).sum()))\n"
+                "import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt\n"
+                "plt.plot([1, 2]); plt.savefig('plot.png'); print('plot', os.path.getsize('plot.png') > 0)\n"
+                f"print('allowed', urllib.request.urlopen('http://127.0.0.1:{allowed.port}/x', timeout=10).read().decode())\n"
+                "print('sandboxed', os.environ.get('JUPYTER_MCP_KERNEL_SANDBOX'))\n"
+            ), "timeout": 120}))
+            for expected in ("tmp tmp", "sh from-a-subprocess", "numpy 45", "plot True",
+                             "allowed hello from the allowed host", "sandboxed 1"):
+                assert expected in work, work
+            assert (root / "made-in-sandbox.txt").read_text() == "kept"
+            assert allowed.asked == ["/x"]
+            pip = joined(await client.call_tool("execute_code", {"code": (
+                f"%pip install --no-deps --index-url http://127.0.0.1:{index.port}/simple/ sandboxtiny\n"
+                "import sandboxtiny; print('installed', sandboxtiny.ANSWER)"
+            ), "timeout": 240}))
+            assert "installed 42" in pip, pip
+    finally:
+        listeners.close()
+        for site in (allowed, denied, index):
+            site.close()
+
+
+def start_refused(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([server_binary(), *args], capture_output=True, text=True, timeout=60,
+                          env=env, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def test_a_machine_that_cannot_confine_is_refused_at_start(tmp_path, home):
+    env = sandbox_env(tmp_path, home, {"JUPYTER_MCP_KERNEL_SANDBOX_UNAVAILABLE": "simulated"})
+    out = start_refused(ON, env, tmp_path)
+    assert out.returncode != 0 and out.stdout == ""
+    assert "kernel.sandbox is on, but this machine cannot confine kernels" in out.stderr, out.stderr
+    assert "turn kernel.sandbox off" in out.stderr
+
+
+def test_a_jupyter_it_did_not_start_is_refused(tmp_path, home, jupyter_server):
+    env = sandbox_env(tmp_path, home)
+    out = start_refused([*ON, "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
+                        env, tmp_path)
+    assert out.returncode != 0
+    assert "a Jupyter this server did not start" in out.stderr, out.stderr
+
+
+def test_a_bad_hosts_entry_stops_the_server_with_the_reason(tmp_path, home):
+    config = write_config(tmp_path, ["https://example.org/path"])
+    out = start_refused([*ON, "--config", str(config)], sandbox_env(tmp_path, home), tmp_path)
+    assert out.returncode != 0
+    assert "kernel_sandbox.hosts entry 'https://example.org/path' is not a bare host" in out.stderr, out.stderr
