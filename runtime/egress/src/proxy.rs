@@ -5,24 +5,19 @@
 //! It is the kernel's only way out: the kernel runs in a network namespace of its own, so a
 //! client that ignores the proxy variables reaches nothing at all.
 
-use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, Uri, header};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::ext::ReasonPhrase;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::hosts::{HostRule, default_port, is_internal};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A request head larger than this is refused (no proxy request needs more).
+const MAX_HEAD: usize = 64 * 1024;
+const MAX_HEADERS: usize = 100;
 
 /// What the proxy lets through.
 #[derive(Debug, Clone)]
@@ -41,9 +36,12 @@ pub trait EgressEvents: Send + Sync + 'static {
     fn refused(&self, host: &str, port: u16, why: &str);
 }
 
-type Body = BoxBody<Bytes, hyper::Error>;
-
 /// Serves proxy connections on `listener` until the task is dropped.
+///
+/// One request per connection: a `CONNECT` becomes a byte tunnel, a plain HTTP request is sent
+/// on in origin form with `Connection: close` and the rest of the exchange is piped both ways.
+/// Written over `httparse` rather than hyper's server and client, whose second instantiation for
+/// these types cost the binary 0.4 MB for what is a request line, headers and two pipes.
 pub async fn serve(listener: TcpListener, policy: Arc<ProxyPolicy>, events: Arc<dyn EgressEvents>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
@@ -53,79 +51,184 @@ pub async fn serve(listener: TcpListener, policy: Arc<ProxyPolicy>, events: Arc<
         let policy = policy.clone();
         let events = events.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let policy = policy.clone();
-                let events = events.clone();
-                async move { Ok::<_, Infallible>(answer(request, &policy, &events).await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades()
-                .await;
+            let _ = exchange(stream, &policy, &events).await;
         });
     }
 }
 
-async fn answer(
-    request: Request<Incoming>,
+/// A parsed proxy request: what it asks for, and the head to send on (plain HTTP only).
+struct Asked {
+    tunnel: bool,
+    host: String,
+    port: u16,
+    scheme: &'static str,
+    /// The request rewritten for the origin, then whatever body bytes came with the head.
+    forward: Vec<u8>,
+}
+
+async fn exchange(
+    mut client: TcpStream,
     policy: &ProxyPolicy,
     events: &Arc<dyn EgressEvents>,
-) -> Response<Body> {
-    let tunnel = request.method() == Method::CONNECT;
-    let Some((host, port, scheme)) = destination(request.uri(), tunnel) else {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "Bad proxy request",
-            "the kernel sandbox's proxy takes CONNECT host:port and absolute http:// URLs only"
-                .into(),
-        );
-    };
-    let stream = match open(policy, scheme, &host, port).await {
-        Ok(stream) => stream,
-        Err(why) => {
-            events.refused(&host, port, &why);
-            return refusal(
-                StatusCode::FORBIDDEN,
-                "Forbidden by the kernel sandbox",
-                why,
-            );
+) -> std::io::Result<()> {
+    let mut buffer = Vec::with_capacity(4096);
+    let asked = loop {
+        let mut chunk = [0u8; 4096];
+        let read = client.read(&mut chunk).await?;
+        if read == 0 {
+            return Ok(());
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        match parse(&buffer) {
+            Ok(Some(asked)) => break asked,
+            Ok(None) if buffer.len() < MAX_HEAD => continue,
+            Ok(None) => {
+                return reply(
+                    &mut client,
+                    431,
+                    "Request Header Fields Too Large",
+                    "the request head is too large",
+                )
+                .await;
+            }
+            Err(why) => return reply(&mut client, 400, "Bad proxy request", &why).await,
         }
     };
-    events.allowed(&host, port);
-    if tunnel {
-        tokio::spawn(async move {
-            if let Ok(upgraded) = hyper::upgrade::on(request).await {
-                let mut client = TokioIo::new(upgraded);
-                let mut server = stream;
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-            }
-        });
-        return Response::new(empty());
+    let mut server = match open(policy, asked.scheme, &asked.host, asked.port).await {
+        Ok(stream) => stream,
+        Err(why) => {
+            events.refused(&asked.host, asked.port, &why);
+            return reply(&mut client, 403, "Forbidden by the kernel sandbox", &why).await;
+        }
+    };
+    events.allowed(&asked.host, asked.port);
+    if asked.tunnel {
+        client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await?;
+    } else {
+        server.write_all(&asked.forward).await?;
     }
-    match forward(request, stream, &host, port).await {
-        Ok(response) => response.map(|body| body.boxed()),
-        Err(error) => refusal(
-            StatusCode::BAD_GATEWAY,
-            "Bad Gateway",
-            format!("the kernel sandbox's proxy reached {host}:{port}, which failed: {error}"),
-        ),
-    }
+    tokio::io::copy_bidirectional(&mut client, &mut server).await?;
+    Ok(())
 }
 
-/// Host, port and scheme of a proxy request: `CONNECT host:port`, or `GET http://host[:port]/…`.
-fn destination(uri: &Uri, tunnel: bool) -> Option<(String, u16, &'static str)> {
-    let authority = uri.authority()?;
-    let host = authority
-        .host()
-        .trim_matches(['[', ']'])
-        .to_ascii_lowercase();
-    if tunnel {
-        let port = authority.port_u16()?;
+/// `Ok(None)` while the head is incomplete.
+fn parse(buffer: &[u8]) -> Result<Option<Asked>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    let head_length = match request.parse(buffer) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(error) => return Err(format!("not an HTTP request ({error})")),
+    };
+    let method = request.method.unwrap_or_default();
+    let target = request.path.unwrap_or_default();
+    let only = || {
+        "the kernel sandbox's proxy takes CONNECT host:port and absolute http:// URLs only"
+            .to_owned()
+    };
+    if method.eq_ignore_ascii_case("CONNECT") {
+        let (host, port) = split_authority(target).ok_or_else(only)?;
+        let port = port.ok_or_else(only)?;
         let scheme = if port == 80 { "http" } else { "https" };
-        return Some((host, port, scheme));
+        return Ok(Some(Asked {
+            tunnel: true,
+            host,
+            port,
+            scheme,
+            forward: Vec::new(),
+        }));
     }
-    (uri.scheme_str()? == "http").then_some(())?;
-    Some((host, authority.port_u16().unwrap_or(80), "http"))
+    let rest = target
+        .strip_prefix("http://")
+        .or_else(|| target.strip_prefix("HTTP://"))
+        .ok_or_else(only)?;
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, "/"),
+    };
+    let path = if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_owned()
+    };
+    let (host, port) = split_authority(authority).ok_or_else(only)?;
+    let port = port.unwrap_or(80);
+    let mut forward = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
+    let mut has_host = false;
+    for header in request.headers.iter() {
+        let name = header.name.to_ascii_lowercase();
+        if matches!(
+            name.as_str(),
+            "proxy-authorization" | "proxy-connection" | "connection" | "keep-alive"
+        ) {
+            continue;
+        }
+        has_host |= name == "host";
+        forward.extend_from_slice(header.name.as_bytes());
+        forward.extend_from_slice(b": ");
+        forward.extend_from_slice(header.value);
+        forward.extend_from_slice(b"\r\n");
+    }
+    if !has_host {
+        forward.extend_from_slice(format!("Host: {authority}\r\n").as_bytes());
+    }
+    forward.extend_from_slice(b"Connection: close\r\n\r\n");
+    forward.extend_from_slice(&buffer[head_length..]);
+    Ok(Some(Asked {
+        tunnel: false,
+        host,
+        port,
+        scheme: "http",
+        forward,
+    }))
+}
+
+/// `host`, `host:port`, `[v6]`, `[v6]:port`, the host lower-cased without brackets.
+fn split_authority(text: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest.split_once(']')?;
+        match after.strip_prefix(':') {
+            Some(port) => (host, Some(port.parse().ok()?)),
+            None if after.is_empty() => (host, None),
+            None => return None,
+        }
+    } else {
+        match text.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port.parse().ok()?)),
+            None => (text, None),
+        }
+    };
+    (!host.is_empty() && !host.contains(['@', '/'])).then(|| (host.to_ascii_lowercase(), port))
+}
+
+/// A refusal: the reason in the status line too, since for a refused CONNECT it is all a client
+/// shows ("Tunnel connection failed: 403 ...").
+async fn reply(
+    client: &mut TcpStream,
+    status: u16,
+    reason: &str,
+    why: &str,
+) -> std::io::Result<()> {
+    let phrase: String = format!("{reason}: {why}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let body = format!("{why}\n");
+    let head = format!(
+        "HTTP/1.1 {status} {phrase}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    client.write_all(head.as_bytes()).await?;
+    client.write_all(body.as_bytes()).await?;
+    client.shutdown().await
 }
 
 /// The list, the addresses the host resolves to, then a connection to the first that answers.
@@ -228,66 +331,6 @@ fn jupyter_port_refusal(host: &str, port: u16) -> String {
          sandboxed kernel may never reach (from there an unconfined kernel or a terminal is one \
          request away)"
     )
-}
-
-/// A plain HTTP request, sent on `stream` in origin form without the proxy's own headers.
-async fn forward(
-    request: Request<Incoming>,
-    stream: TcpStream,
-    host: &str,
-    port: u16,
-) -> Result<Response<Incoming>, hyper::Error> {
-    let (mut parts, body) = request.into_parts();
-    let origin_form = parts
-        .uri
-        .path_and_query()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "/".into());
-    parts.uri = origin_form
-        .parse()
-        .unwrap_or_else(|_| Uri::from_static("/"));
-    for hop in ["proxy-authorization", "proxy-connection", "keep-alive"] {
-        parts.headers.remove(hop);
-    }
-    if !parts.headers.contains_key(header::HOST) {
-        let value = if port == 80 {
-            host.to_owned()
-        } else {
-            format!("{host}:{port}")
-        };
-        if let Ok(value) = value.parse() {
-            parts.headers.insert(header::HOST, value);
-        }
-    }
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(connection);
-    sender.send_request(Request::from_parts(parts, body)).await
-}
-
-fn empty() -> Body {
-    Full::new(Bytes::new())
-        .map_err(|never| match never {})
-        .boxed()
-}
-
-fn refusal(status: StatusCode, reason: &'static str, why: String) -> Response<Body> {
-    let mut response = Response::new(
-        Full::new(Bytes::from(format!("{why}\n")))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *response.status_mut() = status;
-    // The reason phrase carries the why too: for a refused CONNECT it is all a client shows
-    // ("Tunnel connection failed: 403 ..."), and many show no body for an HTTP error either.
-    let phrase = ReasonPhrase::try_from(format!("{reason}: {why}").into_bytes())
-        .unwrap_or_else(|_| ReasonPhrase::from_static(reason.as_bytes()));
-    response.extensions_mut().insert(phrase);
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
 }
 
 #[cfg(test)]
