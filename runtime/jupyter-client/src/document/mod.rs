@@ -6,6 +6,7 @@ pub mod file;
 pub mod live;
 mod room_update;
 pub mod ynotebook;
+mod yvalues;
 
 use std::future::Future;
 use std::pin::Pin;

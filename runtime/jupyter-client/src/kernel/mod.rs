@@ -1,6 +1,7 @@
 //! A kernel as this server uses it: one connection, one execution queue, one liveness state.
 
 pub mod codec;
+mod collector;
 pub mod connection;
 pub mod execute;
 pub mod observer;
