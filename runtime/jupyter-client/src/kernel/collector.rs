@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use notebook_format::outputs::{MimeBundle, Output, StreamName};
 

@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 
 /// The outputs as nbformat JSON, to index into.
 fn json_of(c: &OutputCollector) -> Vec<Value> {
