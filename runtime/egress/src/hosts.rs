@@ -69,6 +69,13 @@ impl HostRule {
         scheme_ok && host_ok && port_ok
     }
 
+    /// Whether a host matched by this entry may be reached at `ip`: a public address always; a
+    /// loopback or private one only when the entry names that very address (so a name that
+    /// resolves inside the network reaches nothing the operator did not list).
+    pub fn reaches(&self, ip: IpAddr) -> bool {
+        !is_internal(ip) || self.literal() == Some(ip)
+    }
+
     /// The address this entry names literally (`127.0.0.1:8123`, `[::1]`), if it names one.
     pub fn literal(&self) -> Option<IpAddr> {
         (!self.wildcard)

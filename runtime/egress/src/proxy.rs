@@ -305,13 +305,10 @@ fn check_address(
     address: SocketAddr,
 ) -> Result<(), String> {
     let ip = address.ip();
-    if !is_internal(ip) {
-        return Ok(());
-    }
-    if policy.never_ports.contains(&address.port()) {
+    if is_internal(ip) && policy.never_ports.contains(&address.port()) {
         return Err(jupyter_port_refusal(host, address.port()));
     }
-    if rule.literal() == Some(ip) {
+    if rule.reaches(ip) {
         return Ok(());
     }
     let listed = match ip {

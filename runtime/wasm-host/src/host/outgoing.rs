@@ -30,7 +30,7 @@ use wasmtime_wasi_http::{
 };
 
 use super::unit::HostUnit;
-use crate::policy::{HostRule, Policy, Snapshot, default_port, is_internal};
+use crate::policy::{HostRule, Policy, Snapshot, default_port};
 use crate::settings::GuestSettings;
 use server_core::hooks::{CallScope, GuestUse};
 
@@ -255,7 +255,7 @@ pub fn check_address(
     ip: IpAddr,
     port: u16,
 ) -> Result<(), Refusal> {
-    if !is_internal(ip) || rule.literal() == Some(ip) {
+    if rule.reaches(ip) {
         return Ok(());
     }
     let listed = match ip {
@@ -510,6 +510,7 @@ impl UseOf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::is_internal;
     use server_core::extensions::policy::PolicyEntry;
 
     fn policy(hosts: &[&str]) -> Policy {
