@@ -12,7 +12,6 @@
 //! Both are inherited by everything the kernel starts (`sh -c`, `!cmd`, `%%bash`).
 
 use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -293,17 +292,12 @@ fn seccomp_filters() -> Result<Vec<BpfProgram>, seccompiler::BackendError> {
     Ok(vec![eperm.try_into()?, enosys.try_into()?])
 }
 
-/// The confinement's ingredients this machine lacks, or `None` when all are there. Probed in a
-/// child of a fresh process by [`crate::launch::check`], which tries the real thing.
+/// The mechanisms the confinement uses, in words for the start log and refusals
+/// ([`crate::check::check`] tries them for real).
 pub fn describe() -> String {
     format!(
         "user, mount and network namespaces; Landlock ABI {} (files, signals, ptrace, abstract \
          UNIX sockets); seccomp-bpf; capabilities dropped",
         LANDLOCK_ABI as i32
     )
-}
-
-/// Whether an I/O error is "connection refused" (the kernel not listening yet).
-pub fn refused(error: &io::Error) -> bool {
-    error.kind() == io::ErrorKind::ConnectionRefused
 }

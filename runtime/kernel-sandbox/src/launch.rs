@@ -14,22 +14,20 @@
 //! Each dies with its parent (`PR_SET_PDEATHSIG`), so a killed launcher leaves nothing behind.
 
 use std::ffi::{CString, OsString};
-use std::io::{IoSlice, IoSliceMut};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd, RawFd};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::os::fd::{AsFd as _, AsRawFd as _};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
-use nix::sys::wait::{WaitStatus, waitpid};
+use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid};
 use serde_json::Value;
 
+use crate::channel::{bridge, control_pair, exit_code, recv_fd, send_fd, serve_sockets};
 use crate::confine::{self, Failed};
 use crate::policy::Policy;
 use crate::{SandboxError, sys};
@@ -51,12 +49,20 @@ const CHANNELS: [&str; 5] = [
     "hb_port",
 ];
 
-/// How long a bridged connection waits for the kernel to listen on its port.
-const KERNEL_LISTEN_WAIT: Duration = Duration::from_secs(120);
-
 /// Set (to any value) to make this machine count as unable to enforce the sandbox: the way to
 /// see the refusal where it can.
 pub const FORCE_UNAVAILABLE: &str = "JUPYTER_MCP_KERNEL_SANDBOX_UNAVAILABLE";
+
+/// Refuses when [`FORCE_UNAVAILABLE`] is set.
+pub(crate) fn forced_off() -> Result<(), SandboxError> {
+    match std::env::var_os(FORCE_UNAVAILABLE) {
+        Some(reason) => Err(SandboxError::Unavailable(format!(
+            "forced off by {FORCE_UNAVAILABLE}={}",
+            reason.to_string_lossy()
+        ))),
+        None => Ok(()),
+    }
+}
 
 /// Runs a kernel in the sandbox; returns the exit code to leave with.
 pub fn run(policy_file: &Path, connection_file: &Path, argv: &[OsString]) -> i32 {
@@ -69,88 +75,18 @@ pub fn run(policy_file: &Path, connection_file: &Path, argv: &[OsString]) -> i32
     }
 }
 
-/// Tries the whole confinement on this machine, in a throwaway child; `Ok` when it holds.
-pub fn check(policy_file: &Path) -> Result<(), SandboxError> {
-    if let Some(reason) = std::env::var_os(FORCE_UNAVAILABLE) {
-        return Err(SandboxError::Unavailable(format!(
-            "forced off by {FORCE_UNAVAILABLE}={}",
-            reason.to_string_lossy()
-        )));
-    }
-    let policy = Policy::load(policy_file)?;
-    let private = policy.private(&format!("check-{}", std::process::id()));
-    let layout = Layout::create(&policy, &private)?;
-    let (outer_end, inner_end) = control_pair()?;
-    let result = match sys::fork_single_threaded().map_err(SandboxError::Io)? {
-        ForkResult::Child => {
-            drop(outer_end);
-            let code = match inner_check(&policy, &layout) {
-                Ok(()) => 0,
-                Err(failed) => {
-                    let _ = inner_end.send(failed.to_string().as_bytes());
-                    1
-                }
-            };
-            std::process::exit(code);
-        }
-        ForkResult::Parent { child } => {
-            drop(inner_end);
-            let status = waitpid(child, None);
-            let mut message = vec![0u8; 4096];
-            let said = outer_end.recv(&mut message).unwrap_or(0);
-            match status {
-                Ok(WaitStatus::Exited(_, 0)) => Ok(()),
-                _ if said > 0 => Err(SandboxError::Unavailable(
-                    String::from_utf8_lossy(&message[..said]).into_owned(),
-                )),
-                other => Err(SandboxError::Unavailable(format!(
-                    "the trial confinement ended as {other:?}"
-                ))),
-            }
-        }
-    };
-    let _ = std::fs::remove_dir_all(&private);
-    result
-}
-
-fn inner_check(policy: &Policy, layout: &Layout) -> Result<(), Failed> {
-    confine::enter_namespaces(&layout.deny_read(policy), &layout.empty_file)?;
-    match sys::fork_single_threaded().map_err(|e| Failed {
-        step: "fork",
-        error: e.to_string(),
-    })? {
-        ForkResult::Child => {
-            let code = match confine::restrict_self(&layout.writable(policy)) {
-                Ok(()) => 0,
-                Err(failed) => {
-                    eprintln!("{failed}");
-                    1
-                }
-            };
-            std::process::exit(code);
-        }
-        ForkResult::Parent { child } => match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, 0)) => Ok(()),
-            other => Err(Failed {
-                step: "Landlock, capabilities and seccomp",
-                error: format!("the trial kernel process ended as {other:?}"),
-            }),
-        },
-    }
-}
-
 /// The directories a kernel of this sandbox uses, made before anything forks.
-struct Layout {
+pub(crate) struct Layout {
     private: PathBuf,
     tmp: PathBuf,
     runtime: PathBuf,
-    empty_file: PathBuf,
+    pub(crate) empty_file: PathBuf,
     /// Connection files' directory (Jupyter's runtime directory): other kernels' keys.
     jupyter_runtime: Option<PathBuf>,
 }
 
 impl Layout {
-    fn create(policy: &Policy, private: &Path) -> Result<Self, SandboxError> {
+    pub(crate) fn create(policy: &Policy, private: &Path) -> Result<Self, SandboxError> {
         let dir = |path: &Path| -> Result<(), SandboxError> {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -184,13 +120,13 @@ impl Layout {
         })
     }
 
-    fn deny_read(&self, policy: &Policy) -> Vec<PathBuf> {
+    pub(crate) fn deny_read(&self, policy: &Policy) -> Vec<PathBuf> {
         let mut paths = policy.deny_read.clone();
         paths.extend(self.jupyter_runtime.iter().cloned());
         paths
     }
 
-    fn writable(&self, policy: &Policy) -> Vec<PathBuf> {
+    pub(crate) fn writable(&self, policy: &Policy) -> Vec<PathBuf> {
         let mut paths = policy.writable.clone();
         paths.push(self.private.clone());
         for state in ["ipython", "matplotlib", "cache", "site-packages"] {
@@ -220,12 +156,7 @@ fn prepare(
     connection_file: &Path,
     argv: &[OsString],
 ) -> Result<Prepared, SandboxError> {
-    if let Some(reason) = std::env::var_os(FORCE_UNAVAILABLE) {
-        return Err(SandboxError::Unavailable(format!(
-            "forced off by {FORCE_UNAVAILABLE}={}",
-            reason.to_string_lossy()
-        )));
-    }
+    forced_off()?;
     let mut policy = Policy::load(policy_file)?;
     let hosts = policy
         .hosts
@@ -353,20 +284,6 @@ fn parent_listening_ports() -> Vec<u16> {
         }
     }
     ports
-}
-
-/// The outer and inner ends of the launcher's control channel: sequenced packets carrying
-/// descriptors, which (unlike datagrams) tell one end when the other has gone.
-fn control_pair() -> Result<(UnixDatagram, UnixDatagram), SandboxError> {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
-    let (outer, inner) = socketpair(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        None,
-        SockFlag::SOCK_CLOEXEC,
-    )
-    .map_err(|e| SandboxError::Io(e.into()))?;
-    Ok((UnixDatagram::from(outer), UnixDatagram::from(inner)))
 }
 
 impl Prepared {
@@ -594,156 +511,6 @@ impl Prepared {
                 Err(_) => 1,
             }
         })
-    }
-}
-
-/// One kernel port: every connection Jupyter opens is joined to the kernel's port inside.
-async fn bridge(
-    listener: tokio::net::TcpListener,
-    port: u16,
-    control: Arc<std::sync::Mutex<UnixDatagram>>,
-) {
-    loop {
-        let Ok((mut outside, _)) = listener.accept().await else {
-            continue;
-        };
-        let _ = outside.set_nodelay(true);
-        let control = control.clone();
-        tokio::spawn(async move {
-            let started = Instant::now();
-            let inside = loop {
-                let asked = control.clone();
-                let answer =
-                    tokio::task::spawn_blocking(move || connect_inside(&asked, port)).await;
-                match answer {
-                    Ok(Ok(stream)) => break Some(stream),
-                    Ok(Err(error))
-                        if confine::refused(&error) && started.elapsed() < KERNEL_LISTEN_WAIT =>
-                    {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                    _ => break None,
-                }
-            };
-            let Some(inside) = inside else { return };
-            let _ = inside.set_nonblocking(true);
-            let Ok(mut inside) = tokio::net::TcpStream::from_std(inside) else {
-                return;
-            };
-            let _ = inside.set_nodelay(true);
-            let _ = tokio::io::copy_bidirectional(&mut outside, &mut inside).await;
-        });
-    }
-}
-
-/// Asks the inner process for a connection to the kernel's `port` inside the sandbox.
-fn connect_inside(
-    control: &std::sync::Mutex<UnixDatagram>,
-    port: u16,
-) -> std::io::Result<TcpStream> {
-    let control = control
-        .lock()
-        .map_err(|_| std::io::Error::other("control channel poisoned"))?;
-    control.send(&port.to_be_bytes())?;
-    let mut answer = [0u8; 8];
-    let (said, fd) = recv_fd(&control, &mut answer)?;
-    match fd {
-        Some(fd) => Ok(TcpStream::from(fd)),
-        None if said >= 4 => Err(std::io::Error::from_raw_os_error(i32::from_be_bytes([
-            answer[0], answer[1], answer[2], answer[3],
-        ]))),
-        None => Err(std::io::Error::other("the sandbox's inner process is gone")),
-    }
-}
-
-/// The inner process's loop: a connection per request, until the kernel or the outer process
-/// ends. Returns the kernel's exit code.
-fn serve_sockets(control: &UnixDatagram, kernel: Pid) -> i32 {
-    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-    let Ok(kernel_fd) = sys::pidfd_open(kernel.as_raw()) else {
-        return exit_code(waitpid(kernel, None));
-    };
-    loop {
-        let mut fds = [
-            PollFd::new(control.as_fd(), PollFlags::POLLIN),
-            PollFd::new(kernel_fd.as_fd(), PollFlags::POLLIN),
-        ];
-        if poll(&mut fds, PollTimeout::NONE).is_err() {
-            continue;
-        }
-        let kernel_ended = fds[1].any().unwrap_or(false);
-        let asked = fds[0].any().unwrap_or(false);
-        if kernel_ended {
-            return exit_code(waitpid(kernel, None));
-        }
-        if asked {
-            let mut request = [0u8; 2];
-            match control.recv(&mut request) {
-                Ok(2) => {
-                    let port = u16::from_be_bytes(request);
-                    let _ = match TcpStream::connect((Ipv4Addr::LOCALHOST, port)) {
-                        Ok(stream) => send_fd(control, b"C", stream.as_raw_fd()),
-                        Err(error) => control
-                            .send(&error.raw_os_error().unwrap_or(nix::libc::EIO).to_be_bytes())
-                            .map(|_| ()),
-                    };
-                }
-                // The outer process is gone: nobody can reach the kernel any more.
-                _ => {
-                    let _ = nix::sys::signal::kill(kernel, Signal::SIGKILL);
-                    return exit_code(waitpid(kernel, None));
-                }
-            }
-        }
-    }
-}
-
-fn send_fd(control: &UnixDatagram, message: &[u8], fd: RawFd) -> std::io::Result<()> {
-    let fds = [fd];
-    let rights = [ControlMessage::ScmRights(&fds)];
-    sendmsg::<()>(
-        control.as_raw_fd(),
-        &[IoSlice::new(message)],
-        &rights,
-        MsgFlags::empty(),
-        None,
-    )
-    .map(|_| ())
-    .map_err(std::io::Error::from)
-}
-
-fn recv_fd(control: &UnixDatagram, buffer: &mut [u8]) -> std::io::Result<(usize, Option<OwnedFd>)> {
-    let mut space = nix::cmsg_space!([RawFd; 1]);
-    let mut iov = [IoSliceMut::new(buffer)];
-    let message = recvmsg::<()>(
-        control.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .map_err(std::io::Error::from)?;
-    let mut fd = None;
-    for cmsg in message.cmsgs().map_err(std::io::Error::from)? {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg
-            && let Some(&first) = fds.first()
-        {
-            fd = Some(owned(first));
-        }
-    }
-    Ok((message.bytes, fd))
-}
-
-#[allow(unsafe_code)]
-fn owned(fd: RawFd) -> OwnedFd {
-    // SAFETY: a descriptor just received with SCM_RIGHTS belongs to this process alone.
-    unsafe { OwnedFd::from_raw_fd(fd) }
-}
-
-fn exit_code(status: nix::Result<WaitStatus>) -> i32 {
-    match status {
-        Ok(WaitStatus::Exited(_, code)) => code,
-        Ok(WaitStatus::Signaled(_, signal, _)) => 128 + signal as i32,
-        _ => 1,
     }
 }
 

@@ -7,12 +7,14 @@
 //! - other processes: no signal, ptrace or `/proc/PID/environ` outside the sandbox (Landlock
 //!   scopes), no capabilities, and no system call that would undo the rest (seccomp).
 //!
-//! [`launch::check`] tries all of it on this machine, so a server refuses to start with the
+//! [`check::check`] tries all of it on this machine, so a server refuses to start with the
 //! capability on where it cannot hold. [`kernelspec`] writes the kernelspec that runs the
 //! launcher. Linux only; names no MCP, domain or wasm.
 
 use std::path::PathBuf;
 
+mod channel;
+pub mod check;
 mod confine;
 pub mod kernelspec;
 pub mod launch;

@@ -57,7 +57,7 @@ fn run() -> anyhow::Result<()> {
                 connection_file,
                 kernel,
             } => std::process::exit(kernel_sandbox::launch::run(policy, connection_file, kernel)),
-            KernelSandboxCommand::Check { policy } => Ok(kernel_sandbox::launch::check(policy)?),
+            KernelSandboxCommand::Check { policy } => Ok(kernel_sandbox::check::check(policy)?),
         };
     }
     // Tool calls are deep futures (transport, dispatch, hooks, confirmation, the domain, the
