@@ -127,12 +127,23 @@ pub fn is_internal(ip: IpAddr) -> bool {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_internal(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
+            let segments = v6.segments();
+            let first = segments[0];
             v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
+                // Deprecated site-local fec0::/10.
+                || (first & 0xffc0) == 0xfec0
+                // Addresses that carry or reach an IPv4 one through a translator, any of which
+                // can land on an internal address: IPv4-compatible ::a.b.c.d, NAT64
+                // (64:ff9b::/96 and the local-use 64:ff9b:1::/48), 6to4 (2002::/16) and
+                // Teredo (2001::/32). Refused whole: an allowed public host has a plain address.
+                || segments[..6] == [0; 6]
+                || (first == 0x64 && segments[1] == 0xff9b)
+                || first == 0x2002
+                || (first == 0x2001 && segments[1] == 0)
         }
     }
 }

@@ -573,10 +573,23 @@ mod tests {
             "fe80::1",
             "::ffff:10.0.0.1",
             "0.0.0.0",
+            // The IPv6 translation ranges, each able to reach an internal IPv4 address.
+            "::127.0.0.1",
+            "::a00:1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::a00:1",
+            "2002:7f00:1::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "fec0::1",
         ] {
             assert!(is_internal(internal.parse().unwrap()), "{internal}");
         }
-        for public in ["93.184.216.34", "2606:2800:220:1::1"] {
+        for public in [
+            "93.184.216.34",
+            "2606:2800:220:1::1",
+            "2001:db9::1",
+            "2a00:1450::1",
+        ] {
             assert!(!is_internal(public.parse().unwrap()), "{public}");
         }
     }
