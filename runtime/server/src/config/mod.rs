@@ -8,7 +8,7 @@ mod cli;
 mod extensions;
 mod file;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use url::Url;
@@ -18,9 +18,9 @@ use jupyter_client::hub::HubEndpoints;
 
 pub use cli::{
     Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionAddArgs, ExtensionCommand,
-    ExtensionNameArgs, GrantArgs, KernelSandboxCommand, PolicyArgs, PythonServerArgs, RemoteArgs,
-    SecretCommand, SecretFileArgs, SecretNameArgs, StartArgs, StopArgs, Transport, humane_duration,
-    parse_bool, parse_duration,
+    ExtensionNameArgs, GrantArgs, KernelSandboxCommand, KernelspecCommand, KernelspecInstallArgs,
+    PolicyArgs, PythonServerArgs, RemoteArgs, SecretCommand, SecretFileArgs, SecretNameArgs,
+    StartArgs, StopArgs, Transport, humane_duration, parse_bool, parse_duration,
 };
 pub use file::ExtensionEntry;
 use file::FileConfig;
@@ -34,8 +34,13 @@ pub use server_core::settings::{
 /// Where the server finds Jupyter.
 #[derive(Debug, Clone)]
 pub enum JupyterSource {
-    /// A server someone else runs.
-    Remote { url: Url, auth: Auth },
+    /// A server someone else runs; `code_sandbox` when named by `--code-sandbox-url` (kernels on
+    /// a gateway or code sandbox, not beside the user's notebooks).
+    Remote {
+        url: Url,
+        auth: Auth,
+        code_sandbox: bool,
+    },
     /// A server we start ourselves, rooted at this directory, logging at this level.
     Embedded {
         root_dir: PathBuf,
@@ -94,6 +99,13 @@ pub struct KernelSandboxSettings {
     pub write: Vec<PathBuf>,
     pub deny_read: Vec<PathBuf>,
     pub config_file: Option<PathBuf>,
+}
+
+impl KernelSandboxSettings {
+    /// The `[kernel_sandbox]` of the config file at `path`, checked as a start checks it.
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        Ok(FileConfig::read(path)?.kernel_sandbox)
+    }
 }
 
 /// `--state-dir` resolved: `none` turns the store off; unset, the user's state directory
@@ -299,16 +311,29 @@ impl Config {
             (None, Some(_)) => Transport::StreamableHttp,
             (None, None) => Transport::Stdio,
         };
-        // A managed Hub service is told where to listen.
-        let service_url = env("JUPYTERHUB_SERVICE_URL").and_then(|u| Url::parse(&u).ok());
+        // A managed Hub service (or the server in Hub mode) is told where to listen. Anywhere
+        // else JUPYTERHUB_SERVICE_URL is some other server's address (in a single-user pod, the
+        // notebook server's `0.0.0.0`), and every interface is never a default.
+        let service_url = (hub.is_some() || env("JUPYTERHUB_SERVICE_NAME").is_some())
+            .then(|| env("JUPYTERHUB_SERVICE_URL").and_then(|u| Url::parse(&u).ok()))
+            .flatten();
+        let from_service = service_url
+            .as_ref()
+            .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_owned()))
+            .filter(|h| {
+                let everywhere = matches!(h.as_str(), "0.0.0.0" | "::");
+                if everywhere {
+                    tracing::warn!(
+                        "JUPYTERHUB_SERVICE_URL names every interface ({h}); listening on \
+                         127.0.0.1 instead. Pass --host {h} to listen on every interface"
+                    );
+                }
+                !everywhere
+            });
         let host = args
             .host
             .clone()
-            .or_else(|| {
-                service_url
-                    .as_ref()
-                    .and_then(|u| u.host_str().map(str::to_owned))
-            })
+            .or(from_service)
             .unwrap_or_else(|| "127.0.0.1".into());
         let port = args
             .port
@@ -366,17 +391,19 @@ impl Config {
                 url,
                 python.code_sandbox_token.or(args.jupyter_token),
                 python.code_sandbox_password.or(python.jupyter_password),
+                true,
             )),
             None => args
                 .jupyter_url
-                .map(|url| (url, args.jupyter_token, python.jupyter_password)),
+                .map(|url| (url, args.jupyter_token, python.jupyter_password, false)),
         };
         let jupyter = match (hub, kernels) {
             (Some(hub), _) => JupyterSource::Hub(hub),
             (None, kernels) => match kernels {
-                Some((url, token, password)) => JupyterSource::Remote {
+                Some((url, token, password, code_sandbox)) => JupyterSource::Remote {
                     url,
                     auth: Auth::from_parts(token, password),
+                    code_sandbox,
                 },
                 None => JupyterSource::Embedded {
                     root_dir: match args.root_dir {

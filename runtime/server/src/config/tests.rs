@@ -94,6 +94,39 @@ fn hub_mode_serves_http_under_the_service_environment() {
     assert_eq!(config.http.prefix, "/");
 }
 
+/// In a single-user pod JUPYTERHUB_SERVICE_URL is the notebook server's `0.0.0.0`: outside
+/// Hub mode and a managed service it moves nothing, and every interface is never a default.
+#[test]
+fn the_service_address_binds_only_a_hub_service_and_never_everywhere() {
+    let pod = |name: &str| {
+        (name == "JUPYTERHUB_SERVICE_URL").then(|| "http://0.0.0.0:8888/user/alice/".to_owned())
+    };
+    let config = Config::from_args_and_env(start_args(&["--port", "4040"]), pod).unwrap();
+    assert_eq!(config.http.host, "127.0.0.1");
+    let service = |name: &str| match name {
+        "JUPYTERHUB_SERVICE_URL" => Some("http://10.0.0.5:9000".to_owned()),
+        "JUPYTERHUB_SERVICE_NAME" => Some("mcp".to_owned()),
+        _ => None,
+    };
+    let config = Config::from_args_and_env(start_args(&[]), service).unwrap();
+    assert_eq!(
+        (config.http.host.as_str(), config.http.port),
+        ("10.0.0.5", 9000)
+    );
+    let everywhere = |name: &str| match name {
+        "JUPYTERHUB_SERVICE_URL" => Some("http://[::]:9000".to_owned()),
+        "JUPYTERHUB_SERVICE_NAME" => Some("mcp".to_owned()),
+        _ => None,
+    };
+    let config = Config::from_args_and_env(start_args(&[]), everywhere).unwrap();
+    assert_eq!(
+        (config.http.host.as_str(), config.http.port),
+        ("127.0.0.1", 9000)
+    );
+    let asked = Config::from_args_and_env(start_args(&["--host", "0.0.0.0"]), pod).unwrap();
+    assert_eq!(asked.http.host, "0.0.0.0", "--host given is what is used");
+}
+
 #[test]
 fn hub_mode_refuses_single_server_flags() {
     for extra in [

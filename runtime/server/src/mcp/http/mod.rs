@@ -355,6 +355,14 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
         "serving MCP over Streamable HTTP at http://{local}{}mcp",
         config.prefix
     );
+    if !local.ip().is_loopback() {
+        tracing::warn!(
+            "listening on {} (--host {}): reachable from other machines, not only this one; \
+             drop --host (or pass --host 127.0.0.1) to serve this machine alone",
+            local.ip(),
+            config.host
+        );
+    }
 
     let mut rmcp_config = StreamableHttpServerConfig::default()
         .with_cancellation_token(stop.child_token())
