@@ -2,10 +2,11 @@
 //!
 //! It listens on loopback only, on a free port, with a generated token and a private runtime
 //! directory (the data directory is left alone so the user's kernelspecs stay visible). Its output
-//! goes to our stderr, because stdout belongs to MCP. It runs in its own process group and is
-//! stopped, kernels included, whenever we stop.
+//! comes to us on a pipe of our own and goes on to our stderr (stdout belongs to MCP), so a client
+//! that vanished cannot stall it. It runs in its own process group, is stopped, kernels included,
+//! whenever we stop, and is told to stop (SIGTERM) by the kernel itself when we die unasked.
 
-use std::os::fd::AsFd;
+use std::io::{BufRead as _, Write as _};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -166,6 +167,7 @@ impl EmbeddedJupyter {
         let port = free_loopback_port()?;
         let url = Url::parse(&format!("http://127.0.0.1:{port}/")).expect("valid URL");
 
+        let (output, output_writer) = std::io::pipe()?;
         let mut command = Command::new(&jupyter);
         command
             .arg("server")
@@ -184,10 +186,11 @@ impl EmbeddedJupyter {
             // Side files some extensions write into the working directory land in our private dir.
             .current_dir(&runtime_dir)
             .stdin(Stdio::null())
-            .stdout(Stdio::from(std::io::stderr().as_fd().try_clone_to_owned()?))
-            .stderr(Stdio::inherit())
+            .stdout(Stdio::from(output_writer.try_clone()?))
+            .stderr(Stdio::from(output_writer))
             .process_group(0)
             .kill_on_drop(true);
+        stop_with_us(&mut command);
         if nix::unistd::Uid::effective().is_root() {
             command.arg("--allow-root");
         }
@@ -218,6 +221,11 @@ impl EmbeddedJupyter {
             command: format!("{} server", jupyter.display()),
             source,
         })?;
+        // Our copies of the pipe's write end go with the command, so the forwarder sees the end.
+        drop(command);
+        std::thread::Builder::new()
+            .name("jupyter-output".into())
+            .spawn(move || forward_output(output))?;
         let mut embedded = EmbeddedJupyter {
             child,
             url,
@@ -294,13 +302,8 @@ impl EmbeddedJupyter {
     pub async fn stop(mut self) {
         if self.child.try_wait().ok().flatten().is_none() {
             let rest = JupyterRest::new(self.url.clone(), Some(self.token.clone()));
-            if let Ok(kernels) = rest.list_kernels().await {
-                for kernel in kernels {
-                    let _ = rest.delete_kernel(&kernel.id).await;
-                }
-            }
             // Asked through its API, the server stops the way `jupyter server stop` does: its
-            // extensions close before it exits, with no traceback.
+            // kernels (all at once) and its extensions close before it exits, with no traceback.
             let asked = rest.shutdown_server().await.is_ok();
             let exited = asked
                 && tokio::time::timeout(SHUTDOWN_GRACE, self.child.wait())
@@ -321,6 +324,46 @@ impl EmbeddedJupyter {
         }
         let _ = std::fs::remove_dir_all(&self.runtime_dir);
         tracing::info!("embedded Jupyter Server stopped");
+    }
+}
+
+/// Asks the kernel to send the Jupyter Server SIGTERM when this process dies, however it dies
+/// (SIGKILL included): Jupyter then stops its kernels and exits, instead of living on orphaned.
+/// The signal follows the thread that spawned it; the server starts Jupyter from its main
+/// thread (or a runtime worker), which lives as long as the process.
+#[allow(unsafe_code)]
+fn stop_with_us(command: &mut Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: the closure runs in the child between fork and exec and makes only
+    // async-signal-safe system calls (prctl, getppid); it allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)?;
+            // We died between the fork and the prctl: nobody would ever signal it.
+            if nix::unistd::getppid() != parent {
+                return Err(std::io::Error::other("the server that started it is gone"));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Copies the Jupyter Server's output (and its kernels') to our stderr line by line, so its lines
+/// never split ours. A failed write (the client reading our stderr is gone) drops the line: the
+/// pipe keeps draining, and Jupyter never blocks on a reader that left.
+fn forward_output(output: std::io::PipeReader) {
+    let mut lines = std::io::BufReader::new(output);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line) {
+            Ok(0) => return,
+            Ok(_) => {
+                let _ = std::io::stderr().write_all(&line);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
     }
 }
 

@@ -117,14 +117,19 @@ impl Domain {
     /// stops the kernels we started.
     pub async fn release_all(&self) {
         let jupyter = self.jupyter();
-        for notebook in self.notebooks.all() {
-            if let Err(e) = notebook.document.close().await {
-                tracing::warn!("closing '{}' failed: {e}", notebook.path);
+        // Every notebook at once: saved (each document's own close) and its kernel released.
+        let releases = self.notebooks.all().into_iter().map(|notebook| {
+            let jupyter = &jupyter;
+            async move {
+                if let Err(e) = notebook.document.close().await {
+                    tracing::warn!("closing '{}' failed: {e}", notebook.path);
+                }
+                if let Released::Shared(id) = notebook.release(jupyter).await {
+                    tracing::info!(kernel = %id, "leaving the kernel of '{}' running: it is shared", notebook.path);
+                }
             }
-            if let Released::Shared(id) = notebook.release(&jupyter).await {
-                tracing::info!(kernel = %id, "leaving the kernel of '{}' running: it is shared", notebook.path);
-            }
-        }
+        });
+        futures_util::future::join_all(releases).await;
         jupyter.shutdown().await;
     }
 }
