@@ -13,6 +13,9 @@ def parser(description: str | None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--ours", default=os.environ.get("JUPYTER_MCP_SERVER_BIN"),
                         help="our binary (default: JUPYTER_MCP_SERVER_BIN)")
+    parser.add_argument("--previous", default=os.environ.get("JUPYTER_MCP_PREVIOUS_BIN"),
+                        help="an earlier build of ours, measured beside it in the same run (default: "
+                             "JUPYTER_MCP_PREVIOUS_BIN; e.g. the build before a refactor)")
     parser.add_argument("--upstream", default=os.environ.get("UPSTREAM_JUPYTER_MCP_SERVER"),
                         help="the Python server's executable (default: UPSTREAM_JUPYTER_MCP_SERVER); "
                              "a path that does not exist skips it")

@@ -159,6 +159,9 @@ def main() -> None:
         plain = raw_round_trips(jupyter, max(10, opts.calls // 4), quickack=False)
         rows.append(("raw kernel websocket, plain client", plain))
         rows.append(("jupyter-mcp-server (Rust), MCP stdio", ours))
+        previous = None
+        if opts.previous:
+            previous = asyncio.run(floor_and_ours(jupyter, opts.previous, ["start", *connect], opts.calls, env))
         stores = {"embedded store (--state-dir)": asyncio.run(recording_cost(
             opts.ours, connect, ["--state-dir", str(tmp / "state")], opts.calls, env))}
         binary = redis_binary()
@@ -192,6 +195,10 @@ def main() -> None:
     ours_median = summary(ours)[0]
     print(f"\nours - floor at the median (interleaved): {(ours_median - floor_median) * 1e3:+.2f} ms "
           "(target: <= +2 ms)")
+    if previous:
+        p_floor, p_ours = (summary(samples)[0] for samples in previous)
+        print(f"previous build ({opts.previous}) - floor, its own interleaved run: "
+              f"{(p_ours - p_floor) * 1e3:+.2f} ms ({p_ours * 1e3:.2f} vs {p_floor * 1e3:.2f})")
     if len(rows) == 4:
         print(f"Python server / ours at the median: {summary(rows[3][1])[0] / ours_median:.0f}x")
 

@@ -194,7 +194,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-nbbench-"))
     jupyter = start_jupyter(tmp)
     try:
-        for tag in ("file", "live", "py"):
+        for tag in ("file", "live", "py", "previous"):
             big = [f"# cell {i}\nvalue_{i} = {i} * 2\nprint(value_{i})" for i in range(200)]
             write_notebook(jupyter.root / f"big-{tag}.ipynb", big)
             write_notebook(jupyter.root / f"small-{tag}.ipynb", ["1 + 1"])
@@ -206,6 +206,9 @@ def main() -> None:
                                          opts.calls, backend, floor if backend == "file" else None))
             for backend in ("file", "live")
         }
+        if opts.previous:
+            ours["previous build, file"] = asyncio.run(measure(
+                opts.previous, ["start", *connect, "--document-backend", "file"], env, opts.calls, "previous", floor))
         floor.close()
         sessions = {
             "ours, kernel.prewarm on": asyncio.run(measure_agent_session(
@@ -250,17 +253,22 @@ def main() -> None:
     print(f"\nfile backend edits beside the {FLOOR} (GET hash + PUT of a same-size file), interleaved:")
     print(f"{'edit':24} {'edit med':>9} {'floor med':>10} {'edit - floor':>13} {'bound':>7}"
           f" {'client CPU':>11}")
-    for name in ours["file"]:
-        beside = ours["file"].get(f"{FLOOR} beside {name}")
-        if beside is None:
+    for build in ("file", "previous build, file"):
+        if build not in ours:
             continue
-        e_median, _ = summary(ours["file"][name])
-        f_median, _ = summary(beside)
-        over = (e_median - f_median) * 1e3
-        verdict = "within" if over <= EDIT_OVER_FLOOR_MS else "OVER"
-        cpu_median, _ = summary(ours["file"][f"{CLIENT_CPU} in {name}"])
-        print(f"{name:24} {e_median * 1e3:9.2f} {f_median * 1e3:10.2f} {over:+13.2f} "
-              f"{EDIT_OVER_FLOOR_MS:+7.1f} {cpu_median * 1e3:11.2f}   (ms, {verdict} the bound)")
+        if build != "file":
+            print(f"previous build ({opts.previous}), same run:")
+        for name in ours[build]:
+            beside = ours[build].get(f"{FLOOR} beside {name}")
+            if beside is None:
+                continue
+            e_median, _ = summary(ours[build][name])
+            f_median, _ = summary(beside)
+            over = (e_median - f_median) * 1e3
+            verdict = "within" if over <= EDIT_OVER_FLOOR_MS else "OVER"
+            cpu_median, _ = summary(ours[build][f"{CLIENT_CPU} in {name}"])
+            print(f"{name:24} {e_median * 1e3:9.2f} {f_median * 1e3:10.2f} {over:+13.2f} "
+                  f"{EDIT_OVER_FLOOR_MS:+7.1f} {cpu_median * 1e3:11.2f}   (ms, {verdict} the bound)")
     print(f"(client CPU: the official MCP client's own CPU per edit call, spent before sending and "
           f"after the answer, so inside edit - floor)")
 
