@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import json
 import signal
 import subprocess
@@ -320,3 +321,60 @@ def test_embedded_jupyter_stops_on_signals(tmp_path, sig):
     proc.send_signal(sig)
     assert proc.wait(timeout=40) == 0
     assert wait_gone([kernel_pid, jupyter_pid]) == []
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` now (children, their children, ...), read from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, of in parents.items() if of == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def embedded_env() -> dict[str, str]:
+    env = server_env()
+    env.pop("JUPYTER_URL", None)
+    env.pop("JUPYTER_TOKEN", None)
+    return env
+
+
+def test_a_server_killed_mid_execution_leaves_nothing_running(tmp_path):
+    """SIGKILL (no cleanup of ours can run): the Jupyter Server is told by the Linux kernel
+    (parent-death signal) and stops its kernels; nothing we started is alive 5 s later."""
+    server = RawStdio(["start"], env=embedded_env(), cwd=tmp_path)
+    result = server.call_tool(2, "execute_code", {"code": "import os; print(os.getpid(), os.getppid())"})
+    kernel_pid, jupyter_pid = map(int, result["content"][0]["text"].split())
+    server.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "execute_code", "arguments": {"code": "import time; time.sleep(120)", "timeout": 300}}})
+    time.sleep(1.5)
+    started = descendants(server.proc.pid)
+    assert kernel_pid in started and jupyter_pid in started, started
+    server.proc.kill()
+    server.proc.wait(timeout=10)
+    assert wait_gone(started, 5) == [], "a process the killed server started is still running"
+
+
+def test_a_server_killed_while_jupyter_starts_leaves_nothing_running(tmp_path):
+    server = RawStdio(["start", "--start-new-code-sandbox", "true"], env=embedded_env(), cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    started = []
+    while time.monotonic() < deadline and not started:
+        started = descendants(server.proc.pid)
+        time.sleep(0.05)
+    assert started, "the server never started its Jupyter"
+    time.sleep(0.5)  # Jupyter is importing its extensions, not yet serving
+    started = descendants(server.proc.pid)
+    server.proc.kill()
+    server.proc.wait(timeout=10)
+    assert wait_gone(started, 5) == [], "a process the killed server started is still running"

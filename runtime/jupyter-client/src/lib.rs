@@ -44,6 +44,8 @@ pub struct Jupyter {
     observer: Arc<dyn KernelObserver>,
     /// How kernels are started here (`--kernel-env`, `--kernel-start-timeout`).
     kernel_start: KernelStart,
+    /// Set when every kernel must start from a sandboxed kernelspec: how to install one.
+    sandboxed_only: Option<String>,
     /// Set while `kernel.prewarm` is on.
     spares: OnceLock<Arc<Spares>>,
 }
@@ -71,11 +73,20 @@ impl Jupyter {
             specs: Default::default(),
             observer,
             kernel_start: KernelStart::default(),
+            sandboxed_only: None,
             spares: OnceLock::new(),
         }
     }
 
     /// Starts kernels as `start` says (the operator's `--kernel-env`, `--kernel-start-timeout`).
+    /// Every kernel this client starts comes from a sandboxed kernelspec installed on the
+    /// Jupyter Server (`kernel.sandbox` on a Jupyter the user runs); `install` is the command that
+    /// installs one, named when none is there.
+    pub fn sandboxed_only(mut self, install: String) -> Self {
+        self.sandboxed_only = Some(install);
+        self
+    }
+
     pub fn with_kernel_start(mut self, start: KernelStart) -> Self {
         self.kernel_start = start;
         self
@@ -183,6 +194,9 @@ impl Jupyter {
         if let Some(kernel) = kernels.get(id) {
             return Ok(kernel.clone());
         }
+        if self.sandboxed_only.is_some() && !self.started_here(id) {
+            self.refuse_unsandboxed(id).await?;
+        }
         let kernel = Kernel::connect(
             self.rest.clone(),
             id,
@@ -261,6 +275,11 @@ impl Jupyter {
         spec: Option<&str>,
         label: &str,
     ) -> Result<Arc<Kernel>, KernelError> {
+        let sandboxed = match &self.sandboxed_only {
+            Some(install) => Some(self.sandboxed_spec(spec, install).await?),
+            None => None,
+        };
+        let spec = sandboxed.as_deref().or(spec);
         let model = self.rest.start_kernel(spec, &self.kernel_start).await?;
         self.started
             .lock()
@@ -286,6 +305,76 @@ impl Jupyter {
         }
     }
 
+    /// A kernel someone else started (a person's, given by id, or a notebook's session) is used
+    /// only when it runs a sandboxed kernelspec: the agent's code would run unconfined anywhere
+    /// else.
+    async fn refuse_unsandboxed(&self, id: &str) -> Result<(), KernelError> {
+        let model = self.rest.get_kernel(id).await?;
+        let specs = self.rest.kernelspecs().await?;
+        let name = model.name;
+        if specs
+            .kernelspecs
+            .get(&name)
+            .is_some_and(|entry| entry.spec.is_sandboxed())
+        {
+            return Ok(());
+        }
+        Err(KernelError::NotSandboxed(format!(
+            "kernel.sandbox is on, but kernel {id} runs the kernelspec '{name}', which is not \
+             sandboxed: the agent's code would run unconfined there, so it is not used. Change \
+             that notebook's kernel to a sandboxed one (e.g. \"Python 3 (sandboxed)\" in \
+             JupyterLab), or shut that kernel down so the server starts a sandboxed one"
+        )))
+    }
+
+    /// The sandboxed kernelspec to start in place of `asked` (the server's default when `None`):
+    /// `asked` itself when it is sandboxed, else a sandboxed Python one for a Python (or
+    /// unnamed) spec. Looked up at each start, so one installed meanwhile is found.
+    async fn sandboxed_spec(
+        &self,
+        asked: Option<&str>,
+        install: &str,
+    ) -> Result<String, KernelError> {
+        let specs = self.rest.kernelspecs().await?;
+        let entry = |name: &str| specs.kernelspecs.get(name).map(|e| &e.spec);
+        if let Some(name) = asked
+            && entry(name).is_some_and(|spec| spec.is_sandboxed())
+        {
+            return Ok(name.to_owned());
+        }
+        let language = asked
+            .and_then(entry)
+            .and_then(|spec| spec.language.clone())
+            .unwrap_or_else(|| "python".into());
+        let found = specs
+            .kernelspecs
+            .iter()
+            .filter(|(_, e)| e.spec.is_sandboxed())
+            .find(|(_, e)| {
+                e.spec
+                    .language
+                    .as_deref()
+                    .is_none_or(|l| l.eq_ignore_ascii_case(&language))
+            });
+        match found {
+            Some((name, _)) => Ok(name.clone()),
+            None if language.eq_ignore_ascii_case("python") => {
+                Err(KernelError::NotSandboxed(format!(
+                    "kernel.sandbox is on, but the Jupyter Server at {} has no sandboxed kernelspec, \
+                 so no kernel was started. Install one on the machine where that Jupyter runs: \
+                 `{install}` (Jupyter finds it at once; then call again)",
+                    rest::redacted(self.rest.base_url())
+                )))
+            }
+            None => Err(KernelError::NotSandboxed(format!(
+                "kernel.sandbox is on and only sandboxed kernels start, but the kernelspec \
+                 '{}' is {language}, and the kernel sandbox wraps Python kernels only. Use a \
+                 Python notebook, or turn kernel.sandbox off",
+                asked.unwrap_or_default()
+            ))),
+        }
+    }
+
     /// A new kernel in place of `lost_id`, of the same kernelspec when we started it from one.
     async fn start_replacement(
         &self,
@@ -294,6 +383,11 @@ impl Jupyter {
     ) -> Result<Arc<Kernel>, KernelError> {
         let spec = self.specs.lock().expect("specs lock").remove(lost_id);
         self.start_kernel_of(spec.as_deref(), label).await
+    }
+
+    /// Whether this client started the kernel or is connected to it.
+    pub async fn follows(&self, id: &str) -> bool {
+        self.started_here(id) || self.kernels.lock().await.contains_key(id)
     }
 
     /// Whether we started this kernel.
@@ -443,13 +537,15 @@ impl Jupyter {
             .iter()
             .cloned()
             .collect();
-        for id in ids {
-            if self.is_shared(&id, None).await {
+        // All at once: a client gives a stopping server about 2 s before it kills it.
+        let stops = ids.iter().map(|id| async move {
+            if self.is_shared(id, None).await {
                 tracing::info!(kernel = %id, "leaving a kernel we started running: someone else uses it");
-                continue;
+            } else {
+                self.stop_kernel(id).await;
             }
-            self.stop_kernel(&id).await;
-        }
+        });
+        futures_util::future::join_all(stops).await;
         self.kernels.lock().await.clear();
         *self.default_kernel.lock().await = DefaultKernel::default();
     }

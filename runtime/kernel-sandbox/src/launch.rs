@@ -123,6 +123,8 @@ impl Layout {
     pub(crate) fn deny_read(&self, policy: &Policy) -> Vec<PathBuf> {
         let mut paths = policy.deny_read.clone();
         paths.extend(self.jupyter_runtime.iter().cloned());
+        // Whatever the policy file says: the servers' policies, kernelspecs and event sockets.
+        paths.extend(crate::events::hidden(&policy.place));
         paths
     }
 
@@ -480,6 +482,7 @@ impl Prepared {
                 setting: "[kernel_sandbox] hosts of the server's config file".into(),
             });
             let events: Arc<dyn egress::proxy::EgressEvents> = Arc::new(EgressLog {
+                place: self.policy.place.clone(),
                 kernel: self.kernel_id.clone(),
                 notebook: std::env::var("JPY_SESSION_NAME").ok(),
                 allowed: Default::default(),
@@ -505,17 +508,40 @@ impl Prepared {
                     }
                 }
             }
-            let status = tokio::task::spawn_blocking(move || waitpid(inner, None)).await;
-            match status {
-                Ok(status) => exit_code(status),
-                Err(_) => 1,
+            let status = tokio::task::spawn_blocking(move || waitpid(inner, None));
+            tokio::select! {
+                status = status => match status {
+                    Ok(status) => exit_code(status),
+                    Err(_) => 1,
+                },
+                () = parent_gone() => {
+                    // The Jupyter Server died without stopping its kernel: the sandbox goes too.
+                    let _ = nix::sys::signal::kill(inner, Signal::SIGKILL);
+                    1
+                }
             }
         })
     }
 }
 
-/// Refused and allowed egress, on the launcher's stderr (the Jupyter Server's log).
+/// Resolves once the process that started the launcher (the Jupyter Server) is gone. Polled, as
+/// ipykernel polls its parent: a parent-death signal would follow the Jupyter thread that
+/// started us, not the process.
+async fn parent_gone() {
+    let parent = std::os::unix::process::parent_id();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if std::os::unix::process::parent_id() != parent {
+            return;
+        }
+    }
+}
+
+/// Refused and allowed egress: on the launcher's stderr (the Jupyter Server's log), and told
+/// to the servers listening in the sandbox's place (the one that owns the kernel logs it and
+/// notes it on the running execution's span).
 struct EgressLog {
+    place: PathBuf,
     kernel: String,
     notebook: Option<String>,
     allowed: std::sync::atomic::AtomicU64,
@@ -534,10 +560,24 @@ impl Drop for EgressLog {
     }
 }
 
+impl EgressLog {
+    fn announce(&self, host: &str, port: u16, refused: Option<&str>) {
+        let event = crate::events::EgressEvent {
+            kernel: self.kernel.clone(),
+            notebook: self.notebook.clone(),
+            host: host.to_owned(),
+            port,
+            refused: refused.map(str::to_owned),
+        };
+        crate::events::announce(&self.place, &event);
+    }
+}
+
 impl egress::proxy::EgressEvents for EgressLog {
-    fn allowed(&self, _host: &str, _port: u16) {
+    fn allowed(&self, host: &str, port: u16) {
         self.allowed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.announce(host, port, None);
     }
 
     fn refused(&self, host: &str, port: u16, why: &str) {
@@ -547,5 +587,6 @@ impl egress::proxy::EgressEvents for EgressLog {
              kernel={} notebook={notebook}: {why}",
             self.kernel
         );
+        self.announce(host, port, Some(why));
     }
 }

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 mod channel;
 pub mod check;
 mod confine;
+pub mod events;
 pub mod kernelspec;
 pub mod launch;
 pub mod policy;

@@ -182,7 +182,7 @@ pub async fn reach_jupyter(
     };
     let rest = match (&config.jupyter, &embedded) {
         (_, Some(e)) => JupyterRest::new(e.url().clone(), Some(e.token().to_owned())),
-        (JupyterSource::Remote { url, auth }, None) => {
+        (JupyterSource::Remote { url, auth, .. }, None) => {
             JupyterRest::with_auth(url.clone(), auth.clone())
         }
         // Never used for anyone's traffic (each user's domain has its own), so no credentials.

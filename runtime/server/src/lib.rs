@@ -12,6 +12,7 @@ pub mod dispatch;
 pub mod logs;
 pub mod mcp;
 mod sandbox;
+pub use sandbox::install_kernelspec;
 pub mod startup;
 pub mod tools;
 
@@ -121,8 +122,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     let capabilities = guests.capabilities(&config)?;
     let hooks = compose::hooks(&config, &mut guests)?;
     // Held to the end: the sandboxed kernelspec is removed when it drops.
-    let sandboxed = sandbox::prepare(&config, &capabilities)?;
-    let own_specs = sandboxed.as_ref().map(|s| &s.specs);
+    let mut sandboxed = sandbox::prepare(&config, &capabilities)?;
+    let own_specs = sandboxed.as_ref().and_then(|s| s.specs.as_ref());
     let (embedded, rest) = compose::reach_jupyter(&mut config, hub.is_some(), own_specs).await?;
     let (tools, catalog) = compose::tool_table(&config, &guests, &capabilities, hub.is_some())?;
     let mut settings = config.domain_settings();
@@ -130,11 +131,17 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         .clone()
         .map(domain::executions::records::Scope::server);
     let hub = hub.map(|endpoints| compose::hub_front(endpoints, &settings, &capabilities, &hooks));
-    let jupyter = Jupyter::new(rest, hooks.clone());
+    let mut jupyter = Jupyter::new(rest, hooks.clone());
+    if sandboxed.as_ref().is_some_and(|s| s.specs.is_none()) {
+        jupyter = jupyter.sandboxed_only(sandbox::INSTALL_COMMAND.into());
+    }
     let domain = match hub {
         Some(_) => Domain::detached(settings, jupyter, capabilities, hooks.clone()),
         None => Domain::new(settings, jupyter, capabilities, hooks.clone()),
     };
+    if let Some(sandboxed) = sandboxed.as_mut() {
+        sandboxed.follow_egress(&domain, &hooks);
+    }
     let (guests, extensions, state) = guests.start(&config, domain.clone(), tools, catalog, hub);
     if let Some(store) = store.clone() {
         compose::follow_left_runs(&state, &domain, store).await;

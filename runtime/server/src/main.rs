@@ -3,8 +3,8 @@
 use anyhow::Context;
 use clap::Parser;
 use jupyter_mcp_server::config::{
-    Cli, Command, Config, ExtensionCommand, GrantArgs, KernelSandboxCommand, RemoteArgs,
-    SecretCommand,
+    Cli, Command, Config, ExtensionCommand, GrantArgs, KernelSandboxCommand, KernelspecCommand,
+    RemoteArgs, SecretCommand,
 };
 use jupyter_mcp_server::mcp::control::{extension_entry, remote_control};
 use reqwest::Method;
@@ -59,6 +59,13 @@ fn run() -> anyhow::Result<()> {
             } => std::process::exit(kernel_sandbox::launch::run(policy, connection_file, kernel)),
             KernelSandboxCommand::Check { policy } => Ok(kernel_sandbox::check::check(policy)?),
         };
+    }
+    if let Some(Command::Kernelspec(KernelspecCommand::Install(args))) = &cli.command {
+        let said = jupyter_mcp_server::install_kernelspec(args)
+            .map_err(anyhow::Error::msg)
+            .context("kernelspec install failed")?;
+        eprintln!("{said}");
+        return Ok(());
     }
     // Tool calls are deep futures (transport, dispatch, hooks, confirmation, the domain, the
     // kernel); a debug build's frames are many times a release build's, so workers get room.
@@ -117,7 +124,9 @@ fn run() -> anyhow::Result<()> {
         }
         Command::Stop(remote) => Control::new("stop", remote, Method::DELETE, "api/stop"),
         Command::Secret(command) => return secret(command),
-        Command::KernelSandbox(_) => unreachable!("handled before the runtime starts"),
+        Command::KernelSandbox(_) | Command::Kernelspec(_) => {
+            unreachable!("handled before the runtime starts")
+        }
     };
     call.send(&runtime)
 }

@@ -1,27 +1,44 @@
 //! `kernel.sandbox` at start: the policy from the config, the machine checked (refused where
-//! the confinement cannot hold), and the sandboxed `python3` kernelspec the embedded Jupyter is
-//! given as its only one. The confinement itself is the `kernel_sandbox` crate's.
+//! the confinement cannot hold), and where sandboxed kernels come from — a `python3` kernelspec
+//! the embedded Jupyter is given as its only one, or, on a Jupyter the user runs, the kernelspec
+//! `jupyter-mcp-server kernelspec install` put there. Also that command, and the egress events
+//! the launchers send back. The confinement itself is the `kernel_sandbox` crate's.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use jupyter_client::launcher::{OwnKernelSpecs, kernel_python};
 use kernel_sandbox::Policy;
+use kernel_sandbox::events::{EgressEvent, EventSocket};
 use kernel_sandbox::kernelspec::{self, EMBEDDED_NAME};
 use server_core::capabilities::{Capabilities, KERNEL_SANDBOX};
+use server_core::domain::Domain;
+use server_core::hooks::{ExecutionNote, Hooks};
 
 use crate::RunError;
-use crate::config::{Config, JupyterSource};
+use crate::config::{Config, JupyterSource, KernelSandboxSettings, KernelspecInstallArgs};
 
-/// This server's sandboxed kernelspec and policy; removed when the server stops.
+/// The command that installs the sandboxed kernelspec in a Jupyter the user runs.
+pub const INSTALL_COMMAND: &str = "jupyter-mcp-server kernelspec install --user";
+
+/// While `kernel.sandbox` is on: where this server's kernels come from, and the socket the
+/// launchers tell of egress on. What it wrote is removed when it drops.
 #[derive(Debug)]
 pub struct SandboxedKernels {
+    /// This server's own directory (policy and kernelspec of the embedded Jupyter).
     dir: PathBuf,
-    pub specs: OwnKernelSpecs,
+    /// The embedded Jupyter's only kernelspec; `None` on a Jupyter the user runs.
+    pub specs: Option<OwnKernelSpecs>,
+    events: Option<EventSocket>,
+    events_path: Option<PathBuf>,
 }
 
 impl Drop for SandboxedKernels {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(path) = &self.events_path {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -29,8 +46,19 @@ fn refused(why: String) -> RunError {
     RunError::KernelSandbox(why)
 }
 
-/// `None` while `kernel.sandbox` is off; else the kernelspec to start the embedded Jupyter
-/// with, once this machine has shown it can confine a kernel.
+/// The sandbox's own place: the kernels' state, the servers' policies, the event sockets.
+fn place() -> Result<PathBuf, String> {
+    server_core::user_dirs::cache()
+        .map(|cache| cache.join("kernel-sandbox"))
+        .ok_or_else(|| {
+            "kernel.sandbox is on, but neither XDG_CACHE_HOME nor HOME is set, so the sandbox \
+             has no place for its kernels' state; set one of them"
+                .into()
+        })
+}
+
+/// `None` while `kernel.sandbox` is off; else where sandboxed kernels come from, once this
+/// machine has shown it can confine a kernel.
 pub fn prepare(
     config: &Config,
     capabilities: &Capabilities,
@@ -38,16 +66,21 @@ pub fn prepare(
     if !capabilities.enabled(KERNEL_SANDBOX) {
         return Ok(None);
     }
-    let root_dir = match &config.jupyter {
-        JupyterSource::Embedded { root_dir, .. } => root_dir,
-        JupyterSource::Remote { url, .. } => {
+    let embedded_root = match &config.jupyter {
+        JupyterSource::Embedded { root_dir, .. } => Some(root_dir),
+        JupyterSource::Remote {
+            url,
+            code_sandbox: true,
+            ..
+        } => {
             return Err(refused(format!(
-                "kernel.sandbox is on, but kernels run on a Jupyter this server did not start \
-                 ({url}): a gateway's or another server's kernels are confined by whoever runs \
-                 them, not by this server. Turn kernel.sandbox off, or drop --jupyter-url and \
-                 --code-sandbox-url so the server starts its own Jupyter with sandboxed kernels"
+                "kernel.sandbox is on, but kernels run on a code sandbox ({url}, \
+                 --code-sandbox-url): a gateway's kernels are confined by whoever runs it, not \
+                 by this server. Turn kernel.sandbox off, or use --jupyter-url with a Jupyter \
+                 on this machine that has the sandboxed kernelspec ({INSTALL_COMMAND})"
             )));
         }
+        JupyterSource::Remote { .. } => None,
         JupyterSource::Hub(_) => {
             return Err(refused(
                 "kernel.sandbox is on, but in Hub mode (--jupyterhub-url) each user's kernels run \
@@ -64,30 +97,57 @@ pub fn prepare(
             std::env::consts::OS
         )));
     }
-    let place = server_core::user_dirs::cache()
-        .map(|cache| cache.join("kernel-sandbox"))
-        .ok_or_else(|| {
-            refused(
-                "kernel.sandbox is on, but neither XDG_CACHE_HOME nor HOME is set, so the \
-                 sandbox has no place for its kernels' state; set one of them"
-                    .into(),
-            )
-        })?;
+    let place = place().map_err(refused)?;
     let dir = place.join("servers").join(std::process::id().to_string());
+    let mut kernels = SandboxedKernels {
+        dir: dir.clone(),
+        specs: None,
+        events: None,
+        events_path: None,
+    };
+    let (events, events_path) = match EventSocket::bind(&place) {
+        Ok(socket) => {
+            let path = socket.path().to_owned();
+            (Some(socket), Some(path))
+        }
+        Err(e) => {
+            tracing::warn!("kernel.sandbox: egress will be logged by the Jupyter Server only: {e}");
+            (None, None)
+        }
+    };
+    kernels.events = events;
+    kernels.events_path = events_path;
+    let Some(root_dir) = embedded_root else {
+        // A Jupyter the user runs: its sandboxed kernelspec carries its own policy, checked
+        // where it was installed; each kernel start looks for it (see `Jupyter::sandboxed_only`).
+        tracing::info!(
+            "kernel.sandbox is on: every kernel is started from a sandboxed kernelspec of the \
+             Jupyter Server at {} (a call is refused while it has none; install one with \
+             `{INSTALL_COMMAND}`)",
+            jupyter_client::rest::redacted(match &config.jupyter {
+                JupyterSource::Remote { url, .. } => url,
+                _ => unreachable!("only a remote Jupyter has no embedded root"),
+            })
+        );
+        return Ok(Some(kernels));
+    };
     let root = root_dir.canonicalize().unwrap_or_else(|_| root_dir.clone());
-    let policy = policy(config, &root, &place);
+    let policy = policy(
+        &root,
+        &config.kernel_sandbox,
+        config.wasm.secrets.as_ref().map(|s| s.path().to_owned()),
+        config.state.as_ref().map(|state| state.dir.clone()),
+        &place,
+    );
     let policy_file = dir.join("policy.json");
     policy
         .save(&policy_file)
         .map_err(|e| refused(format!("kernel.sandbox: {e}")))?;
-    let kernels = SandboxedKernels {
-        dir: dir.clone(),
-        specs: OwnKernelSpecs {
-            data_dir: dir.join("jupyter"),
-            only: vec![EMBEDDED_NAME.to_owned()],
-        },
+    let specs = OwnKernelSpecs {
+        data_dir: dir.join("jupyter"),
+        only: vec![EMBEDDED_NAME.to_owned()],
     };
-    check(&policy_file)?;
+    check(&policy_file).map_err(refused)?;
     let launcher = std::env::current_exe()
         .map_err(|e| refused(format!("kernel.sandbox: cannot find this program: {e}")))?;
     let spec = kernelspec::kernel_json(
@@ -96,15 +156,84 @@ pub fn prepare(
         &kernel_python()?,
         "Python 3 (sandboxed)",
     );
-    kernelspec::write(
-        &kernels.specs.data_dir.join("kernels"),
-        EMBEDDED_NAME,
-        &spec,
-    )
-    .map_err(|e| refused(format!("kernel.sandbox: {e}")))?;
-    tracing::info!(
-        "kernel.sandbox is on: kernels confined by {}; writable: {}; reads denied: {}; hosts \
-         allowed through the egress proxy: {}",
+    kernelspec::write(&specs.data_dir.join("kernels"), EMBEDDED_NAME, &spec)
+        .map_err(|e| refused(format!("kernel.sandbox: {e}")))?;
+    kernels.specs = Some(specs);
+    tracing::info!("kernel.sandbox is on: {}", enforced(&policy));
+    Ok(Some(kernels))
+}
+
+impl SandboxedKernels {
+    /// Follows the launchers' egress decisions for the kernels of `domain`: each refusal a log
+    /// line and an event on the running execution's span, each allowed connection counted
+    /// there.
+    pub fn follow_egress(&mut self, domain: &Arc<Domain>, hooks: &Arc<Hooks>) {
+        let Some(socket) = self.events.take() else {
+            return;
+        };
+        let domain = domain.clone();
+        let hooks = hooks.clone();
+        tokio::spawn(async move {
+            while let Some(event) = socket.next().await {
+                if domain.jupyter().follows(&event.kernel).await {
+                    note_egress(&domain, &hooks, event);
+                }
+            }
+        });
+    }
+}
+
+fn note_egress(domain: &Domain, hooks: &Hooks, event: EgressEvent) {
+    let notebook = event.notebook.clone().or_else(|| {
+        domain
+            .notebooks
+            .running_on(&event.kernel)
+            .map(|notebook| notebook.path.clone())
+    });
+    let shown = notebook.as_deref().unwrap_or("-");
+    let mut attributes = vec![
+        ("egress.host", event.host.clone()),
+        ("egress.port", event.port.to_string()),
+        ("kernel.id", event.kernel.clone()),
+    ];
+    attributes.extend(notebook.clone().map(|notebook| ("notebook", notebook)));
+    let note = match &event.refused {
+        Some(why) => {
+            tracing::warn!(
+                kernel = %event.kernel,
+                notebook = shown,
+                "kernel.sandbox refused egress to {}:{}: {why}",
+                event.host,
+                event.port
+            );
+            attributes.push(("egress.reason", why.clone()));
+            ExecutionNote {
+                name: "egress.refused",
+                attributes,
+            }
+        }
+        None => {
+            tracing::debug!(
+                kernel = %event.kernel,
+                notebook = shown,
+                "kernel.sandbox allowed egress to {}:{}",
+                event.host,
+                event.port
+            );
+            ExecutionNote {
+                name: "egress.allowed",
+                attributes,
+            }
+        }
+    };
+    hooks.execution_note(&event.kernel, &note);
+}
+
+/// What the start log and the install command say is enforced.
+fn enforced(policy: &Policy) -> String {
+    format!(
+        "kernels confined by {}; writable: {}; reads denied: {}; hosts allowed through the \
+         egress proxy: {}",
         kernel_sandbox::mechanisms(),
         shown(&policy.writable),
         shown(&policy.deny_read),
@@ -113,8 +242,7 @@ pub fn prepare(
         } else {
             policy.hosts.join(", ")
         }
-    );
-    Ok(Some(kernels))
+    )
 }
 
 fn shown(paths: &[PathBuf]) -> String {
@@ -123,17 +251,24 @@ fn shown(paths: &[PathBuf]) -> String {
 }
 
 /// The operator's `[kernel_sandbox]` over the defaults: the root and `write` writable; the
-/// default deny list, this server's own secrets, state and config, and `deny_read` hidden.
-fn policy(config: &Config, root: &Path, place: &Path) -> Policy {
-    let settings = &config.kernel_sandbox;
+/// default deny list, this server's own config directory, secrets, state and config file, and
+/// `deny_read` hidden.
+fn policy(
+    root: &Path,
+    settings: &KernelSandboxSettings,
+    secrets: Option<PathBuf>,
+    state: Option<PathBuf>,
+    place: &Path,
+) -> Policy {
     let mut writable = vec![root.to_owned()];
     writable.extend(settings.write.iter().cloned());
     let mut deny_read = std::env::var_os("HOME")
         .map(|home| Policy::default_deny(Path::new(&home)))
         .unwrap_or_default();
-    deny_read.extend(config.wasm.secrets.as_ref().map(|s| s.path().to_owned()));
+    deny_read.extend(secrets);
+    deny_read.extend(server_core::user_dirs::config());
     deny_read.extend(server_core::secrets::SecretStore::default_path());
-    deny_read.extend(config.state.as_ref().map(|state| state.dir.clone()));
+    deny_read.extend(state);
     deny_read.extend(settings.config_file.iter().cloned());
     deny_read.extend(settings.deny_read.iter().cloned());
     deny_read.sort();
@@ -149,15 +284,15 @@ fn policy(config: &Config, root: &Path, place: &Path) -> Policy {
 
 /// Runs this program's `kernel-sandbox check` (a fresh process: the check forks, which a
 /// process with runtime threads must not).
-fn check(policy_file: &Path) -> Result<(), RunError> {
+fn check(policy_file: &Path) -> Result<(), String> {
     let program = std::env::current_exe()
-        .map_err(|e| refused(format!("kernel.sandbox: cannot find this program: {e}")))?;
+        .map_err(|e| format!("kernel.sandbox: cannot find this program: {e}"))?;
     let output = std::process::Command::new(program)
         .args(["kernel-sandbox", "check", "--policy"])
         .arg(policy_file)
         .stdin(std::process::Stdio::null())
         .output()
-        .map_err(|e| refused(format!("kernel.sandbox: cannot run its check: {e}")))?;
+        .map_err(|e| format!("kernel.sandbox: cannot run its check: {e}"))?;
     if output.status.success() {
         return Ok(());
     }
@@ -166,9 +301,101 @@ fn check(policy_file: &Path) -> Result<(), RunError> {
         .trim()
         .trim_start_matches("jupyter-mcp-server: ")
         .to_owned();
-    Err(refused(format!(
+    Err(format!(
         "kernel.sandbox is on, but {said}. A kernel never runs unconfined while the capability \
          says on: turn kernel.sandbox off, or run the server where {} are available",
         kernel_sandbox::mechanisms()
-    )))
+    ))
+}
+
+/// `jupyter-mcp-server kernelspec install`: a kernelspec wrapping a Python kernel in the sandbox,
+/// with its policy beside it, for a Jupyter the user runs (a person in JupyterLab and the agent
+/// then share one confined kernel). Returns what to tell the user.
+pub fn install_kernelspec(args: &KernelspecInstallArgs) -> Result<String, String> {
+    if !cfg!(target_os = "linux") {
+        return Err(format!(
+            "the kernel sandbox needs Linux namespaces, Landlock and seccomp; this machine is {}",
+            std::env::consts::OS
+        ));
+    }
+    let settings = match &args.config {
+        Some(path) => KernelSandboxSettings::from_file(path).map_err(|e| e.to_string())?,
+        None => KernelSandboxSettings::default(),
+    };
+    let python = match &args.python {
+        Some(python) => python.clone(),
+        None => kernel_python().map_err(|e| e.to_string())?,
+    };
+    let kernels = match (&args.prefix, args.user) {
+        (Some(prefix), _) => prefix.join("share/jupyter/kernels"),
+        (None, true) => jupyter_data_dir()?.join("kernels"),
+        (None, false) => python_prefix(&python)?.join("share/jupyter/kernels"),
+    };
+    let root = match &args.root_dir {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir().map_err(|e| format!("the current directory: {e}"))?,
+    };
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("--root-dir {}: {e}", root.display()))?;
+    let place = place()?;
+    let dir = kernels.join(&args.name);
+    let mut policy = policy(&root, &settings, None, default_state_dir(), &place);
+    // The kernelspec itself: a kernel that could rewrite it would start the next one unconfined.
+    policy.deny_read.push(dir.clone());
+    let policy_file = dir.join("policy.json");
+    policy.save(&policy_file).map_err(|e| e.to_string())?;
+    if let Err(why) = check(&policy_file) {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(why.replacen("kernel.sandbox is on, but ", "", 1));
+    }
+    let launcher = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let spec = kernelspec::kernel_json(&launcher, &policy_file, &python, &args.display_name);
+    kernelspec::write(&kernels, &args.name, &spec).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "Installed kernelspec '{}' (\"{}\") in {}: {}",
+        args.name,
+        args.display_name,
+        dir.display(),
+        enforced(&policy)
+    ))
+}
+
+/// Jupyter's per-user data directory, as `jupyter --data-dir` says without a prefix.
+fn jupyter_data_dir() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("JUPYTER_DATA_DIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    server_core::user_dirs::base("XDG_DATA_HOME", ".local/share")
+        .map(|base| base.join("jupyter"))
+        .ok_or_else(|| {
+            "neither JUPYTER_DATA_DIR, XDG_DATA_HOME nor HOME is set; use --prefix".into()
+        })
+}
+
+/// The environment of `python` (its `sys.prefix`), where that environment's Jupyter looks.
+fn python_prefix(python: &Path) -> Result<PathBuf, String> {
+    let output = std::process::Command::new(python)
+        .args(["-c", "import sys; print(sys.prefix)"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            format!(
+                "cannot run {}: {e}; give --python, --user or --prefix",
+                python.display()
+            )
+        })?;
+    let prefix = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    if !output.status.success() || prefix.is_empty() {
+        return Err(format!(
+            "{} did not say its prefix; give --user or --prefix",
+            python.display()
+        ));
+    }
+    Ok(PathBuf::from(prefix))
+}
+
+fn default_state_dir() -> Option<PathBuf> {
+    server_core::user_dirs::base("XDG_STATE_HOME", ".local/state")
+        .map(|b| b.join("jupyter-mcp-server"))
 }

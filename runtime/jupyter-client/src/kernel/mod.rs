@@ -31,6 +31,9 @@ pub enum KernelError {
     Rest(#[from] RestError),
     #[error(transparent)]
     Refused(#[from] observer::Refusal),
+    /// Only sandboxed kernels may start, and none fits.
+    #[error("{0}")]
+    NotSandboxed(String),
 }
 
 impl KernelError {

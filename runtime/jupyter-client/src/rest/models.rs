@@ -32,6 +32,21 @@ pub struct KernelSpec {
     pub display_name: Option<String>,
     pub language: Option<String>,
     pub env: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub metadata: Option<serde_json::Map<String, Value>>,
+}
+
+impl KernelSpec {
+    /// Whether `jupyter-mcp-server kernelspec install` (or a server with `kernel.sandbox`) wrote
+    /// it: its kernels run in the kernel sandbox.
+    pub fn is_sandboxed(&self) -> bool {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.get("jupyter_mcp_server"))
+            .and_then(|m| m.get("sandboxed"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -10,6 +10,18 @@ use jupyter_client::rest::JupyterRest;
 impl Domain {
     /// Checks a Jupyter Server and makes it the one in use; returns the Python server's text.
     pub async fn connect(&self, url: &str, token: Option<String>) -> Result<String, Error> {
+        if self
+            .capabilities
+            .enabled(crate::capabilities::KERNEL_SANDBOX)
+        {
+            return Err(Error::Failed(
+                "kernel.sandbox is on: this server's kernels stay on the Jupyter Server it \
+                 started with, where they are confined; another one could run code unconfined. \
+                 To switch Jupyter Servers, restart the server with kernel.sandbox off (or with \
+                 --jupyter-url naming a Jupyter that has the sandboxed kernelspec)"
+                    .into(),
+            ));
+        }
         let url = Url::parse(url)
             .ok()
             .filter(|u| matches!(u.scheme(), "http" | "https"))

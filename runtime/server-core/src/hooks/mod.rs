@@ -173,6 +173,16 @@ impl HookEvent {
     }
 }
 
+/// Something that happened inside a running execution that no hook event announces (the kernel
+/// sandbox's egress decisions). Handlers may note it on that execution, as the OpenTelemetry
+/// writer does with a span event; guests are not told (no WIT event carries it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionNote {
+    /// e.g. `egress.refused`, `egress.allowed`.
+    pub name: &'static str,
+    pub attributes: Vec<(&'static str, String)>,
+}
+
 pub type HookFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 
 /// What a handler decides about the call a `before_*` event announces.
@@ -214,6 +224,8 @@ pub trait HookHandler: Send + Sync {
                 .map(|()| Decision::Proceed)
         })
     }
+    /// Notes `note` on the execution running on `kernel_id`, if the handler follows one.
+    fn on_execution_note(&self, _kernel_id: &str, _note: &ExecutionNote) {}
     /// Called once when the server stops (e.g. to flush).
     fn shutdown(&self) {}
 }
@@ -302,6 +314,13 @@ impl Hooks {
                 true
             }
             None => false,
+        }
+    }
+
+    /// Tells every handler of `note`, which happened in the execution running on `kernel_id`.
+    pub fn execution_note(&self, kernel_id: &str, note: &ExecutionNote) {
+        for (_, handler) in self.snapshot() {
+            handler.on_execution_note(kernel_id, note);
         }
     }
 

@@ -47,6 +47,9 @@ pub enum Command {
     /// can read; a running server sees a change at the extension's next call.
     #[command(subcommand)]
     Secret(SecretCommand),
+    /// Kernelspecs for a Jupyter you run yourself.
+    #[command(subcommand)]
+    Kernelspec(KernelspecCommand),
     /// The launcher sandboxed kernelspecs run, and the check a start with `kernel.sandbox` makes
     /// (run by the server and by Jupyter, not by hand).
     #[command(subcommand, hide = true)]
@@ -70,6 +73,44 @@ pub enum KernelSandboxCommand {
         #[arg(long, value_name = "PATH")]
         policy: PathBuf,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KernelspecCommand {
+    /// Write a kernelspec that runs a Python kernel in the kernel sandbox (what `kernel.sandbox`
+    /// gives the server's own kernels), so a person in JupyterLab and the agent share one
+    /// confined kernel. A server with `kernel.sandbox` on and `--jupyter-url` starts its kernels
+    /// from it.
+    Install(KernelspecInstallArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct KernelspecInstallArgs {
+    /// The kernelspec's name.
+    #[arg(long, default_value = "python3-sandboxed")]
+    pub name: String,
+    /// The name JupyterLab shows.
+    #[arg(long, default_value = "Python 3 (sandboxed)")]
+    pub display_name: String,
+    /// Install for this user only (Jupyter's user data directory). Without it or --prefix: the
+    /// environment of the kernel's Python, where that environment's Jupyter looks.
+    #[arg(long, conflicts_with = "prefix")]
+    pub user: bool,
+    /// Install under DIR/share/jupyter/kernels.
+    #[arg(long, value_name = "DIR")]
+    pub prefix: Option<PathBuf>,
+    /// The directory the kernels may write in (the Jupyter Server's root; default: the current
+    /// directory).
+    #[arg(long, value_name = "DIR")]
+    pub root_dir: Option<PathBuf>,
+    /// The server's config file, whose `[kernel_sandbox]` (hosts, write, deny_read) the
+    /// kernelspec's policy takes.
+    #[arg(long, env = "JUPYTER_MCP_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// The Python that runs the kernel (with ipykernel); default: the one beside `jupyter` on
+    /// PATH.
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -277,6 +277,13 @@ impl Notebooks {
         Some((removed, switched))
     }
 
+    /// The notebook in use whose kernel is `kernel_id`.
+    pub fn running_on(&self, kernel_id: &str) -> Option<Arc<NotebookInUse>> {
+        self.all()
+            .into_iter()
+            .find(|notebook| notebook.kernel().id() == kernel_id)
+    }
+
     pub fn all(&self) -> Vec<Arc<NotebookInUse>> {
         self.bound
             .lock()

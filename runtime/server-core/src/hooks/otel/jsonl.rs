@@ -133,10 +133,31 @@ fn span_line(span: &SpanData, resource: &Map<String, Value>) -> String {
         ("end_time", python_json(&json!(iso(span.end_time)))),
         ("status", status),
         ("attributes", python_json(&Value::Object(attributes))),
-        ("events", "[]".into()),
+        ("events", events(span)),
         ("links", "[]".into()),
         ("resource", resource),
     ])
+}
+
+/// The span's events as the Python SDK lists them: name, timestamp, attributes.
+fn events(span: &SpanData) -> String {
+    let events: Vec<String> = span
+        .events
+        .iter()
+        .map(|event| {
+            let attributes: Map<String, Value> = event
+                .attributes
+                .iter()
+                .map(|kv| (kv.key.to_string(), otel_value(&kv.value)))
+                .collect();
+            ordered(&[
+                ("name", python_json(&json!(event.name.to_string()))),
+                ("timestamp", python_json(&json!(iso(event.timestamp)))),
+                ("attributes", python_json(&Value::Object(attributes))),
+            ])
+        })
+        .collect();
+    format!("[{}]", events.join(", "))
 }
 
 /// An object whose fields keep the given order; values are already JSON.

@@ -30,7 +30,7 @@ use jsonl::JsonlExporter;
 pub use jsonl::python_json;
 use otlp::OtlpExporter;
 
-use super::{CallScope, HookEvent, HookFuture, HookHandler};
+use super::{CallScope, ExecutionNote, HookEvent, HookFuture, HookHandler};
 
 /// The key under which the tool call's span context is left for its `execute` spans.
 const TOOL_SPAN_KEY: &str = "otel.tool_span";
@@ -42,10 +42,17 @@ pub struct OtelFileError {
     source: std::io::Error,
 }
 
+struct Running {
+    span: u64,
+    egress_allowed: i64,
+}
+
 pub struct OtelHandler {
     provider: SdkTracerProvider,
     tracer: opentelemetry_sdk::trace::SdkTracer,
     open: Mutex<HashMap<u64, opentelemetry_sdk::trace::Span>>,
+    /// The open `execute` span of each kernel, with the egress it was allowed so far.
+    running: Mutex<HashMap<String, Running>>,
     next: AtomicU64,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -90,6 +97,7 @@ impl OtelHandler {
             provider,
             tracer,
             open: Mutex::default(),
+            running: Mutex::default(),
             next: AtomicU64::new(1),
             writer: Mutex::new(writer),
         })
@@ -105,10 +113,11 @@ impl OtelHandler {
         self.tracer.build_with_context(builder, parent)
     }
 
-    fn keep(&self, span: opentelemetry_sdk::trace::Span, context: &mut Map<String, Value>) {
+    fn keep(&self, span: opentelemetry_sdk::trace::Span, context: &mut Map<String, Value>) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         self.open.lock().expect("open spans").insert(id, span);
         context.insert("_otel_span".into(), json!(id));
+        id
     }
 
     fn take(&self, context: &Map<String, Value>) -> Option<opentelemetry_sdk::trace::Span> {
@@ -171,7 +180,14 @@ impl OtelHandler {
                         KeyValue::new("code.snippet", code),
                     ],
                 );
-                self.keep(span, context);
+                let id = self.keep(span, context);
+                self.running.lock().expect("running executions").insert(
+                    kernel_id.clone(),
+                    Running {
+                        span: id,
+                        egress_allowed: 0,
+                    },
+                );
             }
             HookEvent::AfterToolCall { error, result, .. } => {
                 let summary = result.as_deref().unwrap_or_default().chars().take(200);
@@ -179,7 +195,12 @@ impl OtelHandler {
                 self.end_uses(context);
                 self.finish(context, error.as_deref(), outcome);
             }
-            HookEvent::AfterExecute { error, outputs, .. } => {
+            HookEvent::AfterExecute {
+                error,
+                outputs,
+                kernel_id,
+            } => {
+                self.end_running(kernel_id, context);
                 let outcome = KeyValue::new("output.count", outputs.len() as i64);
                 self.finish(context, error.as_deref(), outcome);
             }
@@ -230,6 +251,21 @@ impl OtelHandler {
         }
     }
 
+    /// The kernel's execution is over: what it was allowed is set on its span.
+    fn end_running(&self, kernel_id: &str, context: &Map<String, Value>) {
+        let Some(id) = context.get("_otel_span").and_then(Value::as_u64) else {
+            return;
+        };
+        let mut running = self.running.lock().expect("running executions");
+        if running.get(kernel_id).is_some_and(|r| r.span == id)
+            && let Some(ended) = running.remove(kernel_id)
+            && ended.egress_allowed > 0
+            && let Some(span) = self.open.lock().expect("open spans").get_mut(&id)
+        {
+            span.set_attribute(KeyValue::new("egress.allowed", ended.egress_allowed));
+        }
+    }
+
     /// Ends the span a before event opened: the error if there was one, else what it produced.
     fn finish(&self, context: &Map<String, Value>, error: Option<&str>, outcome: KeyValue) {
         let Some(mut span) = self.take(context) else {
@@ -262,6 +298,32 @@ impl HookHandler for OtelHandler {
     ) -> HookFuture<'a> {
         self.handle(event, context);
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// An allowed egress is counted on the kernel's running `execute` span; anything else becomes
+    /// an event on it. Nothing running there: nothing to note it on.
+    fn on_execution_note(&self, kernel_id: &str, note: &ExecutionNote) {
+        let mut running = self.running.lock().expect("running executions");
+        let Some(execution) = running.get_mut(kernel_id) else {
+            return;
+        };
+        if note.name == "egress.allowed" {
+            execution.egress_allowed += 1;
+            return;
+        }
+        if let Some(span) = self
+            .open
+            .lock()
+            .expect("open spans")
+            .get_mut(&execution.span)
+        {
+            let attributes = note
+                .attributes
+                .iter()
+                .map(|(key, value)| KeyValue::new(*key, value.clone()))
+                .collect();
+            span.add_event(note.name, attributes);
+        }
     }
 
     /// Ends spans still open, writes every finished span and closes the file.
@@ -318,5 +380,54 @@ mod tests {
             parse_traceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01").is_none()
         );
         assert!(parse_traceparent("garbage").is_none());
+    }
+
+    /// An egress refusal becomes an event on the kernel's running `execute` span, in the Python
+    /// SDK's JSON; allowed ones are counted on it; a kernel with nothing running gets nothing.
+    #[test]
+    fn execution_notes_land_on_the_running_execute_span() {
+        let path =
+            std::env::temp_dir().join(format!("jmcp-otel-notes-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let handler = OtelHandler::to_file(&path).expect("span file");
+        let refused = ExecutionNote {
+            name: "egress.refused",
+            attributes: vec![
+                ("egress.host", "example.org".into()),
+                ("egress.port", "443".into()),
+            ],
+        };
+        let allowed = ExecutionNote {
+            name: "egress.allowed",
+            attributes: Vec::new(),
+        };
+        handler.on_execution_note("k1", &refused);
+        let mut context = Map::new();
+        handler.handle(&HookEvent::before_execute("k1", "fetch()"), &mut context);
+        handler.on_execution_note("k1", &refused);
+        handler.on_execution_note("k1", &allowed);
+        handler.on_execution_note("k1", &allowed);
+        handler.on_execution_note("k2", &refused);
+        handler.handle(&HookEvent::after_execute("k1", &[], None), &mut context);
+        // After its end, nothing is noted on it any more.
+        handler.on_execution_note("k1", &refused);
+        handler.shutdown();
+        let text = std::fs::read_to_string(&path).expect("spans written");
+        let _ = std::fs::remove_file(&path);
+        let span: Value =
+            serde_json::from_str(text.lines().next().expect("one span")).expect("JSON");
+        assert_eq!(text.lines().count(), 1);
+        assert_eq!(span["name"], "execute");
+        assert_eq!(span["attributes"]["egress.allowed"], 2);
+        let events = span["events"].as_array().expect("events");
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0]["name"], "egress.refused");
+        assert_eq!(events[0]["attributes"]["egress.host"], "example.org");
+        assert_eq!(events[0]["attributes"]["egress.port"], "443");
+        assert!(
+            events[0]["timestamp"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z'))
+        );
     }
 }

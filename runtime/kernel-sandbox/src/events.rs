@@ -1,0 +1,180 @@
+//! Egress decisions told to the servers that own the kernels. A launcher runs under whichever
+//! Jupyter Server started it, not under our server, so each decision goes as one datagram to
+//! every socket in the sandbox's `events/` directory: one per running server with
+//! `kernel.sandbox` on, each keeping the events of the kernels it knows and ignoring the rest.
+//! The directory is hidden from kernels (see [`hidden`]), so a kernel cannot forge an event.
+
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::DirBuilderExt as _;
+use std::os::unix::net::UnixDatagram as StdDatagram;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::SandboxError;
+
+/// One connection the egress proxy decided on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressEvent {
+    pub kernel: String,
+    /// The notebook the kernel runs for, when Jupyter said (`JPY_SESSION_NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notebook: Option<String>,
+    pub host: String,
+    pub port: u16,
+    /// Why it was refused; `None` when it was let through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// The directory of the servers' event sockets, inside the sandbox's place.
+pub fn directory(place: &Path) -> PathBuf {
+    place.join("events")
+}
+
+/// The parts of the sandbox's place no kernel may see: the servers' policies and kernelspecs,
+/// and their event sockets.
+pub fn hidden(place: &Path) -> [PathBuf; 2] {
+    [place.join("servers"), directory(place)]
+}
+
+/// Sends `event` to every server listening (best effort: a server gone since is skipped).
+pub fn announce(place: &Path, event: &EgressEvent) {
+    let dir = directory(place);
+    let (Ok(entries), Ok(handle)) = (std::fs::read_dir(&dir), std::fs::File::open(&dir)) else {
+        return;
+    };
+    let Ok(datagram) = serde_json::to_vec(event) else {
+        return;
+    };
+    let Ok(socket) = StdDatagram::unbound() else {
+        return;
+    };
+    let _ = socket.set_nonblocking(true);
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|ext| ext == "sock") {
+            let _ = socket.send_to(&datagram, short(&handle, &entry.file_name()));
+        }
+    }
+}
+
+/// `name` in the directory open as `dir`, by a path that fits a socket address whatever the
+/// directory's own length (a UNIX socket path holds at most 107 bytes; a cache under a deep home
+/// directory is longer).
+fn short(dir: &std::fs::File, name: &std::ffi::OsStr) -> PathBuf {
+    Path::new(&format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name)
+}
+
+/// A server's socket for egress events; removed when dropped.
+#[derive(Debug)]
+pub struct EventSocket {
+    socket: tokio::net::UnixDatagram,
+    path: PathBuf,
+}
+
+impl EventSocket {
+    /// Listens at `events/<pid>.sock` in `place` (the directory made 0700 if new). Must be
+    /// called inside a Tokio runtime.
+    pub fn bind(place: &Path) -> Result<Self, SandboxError> {
+        let dir = directory(place);
+        let failed = |path: &Path, e: std::io::Error| SandboxError::Place {
+            path: path.to_owned(),
+            why: e.to_string(),
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| failed(&dir, e))?;
+        let name = format!("{}.sock", std::process::id());
+        let path = dir.join(&name);
+        // Left by an earlier process of the same pid that was killed.
+        let _ = std::fs::remove_file(&path);
+        let handle = std::fs::File::open(&dir).map_err(|e| failed(&dir, e))?;
+        let socket = tokio::net::UnixDatagram::bind(short(&handle, name.as_ref()))
+            .map_err(|e| failed(&path, e))?;
+        sweep_stale(&handle, &dir, &path);
+        Ok(EventSocket { socket, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The next event; `None` only when the socket fails.
+    pub async fn next(&self) -> Option<EgressEvent> {
+        let mut buffer = vec![0u8; 8192];
+        loop {
+            let read = self.socket.recv(&mut buffer).await.ok()?;
+            if let Ok(event) = serde_json::from_slice(&buffer[..read]) {
+                return Some(event);
+            }
+        }
+    }
+}
+
+impl Drop for EventSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Removes the sockets of servers that were killed before they could (nobody answers there).
+fn sweep_stale(handle: &std::fs::File, dir: &Path, ours: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let Ok(probe) = StdDatagram::unbound() else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path != ours
+            && path.extension().is_some_and(|ext| ext == "sock")
+            && probe
+                .connect(short(handle, &entry.file_name()))
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_announced_event_reaches_every_listening_server() {
+        // Longer than a socket address can hold, as a cache under a deep home can be.
+        let place = std::env::temp_dir()
+            .join(format!("jmcp-events-{}", std::process::id()))
+            .join("a-directory-name-long-enough".repeat(4));
+        let _ = std::fs::remove_dir_all(&place);
+        let socket = EventSocket::bind(&place).expect("bind");
+        // A socket file nobody listens on any more is swept at the next bind, not sent to.
+        let stale = directory(&place).join("1.sock");
+        let dir = std::fs::File::open(directory(&place)).expect("events directory");
+        drop(StdDatagram::bind(short(&dir, "1.sock".as_ref())).expect("stale"));
+        let event = EgressEvent {
+            kernel: "k1".into(),
+            notebook: Some("a.ipynb".into()),
+            host: "example.org".into(),
+            port: 443,
+            refused: Some("not in hosts".into()),
+        };
+        announce(&place, &event);
+        assert_eq!(socket.next().await, Some(event));
+        let again = EventSocket::bind(&place).expect("bind again");
+        assert!(!stale.exists(), "a dead server's socket is swept");
+        drop(again);
+        drop(socket);
+        assert!(
+            !directory(&place)
+                .join(format!("{}.sock", std::process::id()))
+                .exists()
+        );
+        let _ = std::fs::remove_dir_all(place.parent().expect("parent"));
+    }
+}
