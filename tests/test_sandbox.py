@@ -1,7 +1,8 @@
 """kernel.sandbox: every escape a prompt-injected cell would try is refused (through
-execute_code, a notebook cell and a subprocess), ordinary work still works, and a start where the
-sandbox cannot hold is refused. The server starts its own Jupyter, as the capability requires;
-HOME is a fake one holding a key, cloud credentials and a secrets file to steal."""
+execute_code, a notebook cell, a subprocess, and a cell a person runs in JupyterLab on the
+kernelspec `kernelspec install` wrote), ordinary work still works, each refusal is an event on the
+execution's span, and a start where the sandbox cannot hold is refused. HOME is a fake one holding
+a key, cloud credentials and a secrets file to steal."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import hashlib
 import http.server
 import io
 import json
+import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -18,11 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import joined, server_binary, server_env
+import nbformat
+
+from conftest import chromium, extension_venv, joined, server_binary, server_env, start_lab
+from harness import stop_jupyter
 
 pytestmark = pytest.mark.anyio
 
 ON = ["start", "--capability", "kernel.sandbox"]
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+RUN_CELL = Path(__file__).resolve().parent / "browser" / "run-cell.cjs"
 
 
 class Site:
@@ -255,7 +263,9 @@ async def test_every_escape_is_refused_and_ordinary_work_still_works(tmp_path, h
                   f"/files/{wheel_name}": wheel})
     listeners = Listeners()
     config = write_config(tmp_path, [f"127.0.0.1:{allowed.port}", f"127.0.0.1:{index.port}"])
-    params = StdioServerParameters(command=server_binary(), args=[*ON, "--config", str(config)],
+    spans = tmp_path / "spans.jsonl"
+    params = StdioServerParameters(command=server_binary(),
+                                   args=[*ON, "--config", str(config), "--otel-file", str(spans)],
                                    env=sandbox_env(tmp_path, home), cwd=str(root))
     try:
         async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
@@ -295,10 +305,32 @@ async def test_every_escape_is_refused_and_ordinary_work_still_works(tmp_path, h
                 "import sandboxtiny; print('installed', sandboxtiny.ANSWER)"
             ), "timeout": 240}))
             assert "installed 42" in pip, pip
+        # Each refused egress is an event on its execution's span.
+        refusals = refused_egress(spans)
+        assert ("127.0.0.1", str(denied.port)) in refusals, refusals
     finally:
         listeners.close()
         for site in (allowed, denied, index):
             site.close()
+
+
+def execute_spans(path: Path) -> list[dict]:
+    spans = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [span for span in spans if span["name"] == "execute"]
+
+
+def refused_egress(path: Path) -> set[tuple[str, str]]:
+    """(host, port) of every egress.refused event on an execute span, each naming its kernel."""
+    refused = set()
+    for span in execute_spans(path):
+        for event in span["events"]:
+            if event["name"] == "egress.refused":
+                attributes = event["attributes"]
+                assert attributes["kernel.id"] == span["attributes"]["kernel.id"], span
+                assert "[kernel_sandbox] hosts" in attributes["egress.reason"] or \
+                    "Jupyter Server's own port" in attributes["egress.reason"], attributes
+                refused.add((attributes["egress.host"], attributes["egress.port"]))
+    return refused
 
 
 def start_refused(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
@@ -314,12 +346,11 @@ def test_a_machine_that_cannot_confine_is_refused_at_start(tmp_path, home):
     assert "turn kernel.sandbox off" in out.stderr
 
 
-def test_a_jupyter_it_did_not_start_is_refused(tmp_path, home, jupyter_server):
-    env = sandbox_env(tmp_path, home)
-    out = start_refused([*ON, "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token],
-                        env, tmp_path)
-    assert out.returncode != 0
-    assert "a Jupyter this server did not start" in out.stderr, out.stderr
+def test_kernels_on_a_code_sandbox_are_refused_at_start(tmp_path, home, jupyter_server):
+    env = sandbox_env(tmp_path, home, {"CODE_SANDBOX_TOKEN": jupyter_server.token})
+    out = start_refused([*ON, "--code-sandbox-url", jupyter_server.url], env, tmp_path)
+    assert out.returncode != 0 and out.stdout == ""
+    assert "kernels run on a code sandbox" in out.stderr and "--code-sandbox-url" in out.stderr, out.stderr
 
 
 def test_a_bad_hosts_entry_stops_the_server_with_the_reason(tmp_path, home):
