@@ -105,10 +105,10 @@ def home(tmp_path) -> Path:
 
 
 def sandbox_env(tmp_path: Path, home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = server_env({"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache"), **(extra or {})})
+    env = server_env({"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "cache")})
     for name in ("JUPYTER_URL", "JUPYTER_TOKEN", "XDG_CONFIG_HOME", "JUPYTER_MCP_SECRETS_FILE"):
         env.pop(name, None)
-    return env
+    return {**env, **(extra or {})}
 
 
 def write_config(tmp_path: Path, hosts: list[str]) -> Path:
@@ -305,9 +305,11 @@ async def test_every_escape_is_refused_and_ordinary_work_still_works(tmp_path, h
                 "import sandboxtiny; print('installed', sandboxtiny.ANSWER)"
             ), "timeout": 240}))
             assert "installed 42" in pip, pip
-        # Each refused egress is an event on its execution's span.
+        # Each refused egress is an event on its execution's span; allowed ones are counted.
         refusals = refused_egress(spans)
         assert ("127.0.0.1", str(denied.port)) in refusals, refusals
+        assert any(span["attributes"].get("egress.allowed") == 1
+                   and "urllib.request" in span["attributes"]["code.snippet"] for span in execute_spans(spans))
     finally:
         listeners.close()
         for site in (allowed, denied, index):
@@ -380,3 +382,35 @@ def test_the_start_log_names_what_is_enforced(tmp_path, home):
     assert f"writable: {tmp_path.resolve()}" in said, said
     assert str(home / ".ssh") in said and "config.toml" in said, said
     assert "pypi.org, *.example.org" in said, said
+
+
+async def test_a_jupyter_without_the_sandboxed_kernelspec_refuses_each_kernel_naming_the_install(
+        tmp_path, home, jupyter_server):
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    env = sandbox_env(tmp_path, home, {"JUPYTER_TOKEN": jupyter_server.token})
+    before = jupyter_server.kernel_ids()
+    params = StdioServerParameters(command=server_binary(), args=[*ON, "--jupyter-url", jupyter_server.url],
+                                   env=env, cwd=str(tmp_path))
+    async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+        for _ in range(2):  # refused every time, and the server keeps serving
+            result = await client.call_tool("execute_code", {"code": "print('never runs')"})
+            text = joined(result)
+            assert result.is_error, text
+            assert "has no sandboxed kernelspec" in text, text
+            assert "jupyter-mcp-server kernelspec install --user" in text, text
+        # Switching to another Jupyter would leave the sandbox: refused too.
+        switched = await client.call_tool("connect_to_jupyter", {"jupyter_url": jupyter_server.url})
+        assert switched.is_error and "kernel.sandbox is on" in joined(switched), joined(switched)
+        assert jupyter_server.kernel_ids() == before, "no unconfined kernel was started"
+        # Nor is the agent's code sent to a kernel someone started unconfined.
+        theirs = jupyter_server.start_kernel()
+        try:
+            used = await client.call_tool("use_notebook", {
+                "notebook_name": "theirs", "notebook_path": f"theirs-{theirs[:6]}.ipynb", "mode": "create",
+                "kernel_id": theirs})
+            assert used.is_error and f"kernel {theirs} runs the kernelspec 'python3', which is not sandboxed" \
+                in joined(used), joined(used)
+        finally:
+            jupyter_server.request("DELETE", f"/api/kernels/{theirs}")

@@ -175,58 +175,72 @@ impl SandboxedKernels {
         let hooks = hooks.clone();
         tokio::spawn(async move {
             while let Some(event) = socket.next().await {
+                // Noted on the span at once: only an execution of ours on that kernel takes
+                // it, and waiting for the kernel table first let an allowed connection land
+                // after its execution had ended.
+                let note = note_egress(&domain, &hooks, &event);
                 if domain.jupyter().follows(&event.kernel).await {
-                    note_egress(&domain, &hooks, event);
+                    log_egress(&event, &note);
                 }
             }
         });
     }
 }
 
-fn note_egress(domain: &Domain, hooks: &Hooks, event: EgressEvent) {
+/// Notes `event` on the running execution's span, if one of ours runs on its kernel.
+fn note_egress(domain: &Domain, hooks: &Hooks, event: &EgressEvent) -> ExecutionNote {
     let notebook = event.notebook.clone().or_else(|| {
         domain
             .notebooks
             .running_on(&event.kernel)
             .map(|notebook| notebook.path.clone())
     });
-    let shown = notebook.as_deref().unwrap_or("-");
     let mut attributes = vec![
         ("egress.host", event.host.clone()),
         ("egress.port", event.port.to_string()),
         ("kernel.id", event.kernel.clone()),
     ];
-    attributes.extend(notebook.clone().map(|notebook| ("notebook", notebook)));
+    attributes.extend(notebook.map(|notebook| ("notebook", notebook)));
     let note = match &event.refused {
         Some(why) => {
-            tracing::warn!(
-                kernel = %event.kernel,
-                notebook = shown,
-                "kernel.sandbox refused egress to {}:{}: {why}",
-                event.host,
-                event.port
-            );
             attributes.push(("egress.reason", why.clone()));
             ExecutionNote {
                 name: "egress.refused",
                 attributes,
             }
         }
-        None => {
-            tracing::debug!(
-                kernel = %event.kernel,
-                notebook = shown,
-                "kernel.sandbox allowed egress to {}:{}",
-                event.host,
-                event.port
-            );
-            ExecutionNote {
-                name: "egress.allowed",
-                attributes,
-            }
-        }
+        None => ExecutionNote {
+            name: "egress.allowed",
+            attributes,
+        },
     };
     hooks.execution_note(&event.kernel, &note);
+    note
+}
+
+/// A refusal is a warning in our log; an allowed connection a debug line.
+fn log_egress(event: &EgressEvent, note: &ExecutionNote) {
+    let shown = note
+        .attributes
+        .iter()
+        .find(|(key, _)| *key == "notebook")
+        .map_or("-", |(_, notebook)| notebook.as_str());
+    match &event.refused {
+        Some(why) => tracing::warn!(
+            kernel = %event.kernel,
+            notebook = shown,
+            "kernel.sandbox refused egress to {}:{}: {why}",
+            event.host,
+            event.port
+        ),
+        None => tracing::debug!(
+            kernel = %event.kernel,
+            notebook = shown,
+            "kernel.sandbox allowed egress to {}:{}",
+            event.host,
+            event.port
+        ),
+    }
 }
 
 /// What the start log and the install command say is enforced.
