@@ -349,16 +349,35 @@ async def test_bare_initialize_on_stdio(jupyter_server):
         process.wait(timeout=30)
 
 
-def test_password_on_the_command_line_is_warned_about_and_not_shown():
+def test_secrets_on_the_command_line_are_warned_about_and_not_shown():
     import subprocess
 
     from conftest import server_binary, server_env
 
     secret = "argv-" + secrets.token_hex(6)
     env = server_env()
-    env.pop("JUPYTER_PASSWORD", None)
-    done = subprocess.run([server_binary(), "--jupyter-url", "http://127.0.0.1:9", "--jupyter-password", secret],
+    for variable in ("JUPYTER_PASSWORD", "JUPYTER_TOKEN", "MCP_TOKEN", "DOCUMENT_TOKEN"):
+        env.pop(variable, None)
+    done = subprocess.run([server_binary(), "--jupyter-url", "http://127.0.0.1:9", "--jupyter-password", secret,
+                           "--jupyter-token", secret + "t", "--mcp-token", secret + "m",
+                           "--document-url", "http://127.0.0.1:9", "--document-token", secret + "d"],
                           stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60)
     log = done.stderr.decode()
-    assert "--jupyter-password on the command line is visible to other local users; set JUPYTER_PASSWORD" in log
+    for flag, variable in (("--jupyter-password", "JUPYTER_PASSWORD"), ("--jupyter-token", "JUPYTER_TOKEN"),
+                           ("--mcp-token", "MCP_TOKEN"), ("--document-token", "DOCUMENT_TOKEN")):
+        assert f"{flag} on the command line is visible to other local users; set {variable} in the environment" \
+            in log, log
+    assert secret not in log
+    # The same secrets from the environment: no warning.
+    env.update(JUPYTER_TOKEN=secret + "t", MCP_TOKEN=secret + "m")
+    done = subprocess.run([server_binary(), "--jupyter-url", "http://127.0.0.1:9"],
+                          stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60)
+    log = done.stderr.decode()
+    assert "visible to other local users" not in log and secret not in log, log
+    # A management command's token too.
+    done = subprocess.run([server_binary(), "stop", "--server-url", "http://127.0.0.1:9", "--mcp-token", secret],
+                          stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=60)
+    log = done.stderr.decode()
+    assert done.returncode != 0
+    assert "--mcp-token on the command line is visible to other local users; set MCP_TOKEN" in log, log
     assert secret not in log

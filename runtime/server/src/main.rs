@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::Parser;
 use jupyter_mcp_server::config::{
     Cli, Command, Config, ExtensionCommand, GrantArgs, KernelSandboxCommand, KernelspecCommand,
-    RemoteArgs, SecretCommand,
+    RemoteArgs, SecretCommand, warn_if_on_command_line,
 };
 use jupyter_mcp_server::mcp::control::{extension_entry, remote_control};
 use reqwest::Method;
@@ -92,6 +92,12 @@ fn run() -> anyhow::Result<()> {
             return Ok(());
         }
         Command::Connect(args) => {
+            warn_if_on_command_line(
+                "--jupyter-token",
+                "JUPYTER_TOKEN",
+                args.jupyter_token.as_deref(),
+                &|name| std::env::var(name).ok(),
+            );
             let body = serde_json::json!({
                 "jupyter_url": args.jupyter_url.as_str(),
                 "jupyter_token": args.jupyter_token,
@@ -218,6 +224,12 @@ impl Control {
     /// Sends it. Its answer (JSON) goes to stdout, so scripts can read it; logs and failures go
     /// to stderr.
     fn send(self, runtime: &tokio::runtime::Runtime) -> anyhow::Result<()> {
+        warn_if_on_command_line(
+            "--mcp-token",
+            "MCP_TOKEN",
+            self.remote.mcp_token.as_deref(),
+            &|name| std::env::var(name).ok(),
+        );
         let call = remote_control(
             &self.remote.server_url,
             self.remote.mcp_token.as_deref(),

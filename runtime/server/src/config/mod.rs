@@ -209,6 +209,25 @@ pub struct ToolSelection {
 }
 
 /// Names of a comma-separated list, trimmed, empty entries dropped.
+/// The warning passwords and tokens get when they were given as a flag: a command line is
+/// visible to other local users (`ps`, /proc), the environment is not.
+pub fn warn_if_on_command_line(
+    flag: &str,
+    variable: &str,
+    value: Option<&str>,
+    env: &impl Fn(&str) -> Option<String>,
+) -> bool {
+    let given = value.is_some_and(|value| !value.is_empty());
+    let from_command_line = given && env(variable).as_deref() != value;
+    if from_command_line {
+        tracing::warn!(
+            "{flag} on the command line is visible to other local users; set {variable} in the \
+             environment instead"
+        );
+    }
+    from_command_line
+}
+
 fn clean_names(names: Vec<String>) -> Vec<String> {
     names
         .into_iter()
@@ -344,30 +363,43 @@ impl Config {
             Some(prefix) => format!("/{}/", prefix.trim_matches('/')).replace("//", "/"),
         };
         let python = args.python;
-        // A value that is not in the environment came from the command line, which other local
-        // users can read in /proc.
-        for (flag, variable, given) in [
+        // A secret whose value is not the environment's came from the command line, which
+        // other local users can read in /proc.
+        let on_command_line = [
+            ("--mcp-token", "MCP_TOKEN", args.mcp_token.as_deref()),
+            (
+                "--jupyter-token",
+                "JUPYTER_TOKEN",
+                args.jupyter_token.as_deref(),
+            ),
+            (
+                "--document-token",
+                "DOCUMENT_TOKEN",
+                args.document_token.as_deref(),
+            ),
+            (
+                "--code-sandbox-token",
+                "CODE_SANDBOX_TOKEN",
+                python.code_sandbox_token.as_deref(),
+            ),
             (
                 "--jupyter-password",
                 "JUPYTER_PASSWORD",
-                python.jupyter_password.is_some(),
+                python.jupyter_password.as_ref().map(Secret::expose),
             ),
             (
                 "--document-password",
                 "DOCUMENT_PASSWORD",
-                python.document_password.is_some(),
+                python.document_password.as_ref().map(Secret::expose),
             ),
             (
                 "--code-sandbox-password",
                 "CODE_SANDBOX_PASSWORD",
-                python.code_sandbox_password.is_some(),
+                python.code_sandbox_password.as_ref().map(Secret::expose),
             ),
-        ] {
-            if given && env(variable).is_none() {
-                tracing::warn!(
-                    "{flag} on the command line is visible to other local users; set {variable} instead"
-                );
-            }
+        ];
+        for (flag, variable, value) in on_command_line {
+            warn_if_on_command_line(flag, variable, value, &env);
         }
         // As in the Python server: the code sandbox runs kernels; --jupyter-url then holds the
         // notebooks, unless --document-url names another server.
