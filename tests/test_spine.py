@@ -378,3 +378,26 @@ def test_a_server_killed_while_jupyter_starts_leaves_nothing_running(tmp_path):
     server.proc.kill()
     server.proc.wait(timeout=10)
     assert wait_gone(started, 5) == [], "a process the killed server started is still running"
+
+
+def test_stdin_closed_on_a_loaded_machine_exits_within_the_clients_grace(tmp_path):
+    """The official client closes stdin and waits 2 s before SIGTERM: we are gone within 1.5 s,
+    with a CPU burner beside us, and so is everything we started."""
+    server = RawStdio(["start"], env=embedded_env(), cwd=tmp_path)
+    server.call_tool(2, "use_notebook", {"notebook_name": "a", "notebook_path": "a.ipynb", "mode": "create"})
+    server.call_tool(3, "use_notebook", {"notebook_name": "b", "notebook_path": "b.ipynb", "mode": "create"})
+    result = server.call_tool(4, "execute_code", {"code": "print(1)"})
+    assert not result.get("isError"), result
+    started = descendants(server.proc.pid)
+    assert len(started) >= 3, started  # Jupyter and the two notebooks' kernels (execute_code runs in b's)
+    burner = subprocess.Popen(["python3", "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        closed = time.monotonic()
+        server.proc.stdin.close()
+        server.proc.wait(timeout=30)
+        took = time.monotonic() - closed
+    finally:
+        burner.kill()
+    assert took <= 1.5, f"the server took {took:.2f} s to exit after stdin closed"
+    assert wait_gone(started, 5) == [], "a process the server started outlived it"
