@@ -30,7 +30,7 @@ pytestmark = pytest.mark.anyio
 
 ON = ["start", "--capability", "kernel.sandbox"]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-RUN_CELL = Path(__file__).resolve().parent / "browser" / "run-cell.cjs"
+PERSON = Path(__file__).resolve().parent / "browser" / "person.cjs"
 
 
 class Site:
@@ -414,3 +414,122 @@ async def test_a_jupyter_without_the_sandboxed_kernelspec_refuses_each_kernel_na
                 in joined(used), joined(used)
         finally:
             jupyter_server.request("DELETE", f"/api/kernels/{theirs}")
+
+
+async def test_an_installed_kernelspec_confines_the_persons_kernel_and_the_agents(tmp_path, home):
+    """`kernelspec install` in a Jupyter the user runs (JupyterLab): the person's kernel, started
+    from it in the browser, and the agent's kernels (the server on --jupyter-url) are confined."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    node = shutil.which("node")
+    assert node and os.environ.get("PLAYWRIGHT_CORE_DIR"), "run the suite through tests/run"
+    browser = chromium()
+    lab_dir = tmp_path / "lab"
+    root = lab_dir / "nb"
+    root.mkdir(parents=True)
+    allowed, denied = Site(), Site()
+    listeners = Listeners()
+    config = write_config(tmp_path, [f"127.0.0.1:{allowed.port}"])
+    env = sandbox_env(tmp_path, home, {"JUPYTER_DATA_DIR": str(lab_dir / "data")})
+    installed = subprocess.run(
+        [server_binary(), "kernelspec", "install", "--user", "--root-dir", str(root), "--config", str(config),
+         "--python", str(extension_venv() / "bin" / "python")],
+        env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert installed.returncode == 0, installed.stderr
+    assert "Installed kernelspec 'python3-sandboxed' (\"Python 3 (sandboxed)\")" in installed.stderr
+    assert f"writable: {root.resolve()}" in installed.stderr and str(home / ".ssh") in installed.stderr
+    spec_dir = lab_dir / "data" / "kernels" / "python3-sandboxed"
+    spec = json.loads((spec_dir / "kernel.json").read_text())
+    assert spec["argv"][1:3] == ["kernel-sandbox", "run"] and spec["display_name"] == "Python 3 (sandboxed)"
+    assert (spec_dir / "policy.json").stat().st_mode & 0o077 == 0, "the policy is the user's alone"
+
+    lab = start_lab(lab_dir, env=env)
+    page = None
+    spans = tmp_path / "spans.jsonl"
+    try:
+        params = StdioServerParameters(
+            command=server_binary(),
+            # kernel.adopt-session: the agent joins the kernel of the person's session.
+            args=[*ON, "--capability", "kernel.adopt-session", "--jupyter-url", lab.url, "--otel-file", str(spans)],
+            env={**env, "JUPYTER_TOKEN": lab.token}, cwd=str(tmp_path))
+        async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+            # The agent's default kernel comes from the installed kernelspec.
+            results = probes(joined(await client.call_tool(
+                "execute_code", {"code": escapes_code(listeners, denied), "timeout": 120})))
+            assert_all_refused(results, home)
+            work = joined(await client.call_tool("execute_code", {"code": (
+                "import os, urllib.request\n"
+                f"print('allowed', urllib.request.urlopen('http://127.0.0.1:{allowed.port}/y', timeout=10).read().decode())\n"
+                "print('sandboxed', os.environ.get('JUPYTER_MCP_KERNEL_SANDBOX'))\n"), "timeout": 60}))
+            assert "allowed hello from the allowed host" in work and "sandboxed 1" in work, work
+
+            # The person opens a notebook on the sandboxed kernelspec in JupyterLab and runs it.
+            nb = nbformat.v4.new_notebook()
+            nb.metadata["kernelspec"] = {"name": "python3-sandboxed", "display_name": "Python 3 (sandboxed)",
+                                         "language": "python"}
+            nb.cells = [nbformat.v4.new_code_cell(escapes_code(listeners, denied) + "print('PROBES-DONE')\n")]
+            (root / "person.ipynb").write_text(nbformat.writes(nb))
+            ARTIFACTS.mkdir(exist_ok=True)
+            screenshot = ARTIFACTS / "jupyterlab-sandboxed-kernel.png"
+            page = subprocess.Popen(
+                [node, str(PERSON), f"{lab.url}/lab/tree/person.ipynb?token={lab.token}", str(screenshot)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ, CHROMIUM=browser))
+            assert page.stdout.readline().strip() == "ready", f"JupyterLab did not show the notebook; see {screenshot}"
+            page.stdin.write(json.dumps({"run": 0, "until": "PROBES-DONE"}) + "\n")
+            page.stdin.flush()
+            shown = page.stdout.readline().strip()
+            assert shown.startswith('"'), f"the person's cell did not finish ({shown}); see {screenshot}"
+            assert_all_refused(probes(json.loads(shown)), home)
+            status, sessions = lab.request("GET", "/api/sessions")
+            person = next(s for s in sessions if s["path"].endswith("person.ipynb"))
+            assert person["kernel"]["name"] == "python3-sandboxed", person
+
+            # The agent joins the person's notebook: one kernel, the confined one.
+            await client.call_tool("use_notebook", {"notebook_name": "person", "notebook_path": "person.ipynb"})
+            listed = joined(await client.call_tool("list_notebooks", {}))
+            line = next(line for line in listed.split("\n") if line.startswith("person\t"))
+            assert line.split("\t")[2] == person["kernel"]["id"], listed
+        assert listeners.heard() == [] and denied.asked == []
+        assert allowed.asked == ["/y"]
+        assert ("127.0.0.1", str(denied.port)) in refused_egress(spans)
+    finally:
+        if page is not None:
+            page.stdin.close()
+            try:
+                page.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                page.kill()
+        stop_jupyter(lab)
+        listeners.close()
+        for site in (allowed, denied):
+            site.close()
+
+
+def test_a_bad_hosts_entry_stops_the_server_with_the_reason(tmp_path, home):
+    config = write_config(tmp_path, ["https://example.org/path"])
+    out = start_refused([*ON, "--config", str(config)], sandbox_env(tmp_path, home), tmp_path)
+    assert out.returncode != 0
+    assert "kernel_sandbox.hosts entry 'https://example.org/path' is not a bare host" in out.stderr, out.stderr
+
+
+def test_the_start_log_names_what_is_enforced(tmp_path, home):
+    config = write_config(tmp_path, ["pypi.org", "*.example.org"])
+    env = sandbox_env(tmp_path, home, {"RUST_LOG": "jupyter_mcp_server=info"})
+    process = subprocess.Popen([server_binary(), *ON, "--config", str(config)], env=env, cwd=tmp_path,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        said = ""
+        for line in process.stderr:
+            if "kernel.sandbox is on:" in line:
+                said = line
+                break
+        process.stdin.close()
+        process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "namespaces" in said and "Landlock" in said and "seccomp" in said, said
+    assert f"writable: {tmp_path.resolve()}" in said, said
+    assert str(home / ".ssh") in said and "config.toml" in said, said
+    assert "pypi.org, *.example.org" in said, said
