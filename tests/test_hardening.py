@@ -248,6 +248,51 @@ def test_hostile_http_requests_cost_only_themselves(jupyter_server, tmp_path):
         server.stop()
 
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def test_http2_cleartext_and_connection_floods_cost_only_themselves(jupyter_server, tmp_path):
+    """HTTP/2 without TLS gets the header timeout HTTP/1.1 has, and connections past the cap are
+    refused with a 503 while the ones already open keep being served."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # The cap follows the descriptor limit (soft limit - 256, at least 64): 400 gives 144.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (400, hard))
+    try:
+        server = start_http_server(args_for(jupyter_server), log_dir=tmp_path,
+                                   env={"RUST_LOG": "jupyter_mcp_server=debug"})
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    cap = 144
+    try:
+        assert f"serving at most {cap} HTTP connections at once" in server.log.read_text()
+        # Prior-knowledge HTTP/2: a preface and settings, then nothing. Dropped at the timeout.
+        h2 = []
+        for _ in range(20):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(H2_PREFACE + H2_EMPTY_SETTINGS)
+            h2.append(s)
+        # Silent connections up to the cap (the h2 ones count); the next one is told 503.
+        idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(cap - len(h2))]
+        time.sleep(0.5)
+        refused = raw_http(server.port, b"GET /api/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert refused.startswith(b"HTTP/1.1 503"), refused[:200]
+        assert b"too many connections at once" in refused and b"Retry-After: 1" in refused
+        assert "new ones are refused (503)" in server.log.read_text()
+        started = time.monotonic()
+        for s in h2 + idle:
+            assert closed_by_server(s, 30), "a connection that sent no request was kept open"
+            s.close()
+        waited = time.monotonic() - started
+        assert waited < 25, f"connections without a request closed after {waited:.1f} s (timeout 10 s)"
+        assert healthz_ok(server)
+        assert server.process.poll() is None
+    finally:
+        server.stop()
+
+
 def test_sigterm_during_a_burst_exits_cleanly_and_flushes_spans(tmp_path):
     """SIGTERM while calls are running: the server exits cleanly in bounded time, every span it
     finished is a whole JSON line on disk, and the embedded Jupyter and its kernels are gone."""
