@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from conftest import (Person, client_for, extension_entry, guest, http_client, joined, log_of,
+from conftest import (Person, answer, client_for, extension_entry, guest, http_client, joined, log_of, modern,
                       notebook_with_kernel, serve, serve_guests, write_config)
 from test_dropin import post, sse_json
 
@@ -193,6 +193,51 @@ async def test_streamable_http_asks_for_tools_and_for_a_guests_execute_code(jupy
             assert refused.is_error, joined(refused)
             text = joined(refused)
             assert "'execution.confirm' capability" in text and "'elicitation'" in text, text
+    finally:
+        server.stop()
+
+
+def test_a_stateless_answer_counts_once_and_cannot_come_before_its_question(jupyter_server):
+    """The input request key of a deferred question is a nonce the server issued for it: an
+    accept written under a key guessed from the question, or an answer sent again, runs nothing;
+    the question is put again under a new key."""
+    import hashlib
+
+    server = serve(jupyter_server, *ON)
+    elicits = {"elicitation": {"form": {}}}
+    code = "import builtins\nbuiltins.counted = getattr(builtins, 'counted', 0) + 1\nprint('runs', builtins.counted)"
+
+    def call(responses=None):
+        params = {"name": "execute_code", "arguments": {"code": code}}
+        if responses is not None:
+            params["inputResponses"] = responses
+        return answer(modern(server, "tools/call", params, capabilities=elicits))["result"]
+
+    def asked(result):
+        assert result.get("resultType") == "input_required", result
+        (key, request), = result["inputRequests"].items()
+        return key, request["params"]["message"]
+
+    try:
+        key, message = asked(call())
+        assert "builtins.counted" in message
+        # The key the question's text would give (the old scheme): an accept there is no answer.
+        guessed = "confirm-" + hashlib.sha256(message.encode()).hexdigest()[:16]
+        again, _ = asked(call({guessed: {"action": "accept"}}))
+        assert again not in (key, guessed), "each putting of the question has a key of its own"
+        ran = call({again: {"action": "accept"}})
+        assert ran.get("resultType") != "input_required" and not ran.get("isError"), ran
+        assert "runs 1" in json.dumps(ran), ran
+        # The same answer sent again is spent: asked anew, nothing ran.
+        fresh, _ = asked(call({again: {"action": "accept"}}))
+        assert fresh != again
+        # Another question's key does not answer this one.
+        other = answer(modern(server, "tools/call", {"name": "execute_code", "arguments": {"code": "print(2)"}},
+                              capabilities=elicits))["result"]
+        other_key, _ = asked(other)
+        asked(call({other_key: {"action": "accept"}}))
+        ran = call({fresh: {"action": "accept"}})
+        assert "runs 2" in json.dumps(ran), ran
     finally:
         server.stop()
 

@@ -9,10 +9,12 @@
 //! function); a call running as a task after its request was answered falls back to the
 //! session's standalone stream. A stateless 2026-07-28 request has no stream to ask on: its
 //! question goes back with the call's answer (`input_required`, multi round-trip requests), keyed
-//! by the question, and the client's retry carries the person's answer under that key.
+//! by a nonce issued for that question, and the client's retry carries the person's answer under
+//! that key, which counts once.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
@@ -124,12 +126,66 @@ fn question(message: String) -> ElicitRequest {
     })
 }
 
-/// The input request key of a question: the same question on a retry has the same key, so an
-/// answer is only ever read for the question it answers.
-fn question_key(message: &str) -> String {
+/// Questions that went back with a call's answer (`input_required`) and wait for the client's
+/// retry, by input request key. A key is a fresh random nonce, so no answer can be written before
+/// its question was put, and a key is taken when its answer is read, so an answer counts once
+/// (a retry sent again, or an old answer replayed into a new call, is asked again). Kept in this
+/// process: a retry that reaches another replica is asked again there, never let through.
+static OUTSTANDING: std::sync::LazyLock<Mutex<BTreeMap<String, Outstanding>>> =
+    std::sync::LazyLock::new(Mutex::default);
+
+/// How long a deferred question waits for its retry, and how many may wait at once (the oldest
+/// go first).
+const QUESTION_TTL: Duration = Duration::from_secs(15 * 60);
+const MAX_OUTSTANDING: usize = 4096;
+
+struct Outstanding {
+    question: [u8; 32],
+    asked: Instant,
+}
+
+fn digest(message: &str) -> [u8; 32] {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(message.as_bytes());
-    format!("confirm-{}", notebook_format::hex::lower_hex(&digest[..8]))
+    Sha256::digest(message.as_bytes()).into()
+}
+
+/// A new key for `message`, remembered until its answer comes back or it expires.
+fn issue_key(message: &str) -> String {
+    let key = format!("confirm-{}", uuid::Uuid::new_v4().simple());
+    let mut outstanding = OUTSTANDING.lock().unwrap_or_else(PoisonError::into_inner);
+    outstanding.retain(|_, waiting| waiting.asked.elapsed() < QUESTION_TTL);
+    while outstanding.len() >= MAX_OUTSTANDING {
+        let Some(oldest) = outstanding
+            .iter()
+            .min_by_key(|(_, waiting)| waiting.asked)
+            .map(|(key, _)| key.clone())
+        else {
+            break;
+        };
+        outstanding.remove(&oldest);
+    }
+    outstanding.insert(
+        key.clone(),
+        Outstanding {
+            question: digest(message),
+            asked: Instant::now(),
+        },
+    );
+    key
+}
+
+/// The answer in `answers` to `message`, if one was given under a key this server issued for
+/// that very question; the key is spent.
+fn take_answer<'a>(answers: &'a InputResponses, message: &str) -> Option<&'a Value> {
+    let question = digest(message);
+    let mut outstanding = OUTSTANDING.lock().unwrap_or_else(PoisonError::into_inner);
+    let (key, response) = answers.iter().find(|(key, _)| {
+        outstanding.get(key.as_str()).is_some_and(|waiting| {
+            waiting.question == question && waiting.asked.elapsed() < QUESTION_TTL
+        })
+    })?;
+    outstanding.remove(key.as_str());
+    Some(response)
 }
 
 /// The person's answer, however it came (a session's reply, or a stateless retry's response).
@@ -148,8 +204,7 @@ impl Confirmer for PeerConfirmer {
             let (peer, origin) = match &self.reach {
                 Reach::Cannot(why) => return Answer::Unavailable(why.clone()),
                 Reach::RoundTrip { answers, deferred } => {
-                    let key = question_key(message);
-                    if let Some(response) = answers.get(&key) {
+                    if let Some(response) = take_answer(answers, message) {
                         let action = response
                             .get("action")
                             .and_then(|a| serde_json::from_value(a.clone()).ok());
@@ -158,7 +213,7 @@ impl Confirmer for PeerConfirmer {
                     deferred
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .insert(key, message.to_owned());
+                        .insert(issue_key(message), message.to_owned());
                     return Answer::Deferred;
                 }
                 Reach::Asks { peer, origin } => (peer, origin),
