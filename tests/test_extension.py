@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import joined, mcp_client, start_lab, texts
+from conftest import joined, mcp_client, modern, start_lab, texts
 from harness import alive, stop_jupyter, wait_gone
 
 pytestmark = pytest.mark.anyio
@@ -90,6 +90,47 @@ async def test_requests_without_the_jupyter_token_are_refused(lab):
     # The child's management routes are not reachable through Jupyter.
     status, _ = get(lab.url + "/mcp/api/stop", {"Authorization": f"token {lab.token}"})
     assert status == 404
+
+
+READ_ONLY_AUTHORIZER = """
+from jupyter_server.auth.authorizer import Authorizer
+
+
+class ReadOnlyMcp(Authorizer):
+    \"\"\"Through /mcp this user may only read; Jupyter's own API (the child's calls) is open.\"\"\"
+
+    def is_authorized(self, handler, user, action, resource):
+        return action == "read" or not handler.request.path.startswith("/mcp")
+"""
+
+
+async def test_jupyters_authorizer_narrows_mcp_as_it_narrows_jupyter(tmp_path):
+    """A custom Authorizer that lets a user only read: /mcp shows and runs only the reading tools,
+    and a call that needs more is refused naming the permission Jupyter withheld."""
+    (tmp_path / "readonly_auth.py").write_text(READ_ONLY_AUTHORIZER)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    (tmp_path / "lab").mkdir()
+    server = start_lab(tmp_path / "lab", "--ServerApp.authorizer_class=readonly_auth.ReadOnlyMcp", env=env)
+    try:
+        async with mcp_client(server, server.token) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert {"list_kernels", "list_notebooks", "read_notebook", "list_files"} <= names, names
+            assert not names & {"execute_code", "insert_cell", "use_notebook", "connect_to_jupyter"}, names
+            assert not (await client.call_tool("list_kernels", {})).is_error
+        proxy = type("Proxy", (), {"mcp_url": server.url + "/mcp", "token": server.token})
+        refused = answer_or_error(modern(proxy, "tools/call", {"name": "execute_code", "arguments": {"code": "1"}}))
+        assert "'execute on kernels'" in refused and "code:execute" in refused, refused
+        refused = answer_or_error(modern(proxy, "tools/call", {"name": "insert_cell", "arguments": {
+            "cell_index": 0, "cell_source": "x"}}))
+        assert "'write on contents'" in refused, refused
+    finally:
+        stop_jupyter(server)
+
+
+def answer_or_error(messages: list[dict]) -> str:
+    """The text of a refusal, whether it came as an HTTP error body or a JSON-RPC error."""
+    (message,) = messages
+    return json.dumps(message)
 
 
 async def test_otel_file_traitlet_writes_spans(lab):

@@ -291,6 +291,14 @@ async def test_scopes_limit_what_a_token_sees_and_calls(jupyter_server, auth_ser
             assert status == 403, body
             assert headers["www-authenticate"].startswith(f'Bearer error="insufficient_scope", scope="{scope}"')
             assert scope in body
+        # Prompts read cells and tasks carry results: both need notebooks:read.
+        executor = client_token(auth_server, "svc-es256", "code:execute", server.mcp_url)
+        for method, params in (("prompts/get", {"name": "jupyter_cite", "arguments": {"prompt": "x", "cell_indices": "0"}}),
+                               ("prompts/list", {}), ("tasks/get", {"taskId": "none"})):
+            status, headers, body = raw(server.mcp_url, headers={"Authorization": f"Bearer {executor}"}, body={
+                "jsonrpc": "2.0", "id": 4, "method": method, "params": params})
+            assert status == 403, (method, body)
+            assert 'scope="notebooks:read"' in {k.lower(): v for k, v in headers.items()}["www-authenticate"], method
         async with client_with(server, runner) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert "execute_code" in names and "write_file" not in names

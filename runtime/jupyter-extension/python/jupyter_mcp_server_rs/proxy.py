@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import urlencode, urlsplit
 
 from jupyter_server.base.handlers import APIHandler
-from jupyter_server.utils import origin_matches_pat
+from jupyter_server.utils import ensure_async, origin_matches_pat
 from tornado import web
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.ioloop import IOLoop
@@ -20,6 +20,16 @@ from tornado.iostream import StreamClosedError
 FORWARDED_REQUEST = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "last-event-id")
 # Response headers the client needs back.
 FORWARDED_RESPONSE = ("content-type", "mcp-session-id", "mcp-protocol-version", "cache-control")
+# What Jupyter's authorizer must allow for each scope of the server's tools: reading and editing
+# notebooks and files are `read` / `write` on contents, running code is `execute` on kernels,
+# switching servers and managing extensions is `write` on server (as /api/shutdown needs).
+SCOPE_PERMISSIONS = (
+    ("notebooks:read", "read", "contents"),
+    ("notebooks:write", "write", "contents"),
+    ("code:execute", "execute", "kernels"),
+    ("server:admin", "write", "server"),
+)
+SCOPES_HEADER = "X-Jupyter-MCP-Scopes"
 # Long enough for the longest execution (3600 s max) and a client listening for notifications.
 STREAM_TIMEOUT = 24 * 3600
 
@@ -69,6 +79,15 @@ class McpProxyHandler(APIHandler):
             return True
         return hostname in ("localhost", "127.0.0.1", "::1")
 
+    async def _granted_scopes(self) -> list[str]:
+        """The server's scopes this user holds, as Jupyter's authorizer decides (a custom
+        authorizer, e.g. JupyterHub's or a read-only role, narrows /mcp as it narrows Jupyter)."""
+        granted = []
+        for scope, action, resource in SCOPE_PERMISSIONS:
+            if await ensure_async(self.authorizer.is_authorized(self, self.current_user, action, resource)):
+                granted.append(scope)
+        return granted
+
     async def _relay(self, path: str) -> None:
         if not self._origin_allowed():
             raise web.HTTPError(403, "this Origin may not use /mcp; add it to the Jupyter Server's allow_origin")
@@ -82,8 +101,14 @@ class McpProxyHandler(APIHandler):
         target = {"": "/mcp", "healthz": "/api/healthz"}.get(path)
         if target is None:
             raise web.HTTPError(404)
+        scopes = await self._granted_scopes()
+        if not scopes:
+            raise web.HTTPError(403, "the Jupyter Server's authorizer allows this user nothing /mcp serves "
+                                     "(not even 'read' on 'contents'); ask its administrator")
         headers = {k: v for k, v in self.request.headers.items() if k.lower() in FORWARDED_REQUEST}
         headers["Authorization"] = f"Bearer {child.token}"
+        # The child shows and lets through only what these allow.
+        headers[SCOPES_HEADER] = " ".join(scopes)
         started = False
 
         def on_header(line: str) -> None:

@@ -99,6 +99,37 @@ pub(super) fn insufficient_scope(oauth: &ResourceServer, scope: Scope) -> Respon
     )
 }
 
+/// The header the Jupyter extension's proxy sets: the scopes Jupyter's authorizer grants the
+/// logged-in user, space-separated.
+pub(super) const JUPYTER_SCOPES_HEADER: &str = "x-jupyter-mcp-scopes";
+
+/// The grant the Jupyter extension's proxy passed on, if it passed one.
+pub(super) fn jupyter_grant(headers: &HeaderMap) -> Option<Grant> {
+    headers
+        .get(JUPYTER_SCOPES_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(Grant::from_scope_text)
+}
+
+/// A request behind the Jupyter extension that Jupyter's authorizer does not allow.
+pub(super) fn not_permitted_by_jupyter(scope: Scope) -> Response<Body> {
+    let permission = match scope {
+        Scope::NotebooksRead => "read on contents",
+        Scope::NotebooksWrite => "write on contents",
+        Scope::CodeExecute => "execute on kernels",
+        Scope::ServerAdmin => "write on server",
+    };
+    json_response(
+        StatusCode::FORBIDDEN,
+        json!({
+            "error": format!(
+                "the Jupyter Server's authorizer does not allow this user '{permission}', which \
+                 this request needs ('{scope}'); ask the Jupyter Server's administrator for it"
+            )
+        }),
+    )
+}
+
 /// The bearer token a request presents.
 pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
@@ -140,7 +171,8 @@ impl HttpContext {
                 StatusCode::UNAUTHORIZED,
                 oauth.challenge(None),
                 &format!(
-                    "an access token of the authorization server {} is required                      (Authorization: Bearer TOKEN); this server's metadata says how to get one",
+                    "an access token of the authorization server {} is required \
+                     (Authorization: Bearer TOKEN); this server's metadata says how to get one",
                     oauth.issuer()
                 ),
             )));

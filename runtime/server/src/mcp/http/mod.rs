@@ -205,6 +205,9 @@ impl HttpContext {
                     None => None,
                 };
                 let grant = match self.authorize(request.headers(), None).await {
+                    // Behind the Jupyter extension, the proxy says what Jupyter's authorizer lets
+                    // this user do. A header can only narrow what the caller may do anyway.
+                    Ok(None) if self.oauth.is_none() => guard::jupyter_grant(request.headers()),
                     Ok(grant) => grant,
                     Err(refusal) => return *refusal,
                 };
@@ -241,10 +244,13 @@ impl HttpContext {
                     Ok(body) => body,
                     Err(refusal) => return *refusal,
                 };
-                if let (Some(oauth), Some(grant)) = (&self.oauth, &grant)
+                if let Some(grant) = &grant
                     && let Some(scope) = lacking_scope(&self.state.tools, grant, &body)
                 {
-                    return guard::insufficient_scope(oauth, scope);
+                    return match &self.oauth {
+                        Some(oauth) => guard::insufficient_scope(oauth, scope),
+                        None => guard::not_permitted_by_jupyter(scope),
+                    };
                 }
                 let body = repair_body(&parts.headers, body);
                 let mut mcp = self.mcp.clone();
@@ -279,8 +285,8 @@ impl HttpContext {
     }
 }
 
-/// The first scope a request (or batch) needs that the token lacks: a tool call needs its tool's,
-/// reading resources `notebooks:read`.
+/// The first scope a request (or batch) needs that the token lacks: a tool call needs its tool's;
+/// reading resources, getting prompts (they read cells) and following tasks `notebooks:read`.
 fn lacking_scope(
     tools: &crate::dispatch::ToolRegistry,
     grant: &Grant,
@@ -296,7 +302,10 @@ fn lacking_scope(
         let scope = if method == "tools/call" {
             let name = message.pointer("/params/name")?.as_str()?;
             tools.get(name)?.spec().scope
-        } else if method.starts_with("resources/") {
+        } else if method.starts_with("resources/")
+            || method.starts_with("prompts/")
+            || method.starts_with("tasks/")
+        {
             Scope::NotebooksRead
         } else {
             return None;
