@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import joined, mcp_client, modern, start_lab, texts
+from conftest import joined, mcp_client, modern, server_binary, server_env, start_lab, texts
 from harness import alive, stop_jupyter, wait_gone
 
 pytestmark = pytest.mark.anyio
@@ -207,6 +207,11 @@ async def test_child_tokens_are_off_its_command_line(lab):
     for secret in (lab.token, child_token):
         assert secret not in line, f"a token is readable in /proc/{pid}/cmdline: {line}"
     assert "--mcp-token" not in line and "--jupyter-token" not in line
+    # Its port is a socket the extension bound and handed over open, never a port number freed
+    # and bound again.
+    assert "--port" not in line, line
+    fd = proc_environ(pid)["JUPYTER_MCP_LISTEN_FD"]
+    assert os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
     # And the child still works: it got both tokens from its environment.
     status, body = get(lab.url + "/mcp/healthz", {"Authorization": f"token {lab.token}"})
     assert status == 200 and json.loads(body)["jupyter"]["reachable"] is True
@@ -252,7 +257,10 @@ def test_the_child_comes_back_after_it_dies(tmp_path):
         assert status == 200
         # Stopped through its own port (once a way to make /mcp answer 503 for good).
         environ = proc_environ(second)
-        port = re.search(r"--port (\d+)", proc_cmdline(second)).group(1)
+        ports = re.findall(r"serving MCP over Streamable HTTP at http://127\.0\.0\.1:(\d+)/mcp", log.read_text())
+        # Each child serves the one socket the extension bound and keeps: the same port.
+        assert len(ports) == 2 and len(set(ports)) == 1, ports
+        port = ports[-1]
         request = urllib.request.Request(f"http://127.0.0.1:{port}/api/stop", method="DELETE",
                                          headers={"Authorization": f"Bearer {environ['MCP_TOKEN']}"})
         with urllib.request.urlopen(request, timeout=30) as reply:
@@ -267,3 +275,25 @@ def test_the_child_comes_back_after_it_dies(tmp_path):
         assert alive(third)
     finally:
         stop_jupyter(server)
+
+
+def test_a_handed_over_descriptor_that_is_no_listening_socket_is_refused(tmp_path):
+    """--listen-fd (JUPYTER_MCP_LISTEN_FD) takes only a bound, listening TCP socket."""
+    import socket
+    import subprocess
+
+    plain = open(tmp_path / "not-a-socket", "w")
+    idle = socket.socket()
+    idle.bind(("127.0.0.1", 0))  # bound, never listening
+    try:
+        for fd, why in ((plain.fileno(), "is not a socket"), (idle.fileno(), "is a socket that is not listening"),
+                        (1, "is stdin, stdout or stderr")):
+            env = server_env({"JUPYTER_MCP_LISTEN_FD": str(fd)})
+            done = subprocess.run([server_binary(), "start", "--transport", "streamable-http", "--insecure-mcp-noauth",
+                                   "--jupyter-url", "http://127.0.0.1:9"], env=env, pass_fds=(fd,) if fd > 2 else (),
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            assert done.returncode != 0, done.stderr
+            assert f"file descriptor {fd} {why}" in done.stderr, done.stderr
+    finally:
+        plain.close()
+        idle.close()

@@ -254,6 +254,49 @@ def test_rotated_keys_are_fetched(jupyter_server, oauth_modules, auth_server, tm
         server.stop()
 
 
+def test_a_session_is_its_token_holders_and_unknown_tokens_cost_the_issuer_little(
+        jupyter_server, auth_server, tmp_path):
+    server = start_oauth_server(jupyter_server, auth_server, tmp_path)
+    try:
+        mine = client_token(auth_server, "svc-rs256", ALL, server.mcp_url)
+        status, headers, body = raw(server.mcp_url, headers={"Authorization": f"Bearer {mine}"})
+        assert status == 200, body
+        session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+
+        def use(token: str) -> tuple[int, str]:
+            status, _, body = raw(server.mcp_url, body=listing, headers={
+                "Authorization": f"Bearer {token}", "Mcp-Session-Id": session,
+                "MCP-Protocol-Version": "2025-11-25"})
+            return status, body
+
+        # Another token of the same holder (the same client) may go on with it...
+        status, body = use(client_token(auth_server, "svc-rs256", ALL, server.mcp_url))
+        assert status == 200 and "execute_code" in body, body
+        # ...a token of another holder may not, whatever its scopes: the session is not theirs.
+        for other in ("svc-es256", "svc-opaque"):
+            status, body = use(client_token(auth_server, other, ALL, server.mcp_url))
+            assert status == 404 and "session not found" in body, (other, body)
+        status, body = use(pkce_token(auth_server, ALL, server.mcp_url))
+        assert status == 404, body
+
+        # Made-up opaque tokens: each is asked about once (the refusal is remembered), and past
+        # 20 new ones a second the rest are told to retry rather than passed to the issuer.
+        made_up = [secrets.token_urlsafe(24) for _ in range(40)]
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(made_up)) as pool:  # at once, so they fall in one second
+            answers = list(pool.map(lambda token: status_with(server, token), made_up))
+        refused = [status for status, _ in answers if status == 401]
+        busy = [headers for status, headers in answers if status == 503]
+        assert refused and busy and len(refused) + len(busy) == 40, [status for status, _ in answers]
+        assert all(headers.get("retry-after") == "1" for headers in busy)
+        first = made_up[[status for status, _ in answers].index(401)]
+        for _ in range(30):  # remembered: no allowance needed
+            assert status_with(server, first)[0] == 401
+    finally:
+        server.stop()
+
+
 @pytest.mark.parametrize("other", [["--mcp-token", "t"], ["--insecure-mcp-noauth"]])
 def test_oauth_with_another_authentication_is_refused_at_start(jupyter_server, other):
     from conftest import server_binary, server_env

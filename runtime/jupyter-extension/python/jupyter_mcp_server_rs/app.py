@@ -33,20 +33,27 @@ SECRET_VARIABLES = ("MCP_TOKEN", "JUPYTER_TOKEN")
 
 
 class ChildServer:
-    """The server binary running beside Jupyter on a private loopback port."""
+    """The server binary running beside Jupyter on a private loopback port.
 
-    def __init__(self, binary: str, args: list[str], secrets_env: dict[str, str], log):
-        self.port = _free_port()
+    The port is a listening socket this process bound and keeps (`listener`), handed to each
+    child as an open file descriptor: never a port freed and bound again, which another local
+    user could take in between and so receive the child's token. A restarted child gets the same
+    socket, so the port never changes and connections waiting in its queue are served."""
+
+    def __init__(self, binary: str, args: list[str], secrets_env: dict[str, str], log,
+                 listener: socket.socket):
+        self.port = listener.getsockname()[1]
         self.token = secrets.token_urlsafe(32)
         self.log = log
-        command = [binary, "start", "--transport", "streamable-http", "--host", "127.0.0.1",
-                   "--port", str(self.port), *args]
+        command = [binary, "start", "--transport", "streamable-http", *args]
         # Tokens go through the environment, never argv: any local user can read
         # /proc/PID/cmdline, while /proc/PID/environ is readable by this user only.
         env = {k: v for k, v in os.environ.items() if k not in SECRET_VARIABLES}
         env.update(secrets_env)
         env["MCP_TOKEN"] = self.token
-        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
+        env["JUPYTER_MCP_LISTEN_FD"] = str(listener.fileno())
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent,
+                                        pass_fds=(listener.fileno(),))
         self.started = time.monotonic()
         self.log.info("jupyter-mcp-server started (pid %s) for /mcp", self.process.pid)
 
@@ -105,6 +112,7 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
     )
 
     child: ChildServer | None = None
+    _listener: socket.socket | None = None
     _http: AsyncHTTPClient | None = None
     _watcher: PeriodicCallback | None = None
     _restarts = 0  # restarts in a row, reset once a child stayed up for RESTART_RESET seconds
@@ -156,7 +164,8 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
             self.log.error("jupyter-mcp-server binary not found; /mcp is unavailable. Reinstall jupyter-mcp-server-rs.")
             return
         self._binary = binary
-        self.child = ChildServer(binary, self.child_arguments(), self.child_secrets(), self.log)
+        self._listener = _listening_socket()
+        self.child = ChildServer(binary, self.child_arguments(), self.child_secrets(), self.log, self._listener)
         if self._watcher is None:
             self._watcher = PeriodicCallback(self._watch_child, 250)
             self._watcher.start()
@@ -186,7 +195,8 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
         if self._stopping:
             return
         try:
-            self.child = ChildServer(self._binary, self.child_arguments(), self.child_secrets(), self.log)
+            self.child = ChildServer(self._binary, self.child_arguments(), self.child_secrets(), self.log,
+                                     self._listener)
         except OSError as e:
             # The dead child stays in place, so the watcher tries again after a longer delay.
             self.log.error("could not restart jupyter-mcp-server: %s; trying again", e)
@@ -203,6 +213,8 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
             self._watcher.stop()
         if self.child is not None:
             self.child.stop()
+        if self._listener is not None:
+            self._listener.close()
 
 
 def find_binary() -> str | None:
@@ -216,10 +228,12 @@ def find_binary() -> str | None:
     return shutil.which(BINARY)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _listening_socket() -> socket.socket:
+    """A loopback port of our own, bound and listening for as long as the extension runs."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1024)
+    return listener
 
 
 def _die_with_parent() -> None:

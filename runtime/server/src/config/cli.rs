@@ -404,6 +404,12 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_PORT")]
     pub port: Option<u16>,
 
+    /// A listening TCP socket handed over by the process that started this one (its file
+    /// descriptor), served instead of binding --host/--port: no port is freed and bound again,
+    /// so no other local user can take it in between. The Jupyter extension starts its child so.
+    #[arg(long, env = "JUPYTER_MCP_LISTEN_FD", value_name = "FD", hide = true)]
+    pub listen_fd: Option<i32>,
+
     /// Bearer token MCP clients must present over Streamable HTTP.
     #[arg(long, env = "MCP_TOKEN", hide_env_values = true)]
     pub mcp_token: Option<String>,

@@ -242,6 +242,8 @@ pub struct HttpConfig {
     pub prefix: String,
     pub host: String,
     pub port: u16,
+    /// `--listen-fd`: a listening socket to serve instead of binding host and port.
+    pub listen_fd: Option<i32>,
     pub mcp_token: Option<String>,
     pub insecure_noauth: bool,
     pub allowed_origins: Vec<String>,
@@ -495,6 +497,7 @@ impl Config {
                 prefix,
                 host,
                 port,
+                listen_fd: args.listen_fd,
                 mcp_token: args.mcp_token.filter(|t| !t.is_empty()),
                 insecure_noauth: args.insecure_mcp_noauth,
                 allowed_origins: args.allowed_origins,

@@ -59,20 +59,35 @@ impl std::fmt::Display for Scope {
 #[derive(Debug, Clone, Default)]
 pub struct Grant {
     scopes: Arc<BTreeSet<String>>,
+    /// Who the token was issued to (issuer and subject), when the token says: an MCP session
+    /// opened with it is that holder's alone.
+    holder: Option<Arc<str>>,
 }
 
 impl Grant {
+    /// The same grant, held by `holder` (e.g. `issuer` and `sub`).
+    pub fn held_by(mut self, holder: String) -> Grant {
+        self.holder = Some(holder.into());
+        self
+    }
+
+    pub fn holder(&self) -> Option<&str> {
+        self.holder.as_deref()
+    }
+
     /// From the space-separated `scope` of a token (RFC 6749 §3.3); unknown scopes are kept
     /// but mean nothing here.
     pub fn from_scope_text(text: &str) -> Grant {
         Grant {
             scopes: Arc::new(text.split_whitespace().map(str::to_owned).collect()),
+            holder: None,
         }
     }
 
     pub fn from_scopes<I: IntoIterator<Item = String>>(scopes: I) -> Grant {
         Grant {
             scopes: Arc::new(scopes.into_iter().collect()),
+            holder: None,
         }
     }
 

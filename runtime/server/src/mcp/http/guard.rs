@@ -182,6 +182,15 @@ impl HttpContext {
                 OAuthError::Unreachable { .. } => {
                     json_response(StatusCode::BAD_GATEWAY, json!({ "error": e.to_string() }))
                 }
+                OAuthError::Busy => {
+                    let mut busy = json_response(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        json!({ "error": e.to_string() }),
+                    );
+                    busy.headers_mut()
+                        .insert(header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+                    busy
+                }
                 refused => challenge(
                     StatusCode::UNAUTHORIZED,
                     oauth.challenge(Some("invalid_token")),

@@ -71,6 +71,42 @@ fn connection_cap() -> usize {
         .clamp(64, 4096)
 }
 
+/// The listening TCP socket a parent handed over as file descriptor `fd`: checked to be one
+/// (a listening stream socket), taken over once, and closed on exec so nothing we start inherits
+/// it. The one place this crate takes a raw descriptor, hence its `unsafe`.
+#[allow(unsafe_code)]
+fn handed_over(fd: i32) -> std::io::Result<tokio::net::TcpListener> {
+    use nix::sys::socket::{getsockopt, sockopt};
+    use std::os::fd::{BorrowedFd, FromRawFd as _, OwnedFd};
+    let not_a_listener = |why: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("file descriptor {fd} {why}; hand over a bound, listening TCP socket"),
+        )
+    };
+    if fd < 3 {
+        return Err(not_a_listener("is stdin, stdout or stderr"));
+    }
+    // SAFETY: `fd` is only borrowed for the checks; fcntl fails cleanly on a closed descriptor.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    nix::fcntl::fcntl(borrowed, nix::fcntl::FcntlArg::F_GETFD)
+        .map_err(|_| not_a_listener("is not open"))?;
+    if !getsockopt(&borrowed, sockopt::AcceptConn).map_err(|_| not_a_listener("is not a socket"))? {
+        return Err(not_a_listener("is a socket that is not listening"));
+    }
+    nix::fcntl::fcntl(
+        borrowed,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(std::io::Error::from)?;
+    // SAFETY: the descriptor is open, a listening socket, and taken over here once, at start;
+    // nothing else in this process owns it.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let listener = std::net::TcpListener::from(owned);
+    listener.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(listener)
+}
+
 /// A connection past the cap is told why before it is closed (in HTTP/1.1: an HTTP/2 client
 /// sees its connection fail).
 async fn refuse_at_capacity(mut stream: tokio::net::TcpStream) {
@@ -216,8 +252,13 @@ impl HttpContext {
                     .get(SESSION_HEADER)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                if let (Some(hub), Some(caller), Some(id)) = (hub, &caller, &session)
-                    && !hub.session_allowed(id, caller)
+                let foreign_session = match (&session, &self.oauth, &grant) {
+                    (Some(id), Some(oauth), Some(grant)) => !oauth.session_allowed(id, grant),
+                    _ => false,
+                };
+                if foreign_session
+                    || matches!((hub, &caller, &session), (Some(hub), Some(caller), Some(id))
+                        if !hub.session_allowed(id, caller))
                 {
                     // The same answer as for a session that never was: nothing is revealed.
                     return json_response(
@@ -263,16 +304,25 @@ impl HttpContext {
                 if method == Method::DELETE && response.status() == StatusCode::ACCEPTED {
                     *response.status_mut() = StatusCode::NO_CONTENT;
                 }
-                if let (Some(hub), Some(caller)) = (hub, &caller) {
-                    match (&session, response.headers().get(SESSION_HEADER)) {
-                        (Some(id), _) if method == Method::DELETE => hub.session_closed(id),
-                        (None, Some(opened)) => {
-                            if let Ok(opened) = opened.to_str() {
-                                hub.session_opened(opened, caller);
-                            }
+                // A session is its opener's alone: the token holder's, the Hub user's.
+                match session_change(session.as_deref(), &method, &response) {
+                    Some(SessionChange::Opened(id)) => {
+                        if let (Some(oauth), Some(grant)) = (&self.oauth, &grant) {
+                            oauth.session_opened(&id, grant);
                         }
-                        _ => {}
+                        if let (Some(hub), Some(caller)) = (hub, &caller) {
+                            hub.session_opened(&id, caller);
+                        }
                     }
+                    Some(SessionChange::Closed(id)) => {
+                        if let Some(oauth) = &self.oauth {
+                            oauth.session_closed(&id);
+                        }
+                        if let Some(hub) = hub {
+                            hub.session_closed(&id);
+                        }
+                    }
+                    None => {}
                 }
                 response
             }
@@ -282,6 +332,28 @@ impl HttpContext {
                 json!({ "error": format!("no route {path}; MCP is served at /mcp") }),
             ),
         }
+    }
+}
+
+enum SessionChange {
+    Opened(String),
+    Closed(String),
+}
+
+/// Whether this exchange opened an MCP session (the answer names one the request did not) or
+/// closed one (DELETE).
+fn session_change(
+    asked: Option<&str>,
+    method: &Method,
+    response: &Response<Body>,
+) -> Option<SessionChange> {
+    match (asked, response.headers().get(SESSION_HEADER)) {
+        (Some(id), _) if method == Method::DELETE => Some(SessionChange::Closed(id.to_owned())),
+        (None, Some(opened)) => opened
+            .to_str()
+            .ok()
+            .map(|id| SessionChange::Opened(id.to_owned())),
+        _ => None,
     }
 }
 
@@ -388,12 +460,18 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
         );
     }
     let address = format!("{}:{}", config.host, config.port);
-    let listener = tokio::net::TcpListener::bind(&address)
-        .await
-        .map_err(|source| HttpError::Bind {
-            address: address.clone(),
+    let listener = match config.listen_fd {
+        Some(fd) => handed_over(fd).map_err(|source| HttpError::Bind {
+            address: format!("the socket handed over as --listen-fd {fd}"),
             source,
-        })?;
+        })?,
+        None => tokio::net::TcpListener::bind(&address)
+            .await
+            .map_err(|source| HttpError::Bind {
+                address: address.clone(),
+                source,
+            })?,
+    };
     let local: SocketAddr = listener
         .local_addr()
         .map_err(|source| HttpError::Bind { address, source })?;

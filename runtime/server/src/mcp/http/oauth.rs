@@ -5,6 +5,7 @@
 //! is kept, as a cache key.
 
 use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk};
@@ -28,6 +29,12 @@ const REFETCH_EVERY: Duration = Duration::from_secs(5);
 /// How long an introspection answer is trusted (a revoked opaque token is refused within it).
 const INTROSPECTION_TTL: Duration = Duration::from_secs(10);
 const MAX_INTROSPECTION_CACHE: usize = 1024;
+/// Introspection calls for tokens not in the cache, per second: past it a caller is told to
+/// retry, so a flood of made-up opaque tokens cannot turn us into a flood against the issuer.
+const MAX_INTROSPECTIONS_PER_SECOND: u32 = 20;
+/// MCP sessions remembered with the token holder that opened them; past it the oldest is
+/// forgotten (its client is asked to start a new session).
+const MAX_BOUND_SESSIONS: usize = 10_000;
 const ISSUER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +52,12 @@ pub enum OAuthError {
     /// The issuer could not answer (502).
     #[error("the authorization server {issuer} could not be asked about the token: {reason}")]
     Unreachable { issuer: String, reason: String },
+    /// Too many unknown opaque tokens at once (503, retry shortly).
+    #[error(
+        "too many unknown access tokens to check at once; retry in a second (a token checked \
+         once is remembered for 10 s)"
+    )]
+    Busy,
 }
 
 #[derive(Debug, Deserialize)]
@@ -55,6 +68,7 @@ struct IssuerMetadata {
 }
 
 /// A signing key and the one algorithm it verifies.
+#[derive(Clone)]
 struct SigningKey {
     algorithm: Algorithm,
     key: DecodingKey,
@@ -66,8 +80,16 @@ struct KeyCache {
     fetched: Option<Instant>,
 }
 
+impl KeyCache {
+    /// A key we do not know may be refetched (the issuer may have rotated its keys).
+    fn may_refetch_for(&self, kid: &str) -> bool {
+        !self.keys.contains_key(kid) && self.fetched.is_none_or(|at| at.elapsed() >= REFETCH_EVERY)
+    }
+}
+
+/// An introspection answer, the refusals included, so an unknown token costs one call per TTL.
 struct Introspected {
-    grant: Grant,
+    outcome: Result<Grant, String>,
     until: Instant,
 }
 
@@ -85,8 +107,15 @@ pub struct ResourceServer {
     introspection: Option<Url>,
     credentials: Option<ClientCredentials>,
     http: reqwest::Client,
-    keys: Mutex<KeyCache>,
+    /// The key set, read without waiting: a refetch swaps in a new one.
+    keys: RwLock<Arc<KeyCache>>,
+    /// One refetch at a time; only callers whose key is unknown wait for it.
+    refetching: Mutex<()>,
     introspected: Mutex<HashMap<[u8; 32], Introspected>>,
+    /// Introspection calls in the current second: (the second's start, calls).
+    introspections: std::sync::Mutex<(Instant, u32)>,
+    /// Each MCP session this server opened for a token, with the token's holder.
+    sessions: std::sync::Mutex<HashMap<String, (Arc<str>, Instant)>>,
 }
 
 /// The claims we check beyond what `jsonwebtoken` validates.
@@ -97,6 +126,10 @@ struct AccessClaims {
     /// Some issuers list scopes as an array under `scp`.
     #[serde(default)]
     scp: Option<Vec<String>>,
+    #[serde(default)]
+    sub: Option<String>,
+    #[serde(default)]
+    client_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +144,10 @@ struct IntrospectionAnswer {
     iss: Option<String>,
     #[serde(default)]
     exp: Option<u64>,
+    #[serde(default)]
+    sub: Option<String>,
+    #[serde(default)]
+    client_id: Option<String>,
 }
 
 impl ResourceServer {
@@ -167,8 +204,11 @@ impl ResourceServer {
                     .unwrap_or_else(|| jupyter_client::auth::Secret::new(String::new())),
             }),
             http,
-            keys: Mutex::new(KeyCache::default()),
+            keys: RwLock::default(),
+            refetching: Mutex::new(()),
             introspected: Mutex::new(HashMap::new()),
+            introspections: std::sync::Mutex::new((Instant::now(), 0)),
+            sessions: std::sync::Mutex::default(),
         })
     }
 
@@ -264,11 +304,14 @@ impl ResourceServer {
             )));
         }
         let kid = header.kid.unwrap_or_default();
-        let mut keys = self.keys.lock().await;
-        let stale = keys.fetched.is_none_or(|at| at.elapsed() >= REFETCH_EVERY);
-        if !keys.keys.contains_key(&kid) && stale {
-            // A key we do not know: the issuer may have rotated its keys.
-            self.refetch_keys(&mut keys).await?;
+        let mut keys = self.key_set();
+        if keys.may_refetch_for(&kid) {
+            let _one = self.refetching.lock().await;
+            // Another caller may have refetched while this one waited.
+            keys = self.key_set();
+            if keys.may_refetch_for(&kid) {
+                keys = self.refetch_keys(&keys).await?;
+            }
         }
         let Some(key) = keys.keys.get(&kid) else {
             return Err(OAuthError::Refused(format!(
@@ -292,11 +335,63 @@ impl ResourceServer {
         let claims = jsonwebtoken::decode::<AccessClaims>(token, &key.key, &validation)
             .map_err(|e| self.explain(e))?
             .claims;
-        Ok(match (claims.scope, claims.scp) {
+        let grant = match (claims.scope, claims.scp) {
             (Some(text), _) => Grant::from_scope_text(&text),
             (None, Some(list)) => Grant::from_scopes(list),
             (None, None) => Grant::default(),
-        })
+        };
+        Ok(self.held(grant, claims.sub.or(claims.client_id)))
+    }
+
+    /// The grant, held by the token's subject at this issuer (when the token names one).
+    fn held(&self, grant: Grant, subject: Option<String>) -> Grant {
+        match subject.filter(|s| !s.is_empty()) {
+            Some(subject) => grant.held_by(format!("{} {subject}", self.issuer)),
+            None => grant,
+        }
+    }
+
+    fn key_set(&self) -> Arc<KeyCache> {
+        self.keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Remembers that a session was opened with `grant`'s token.
+    pub fn session_opened(&self, id: &str, grant: &Grant) {
+        let Some(holder) = grant.holder() else {
+            return;
+        };
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        if sessions.len() >= MAX_BOUND_SESSIONS
+            && let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(id, _)| id.clone())
+        {
+            sessions.remove(&oldest);
+        }
+        sessions.insert(id.to_owned(), (holder.into(), Instant::now()));
+    }
+
+    /// Whether a request with `grant`'s token may use session `id`: only the holder that opened
+    /// it (a session we do not know, e.g. forgotten, is refused too: its client starts anew).
+    pub fn session_allowed(&self, id: &str, grant: &Grant) -> bool {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        match (sessions.get(id), grant.holder()) {
+            (Some((holder, _)), Some(presented)) => **holder == *presented,
+            // Opened by a token that named no holder: any token of this issuer, as before.
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
+    pub fn session_closed(&self, id: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
     }
 
     fn explain(&self, error: jsonwebtoken::errors::Error) -> OAuthError {
@@ -322,14 +417,28 @@ impl ResourceServer {
         })
     }
 
-    async fn refetch_keys(&self, cache: &mut KeyCache) -> Result<(), OAuthError> {
+    /// Fetches the key set and swaps it in. A failure keeps the old keys and still counts as a
+    /// fetch, so made-up key ids cannot make us ask the issuer more often than REFETCH_EVERY.
+    async fn refetch_keys(&self, old: &KeyCache) -> Result<Arc<KeyCache>, OAuthError> {
+        let (keys, outcome) = match self.fetch_keys().await {
+            Ok(keys) => (keys, Ok(())),
+            Err(error) => (old.keys.clone(), Err(error)),
+        };
+        let cache = Arc::new(KeyCache {
+            keys,
+            fetched: Some(Instant::now()),
+        });
+        *self.keys.write().unwrap_or_else(PoisonError::into_inner) = cache.clone();
+        outcome.map(|()| cache)
+    }
+
+    async fn fetch_keys(&self) -> Result<HashMap<String, SigningKey>, OAuthError> {
         let Some(uri) = &self.jwks_uri else {
             return Err(OAuthError::Refused(format!(
                 "the access token is a JWT but the authorization server {} publishes no jwks_uri",
                 self.issuer
             )));
         };
-        cache.fetched = Some(Instant::now());
         let unreachable = |reason: String| OAuthError::Unreachable {
             issuer: self.issuer.clone(),
             reason,
@@ -347,12 +456,9 @@ impl ResourceServer {
             .json()
             .await
             .map_err(|e| unreachable(format!("{uri} is not a JSON key set: {e}")))?;
-        cache.keys = signing_keys(&set);
-        tracing::debug!(
-            keys = cache.keys.len(),
-            "read the authorization server's keys"
-        );
-        Ok(())
+        let keys = signing_keys(&set);
+        tracing::debug!(keys = keys.len(), "read the authorization server's keys");
+        Ok(keys)
     }
 
     async fn introspect(&self, token: &str) -> Result<Grant, OAuthError> {
@@ -361,9 +467,52 @@ impl ResourceServer {
             let mut cache = self.introspected.lock().await;
             cache.retain(|_, entry| entry.until > Instant::now());
             if let Some(entry) = cache.get(&digest) {
-                return Ok(entry.grant.clone());
+                return entry.outcome.clone().map_err(OAuthError::Refused);
             }
         }
+        self.count_introspection()?;
+        let outcome = self.ask_introspection(token).await;
+        let remembered = match &outcome {
+            Ok((grant, _)) => Ok(grant.clone()),
+            Err(OAuthError::Refused(why)) => Err(why.clone()),
+            // The issuer did not answer: nothing learned about the token.
+            Err(_) => return outcome.map(|(grant, _)| grant),
+        };
+        let ttl = match &outcome {
+            Ok((_, ttl)) => *ttl,
+            Err(_) => INTROSPECTION_TTL,
+        };
+        let mut cache = self.introspected.lock().await;
+        if cache.len() < MAX_INTROSPECTION_CACHE {
+            cache.insert(
+                digest,
+                Introspected {
+                    outcome: remembered,
+                    until: Instant::now() + ttl,
+                },
+            );
+        }
+        outcome.map(|(grant, _)| grant)
+    }
+
+    /// Counts an introspection call against this second's allowance.
+    fn count_introspection(&self) -> Result<(), OAuthError> {
+        let mut window = self
+            .introspections
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if window.0.elapsed() >= Duration::from_secs(1) {
+            *window = (Instant::now(), 0);
+        }
+        if window.1 >= MAX_INTROSPECTIONS_PER_SECOND {
+            return Err(OAuthError::Busy);
+        }
+        window.1 += 1;
+        Ok(())
+    }
+
+    /// Asks the issuer about an opaque token: its grant and how long to trust the answer.
+    async fn ask_introspection(&self, token: &str) -> Result<(Grant, Duration), OAuthError> {
         let endpoint = self.introspection.clone().expect("checked by the caller");
         let unreachable = |reason: String| OAuthError::Unreachable {
             issuer: self.issuer.clone(),
@@ -419,22 +568,13 @@ impl ResourceServer {
             return Err(self.explain(jsonwebtoken::errors::ErrorKind::ExpiredSignature.into()));
         }
         let grant = Grant::from_scope_text(answer.scope.as_deref().unwrap_or(""));
+        let grant = self.held(grant, answer.sub.or(answer.client_id));
         let ttl = answer
             .exp
             .map(|exp| Duration::from_secs(exp.saturating_sub(now_secs)))
             .unwrap_or(INTROSPECTION_TTL)
             .min(INTROSPECTION_TTL);
-        let mut cache = self.introspected.lock().await;
-        if cache.len() < MAX_INTROSPECTION_CACHE {
-            cache.insert(
-                digest,
-                Introspected {
-                    grant: grant.clone(),
-                    until: Instant::now() + ttl,
-                },
-            );
-        }
-        Ok(grant)
+        Ok((grant, ttl))
     }
 }
 
