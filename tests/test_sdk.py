@@ -18,7 +18,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged
 
-from conftest import (MODES, TRANSPORTS, client_for, extension_entry, guest, http_client, joined, log_of,
+from conftest import (MODERN, MODES, TRANSPORTS, client_for, extension_entry, guest, http_client, joined, log_of,
                       serve_guests, toml_str, wait_for_log, write_config)
 
 pytestmark = pytest.mark.anyio
@@ -145,6 +145,46 @@ async def test_wordcount_calls_are_refused_without_their_grants(jupyter_server, 
                 refused = await client.call_tool(tool, arguments)
                 assert refused.is_error and "host function 'read-cells' is not granted to 'wordcount'" \
                     in joined(refused), joined(refused)
+    finally:
+        server.stop()
+
+
+def test_a_guests_prompt_needs_what_its_code_may_touch(jupyter_server, tmp_path):
+    """Behind a grant (here the Jupyter extension's scopes header; OAuth scopes are the same view):
+    the core prompt needs notebooks:read, a guest's prompt, which runs guest code, notebooks:write,
+    and cancelling a task, which interrupts a kernel, code:execute."""
+    import urllib.error
+    import urllib.request
+
+    body = extension_entry(guest("wordcount"), grants=WORDCOUNT_GRANTS)
+    server = serve_guests(jupyter_server, "--config", str(write_config(tmp_path, body)))
+
+    def ask(method: str, params: dict, scopes: str) -> tuple[int, str]:
+        meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}}
+        request = urllib.request.Request(server.mcp_url, data=json.dumps({
+            "jsonrpc": "2.0", "id": 5, "method": method, "params": {**params, "_meta": meta}}).encode(), headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "Authorization": f"Bearer {server.token}", "MCP-Protocol-Version": MODERN, "Mcp-Method": method,
+            **({"Mcp-Name": params["name"]} if "name" in params else {}), "X-Jupyter-MCP-Scopes": scopes})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as reply:
+                return reply.status, reply.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    try:
+        guest_prompt = ("prompts/get", {"name": "word_budget", "arguments": {"budget": "2"}})
+        status, text = ask(*guest_prompt, "notebooks:read")
+        assert status == 403 and "'write on contents'" in text and "notebooks:write" in text, text
+        status, text = ask(*guest_prompt, "notebooks:read notebooks:write")
+        assert status == 200, text
+        core_prompt = ("prompts/get", {"name": "jupyter_cite", "arguments": {"prompt": "x", "cell_indices": "0"}})
+        status, text = ask(*core_prompt, "code:execute")
+        assert status == 403 and "'read on contents'" in text, text
+        status, text = ask("tasks/cancel", {"taskId": "none"}, "notebooks:read notebooks:write")
+        assert status == 403 and "'execute on kernels'" in text, text
     finally:
         server.stop()
 

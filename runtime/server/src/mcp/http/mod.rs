@@ -286,7 +286,7 @@ impl HttpContext {
                     Err(refusal) => return *refusal,
                 };
                 if let Some(grant) = &grant
-                    && let Some(scope) = lacking_scope(&self.state.tools, grant, &body)
+                    && let Some(scope) = lacking_scope(&self.state, grant, &body)
                 {
                     return match &self.oauth {
                         Some(oauth) => guard::insufficient_scope(oauth, scope),
@@ -357,13 +357,12 @@ fn session_change(
     }
 }
 
-/// The first scope a request (or batch) needs that the token lacks: a tool call needs its tool's;
-/// reading resources, getting prompts (they read cells) and following tasks `notebooks:read`.
-fn lacking_scope(
-    tools: &crate::dispatch::ToolRegistry,
-    grant: &Grant,
-    body: &[u8],
-) -> Option<Scope> {
+/// The first scope a request (or batch) needs that the token lacks, by what the method touches:
+/// a tool call its tool's; reading resources, listing prompts, getting a built-in prompt (it
+/// quotes cells) and following tasks `notebooks:read`; an extension's prompt, which runs guest
+/// code, `notebooks:write` (as an extension tool that is not read-only); cancelling a task, which
+/// interrupts its kernel, `code:execute`.
+fn lacking_scope(state: &crate::mcp::ServerState, grant: &Grant, body: &[u8]) -> Option<Scope> {
     let message: Value = serde_json::from_slice(body).ok()?;
     let messages = match message {
         Value::Array(batch) => batch,
@@ -371,16 +370,22 @@ fn lacking_scope(
     };
     messages.iter().find_map(|message| {
         let method = message.get("method")?.as_str()?;
-        let scope = if method == "tools/call" {
-            let name = message.pointer("/params/name")?.as_str()?;
-            tools.get(name)?.spec().scope
-        } else if method.starts_with("resources/")
-            || method.starts_with("prompts/")
-            || method.starts_with("tasks/")
-        {
-            Scope::NotebooksRead
-        } else {
-            return None;
+        let named = || message.pointer("/params/name").and_then(Value::as_str);
+        let scope = match method {
+            "tools/call" => state.tools.get(named()?)?.spec().scope,
+            "prompts/get"
+                if named().is_some_and(|name| state.catalog.prompt_provider(name).is_some()) =>
+            {
+                Scope::NotebooksWrite
+            }
+            "tasks/cancel" => Scope::CodeExecute,
+            _ if method.starts_with("resources/")
+                || method.starts_with("prompts/")
+                || method.starts_with("tasks/") =>
+            {
+                Scope::NotebooksRead
+            }
+            _ => return None,
         };
         (!grant.allows(scope)).then_some(scope)
     })
