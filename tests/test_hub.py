@@ -49,7 +49,7 @@ def hub(tmp_path_factory):
         },
     }
     hub = start_hub(tmp_path_factory.mktemp("hub"), proxy_bin(), services=[service], port=port)
-    for user in ("alice", "bob", "carol", "dave", "erin", "broken", "slow"):
+    for user in ("alice", "bob", "carol", "dave", "erin", "frank", "broken", "slow"):
         hub.add_user(user)
     yield hub
     stop_hub(hub)
@@ -202,8 +202,9 @@ async def test_a_stopped_server_is_started_on_demand_with_progress(hub, direct):
 
 
 async def test_a_refused_or_failed_start_is_a_clear_error(hub, direct):
-    # A token that may identify its user but not start servers: the Hub refuses the start.
-    status, body = hub.api("POST", "/users/erin/tokens", {"scopes": ["read:users:name!user"]})
+    # A token that may use its user's server but not start it: the Hub refuses the start.
+    status, body = hub.api("POST", "/users/erin/tokens", {"scopes": ["read:users:name!user", "access:servers!user",
+                                                                   "read:servers!user"]})
     assert status == 201, body
     async with hub_client(direct.mcp_url, body["token"]) as erin:
         refused = await erin.call_tool("execute_code", {"code": "1"})
@@ -291,6 +292,58 @@ async def test_a_session_belongs_to_the_user_who_opened_it(hub, direct):
     assert status == 404 and "session not found" in body, body
     status, _, body = post(direct.mcp_url, alice, listing, session_headers)
     assert status in (200, 202), body
+
+
+def scoped_token(hub, user: str, scopes: list[str]) -> str:
+    status, body = hub.api("POST", f"/users/{user}/tokens", {"scopes": scopes, "note": "scoped"})
+    assert status == 201, body
+    return body["token"]
+
+
+async def test_a_hub_token_is_used_only_for_what_its_scopes_grant(hub, direct):
+    """Tokens of each scope, issued by the Hub: only one that may access the user's server is
+    used; a weaker one neither runs code on a connection the full token opened nor replaces it."""
+    full, _ = hub.new_token("frank")
+    async with hub_client(direct.mcp_url, full) as frank:
+        ran = await frank.call_tool("execute_code", {"code": "kept = 41 + 1\nprint(kept)"})
+        assert not ran.is_error and "42" in joined(ran), joined(ran)
+        # The kernel's connection is open now. A token that may only read the server's model:
+        for scopes in (["read:servers!user"], ["read:users:name!user", "read:servers!user"],
+                       ["access:servers!server=frank/other"]):  # another of their servers
+            weak = scoped_token(hub, "frank", scopes)
+            status, _, body = post(direct.mcp_url, weak, INITIALIZE)
+            assert status == 403, (scopes, body)
+            assert "access:servers!user=frank" in body and hub.url.rstrip("/") in body, body
+            call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "execute_code", "arguments": {"code": "print(kept)"}}}
+            status, _, body = post(direct.mcp_url, weak, call, {"mcp-protocol-version": "2026-07-28"})
+            assert status == 403 and "kept" not in body, body
+        # The full token's calls still work: no weaker token replaced it.
+        again = await frank.call_tool("execute_code", {"code": "print(kept)"})
+        assert not again.is_error and "42" in joined(again), joined(again)
+    # Scoped to the server itself: enough.
+    server_scoped = scoped_token(hub, "frank", ["access:servers!server=frank/"])
+    async with hub_client(direct.mcp_url, server_scoped) as frank:
+        ran = await frank.call_tool("execute_code", {"code": "print(kept)"})
+        assert not ran.is_error and "42" in joined(ran), joined(ran)
+
+    # A session is the token's that opened it, even against the same user's other token.
+    other, _ = hub.new_token("frank")
+    status, headers, _ = post(direct.mcp_url, full, INITIALIZE)
+    assert status == 200
+    session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    session_headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    status, _, body = post(direct.mcp_url, other, listing, session_headers)
+    assert status == 404 and "session not found" in body, body
+    status, _, body = post(direct.mcp_url, full, listing, session_headers)
+    assert status in (200, 202), body
+
+    # A server-scoped token cannot see that the server stopped, nor start it: it is told how.
+    hub.stop_server("frank")
+    async with hub_client(direct.mcp_url, scoped_token(hub, "frank", ["access:servers!server=frank/"])) as frank:
+        refused = await frank.call_tool("execute_code", {"code": "1"})
+        assert refused.is_error and "cannot be started from here" in joined(refused), joined(refused)
 
 
 async def test_hub_mode_refuses_what_would_cross_users(hub, direct):

@@ -61,6 +61,9 @@ pub enum ServerState {
     Pending(String),
     /// Ready at this path under the public URL.
     Ready(String),
+    /// The Hub did not say: the token may use the server but not read its state (it has
+    /// `access:servers` without `read:servers`). The server itself is asked.
+    Unreported,
 }
 
 /// Who a token belongs to, and their default server.
@@ -68,6 +71,25 @@ pub enum ServerState {
 pub struct HubUser {
     pub name: String,
     pub server: ServerState,
+    /// The token's own scopes as the Hub expands them (JupyterHub 2 and later; `None` from a
+    /// Hub that does not say).
+    pub scopes: Option<Vec<String>>,
+}
+
+impl HubUser {
+    /// Whether the token may reach its user's default server, as the Hub documents for API
+    /// access: `access:servers` unfiltered, or filtered to this user or this server. `None`
+    /// scopes (an older Hub): the single-user server decides, as before.
+    pub fn may_use_own_server(&self) -> bool {
+        let Some(scopes) = &self.scopes else {
+            return true;
+        };
+        let user = format!("access:servers!user={}", self.name);
+        let server = format!("access:servers!server={}/", self.name);
+        scopes
+            .iter()
+            .any(|scope| scope == "access:servers" || *scope == user || *scope == server)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +111,19 @@ pub enum HubError {
     },
     #[error("the JupyterHub at {hub} answered something that is not a JupyterHub API: {reason}")]
     Unexpected { hub: String, reason: String },
+    #[error(
+        "the JupyterHub at {hub} says this token of '{user}' may not use their server (it lacks \
+         the scope access:servers!user={user}); create a token with that scope (the Hub's token \
+         page gives one by default) and send it as the bearer token"
+    )]
+    ScopeMissing { hub: String, user: String },
+    #[error(
+        "the server of '{user}' does not answer, and this token may not read its state on the \
+         JupyterHub at {hub} (it has no read:servers scope), so it cannot be started from here: \
+         start it on the Hub's home page ({hub}hub/home), or use a token with read:servers and \
+         servers"
+    )]
+    ServerUnreported { hub: String, user: String },
     #[error("your server on the JupyterHub at {hub} failed to start: {message}")]
     SpawnFailed { hub: String, message: String },
     #[error(
@@ -117,6 +152,8 @@ struct UserModel {
     server: Option<String>,
     pending: Option<String>,
     servers: Option<std::collections::HashMap<String, ServerModel>>,
+    #[serde(default)]
+    scopes: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -138,11 +175,19 @@ impl UserModel {
             (Some(_), _, _) => ServerState::Stopped,
             (None, _, Some(pending)) => ServerState::Pending(pending),
             (None, Some(path), None) => ServerState::Ready(path),
+            (None, None, None)
+                if self.scopes.as_ref().is_some_and(|scopes| {
+                    !scopes.iter().any(|scope| scope.starts_with("read:servers"))
+                }) =>
+            {
+                ServerState::Unreported
+            }
             (None, None, None) => ServerState::Stopped,
         };
         HubUser {
             name: self.name,
             server,
+            scopes: self.scopes,
         }
     }
 }

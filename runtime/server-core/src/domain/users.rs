@@ -98,14 +98,23 @@ impl Users {
             identities
                 .get(&key)
                 .filter(|(at, _)| at.elapsed() < IDENTITY_TTL)
-                .map(|(_, user)| user.name.clone())
+                .map(|(_, user)| user.clone())
         };
         let user = match cached {
             Some(user) => user,
-            None => self.ask_hub(token).await?.name,
+            None => self.ask_hub(token).await?,
         };
+        // Checked before the token is used or kept: a token that may not reach its user's
+        // server (e.g. read:servers only) never replaces the one that may, and never rides a
+        // connection someone else's token opened.
+        if !user.may_use_own_server() {
+            return Err(HubError::ScopeMissing {
+                hub: self.hub.shown(),
+                user: user.name,
+            });
+        }
         Ok(Caller {
-            user,
+            user: user.name,
             token: token.clone(),
         })
     }
@@ -201,6 +210,28 @@ impl Users {
                     }
                     return Ok(state.domain.clone());
                 }
+                ServerState::Unreported => {
+                    // The Hub will not say whether it runs: the server itself is asked, on every
+                    // call (such tokens are rare; a stopped server must not look alive).
+                    let url = self.hub.server_url(&caller.user, None);
+                    let probe =
+                        JupyterRest::with_auth(url.clone(), Auth::Rotating(state.token.clone()));
+                    if probe.status().await.is_err() {
+                        if *serving {
+                            *serving = false;
+                            state.domain.notebooks.clear();
+                        }
+                        return Err(Error::failed(HubError::ServerUnreported {
+                            hub: self.hub(),
+                            user: caller.user.clone(),
+                        }));
+                    }
+                    if !*serving {
+                        self.serve_from(&state, &caller.user, url.path());
+                        *serving = true;
+                    }
+                    return Ok(state.domain.clone());
+                }
                 ServerState::Stopped => {
                     // Whatever the domain held belonged to a server that is gone.
                     *serving = false;
@@ -275,7 +306,7 @@ impl Users {
     pub async fn explain_failure(&self, caller: &Caller) -> Option<Message> {
         let state = self.state_of(caller);
         let user = self.ask_hub(&caller.token).await.ok()?;
-        if matches!(user.server, ServerState::Ready(_)) {
+        if matches!(user.server, ServerState::Ready(_) | ServerState::Unreported) {
             return None;
         }
         let mut serving = state.serving.lock().await;

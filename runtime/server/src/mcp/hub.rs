@@ -13,10 +13,17 @@ use server_core::domain::users::{Caller, Users};
 /// What the transports need in Hub mode.
 pub struct HubFront {
     pub users: Arc<Users>,
-    /// MCP session id → the user who opened it.
-    sessions: Mutex<HashMap<String, String>>,
+    /// MCP session id → the user who opened it, and the digest of the token they opened it with.
+    sessions: Mutex<HashMap<String, (String, [u8; 32])>>,
     /// Each user's tasks, so a task id names nothing of anyone else's.
     tasks: Mutex<HashMap<String, TaskManager>>,
+}
+
+/// A session is the token's that opened it: another token, even the same user's (say one with
+/// fewer scopes), starts a session of its own.
+fn token_digest(caller: &Caller) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(caller.token.expose().as_bytes()).into()
 }
 
 /// Sessions remembered before some are forgotten (rmcp ends idle sessions on its own).
@@ -35,7 +42,9 @@ impl HubFront {
     /// handed out through us, so an unknown one is refused too).
     pub fn session_allowed(&self, id: &str, caller: &Caller) -> bool {
         let sessions = self.sessions.lock().expect("sessions lock");
-        sessions.get(id).is_some_and(|owner| *owner == caller.user)
+        sessions
+            .get(id)
+            .is_some_and(|(owner, token)| *owner == caller.user && *token == token_digest(caller))
     }
 
     /// Remembers who opened a session.
@@ -49,7 +58,7 @@ impl HubFront {
                 sessions.remove(&id);
             }
         }
-        sessions.insert(id.to_owned(), caller.user.clone());
+        sessions.insert(id.to_owned(), (caller.user.clone(), token_digest(caller)));
     }
 
     pub fn session_closed(&self, id: &str) {

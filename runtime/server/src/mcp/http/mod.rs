@@ -199,6 +199,9 @@ impl HttpContext {
         hub.users.identify(&token).await.map_err(|e| {
             Box::new(match e {
                 HubError::TokenRefused { .. } => unauthorized(&e.to_string()),
+                HubError::ScopeMissing { .. } => {
+                    json_response(StatusCode::FORBIDDEN, json!({ "error": e.to_string() }))
+                }
                 other => json_response(
                     StatusCode::BAD_GATEWAY,
                     json!({ "error": other.to_string() }),
