@@ -280,18 +280,21 @@ async def test_tokens_the_hub_refuses_are_refused(hub, direct, how):
     assert "does not accept this token" in body and hub.url.rstrip("/") in body, body
 
 
-async def test_a_session_belongs_to_the_user_who_opened_it(hub, direct):
-    alice, _ = hub.new_token("alice")
-    bob, _ = hub.new_token("bob")
-    status, headers, _ = post(direct.mcp_url, alice, INITIALIZE)
+def assert_session_is_the_openers(url: str, opener: str, other: str) -> None:
+    """A session `opener` opened: refused to `other` as an unknown id is, still the opener's."""
+    status, headers, _ = post(url, opener, INITIALIZE)
     assert status == 200
     session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
     session_headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
-    status, _, body = post(direct.mcp_url, bob, listing, session_headers)
+    status, _, body = post(url, other, listing, session_headers)
     assert status == 404 and "session not found" in body, body
-    status, _, body = post(direct.mcp_url, alice, listing, session_headers)
+    status, _, body = post(url, opener, listing, session_headers)
     assert status in (200, 202), body
+
+
+async def test_a_session_belongs_to_the_user_who_opened_it(hub, direct):
+    assert_session_is_the_openers(direct.mcp_url, hub.new_token("alice")[0], hub.new_token("bob")[0])
 
 
 def scoped_token(hub, user: str, scopes: list[str]) -> str:
@@ -328,16 +331,7 @@ async def test_a_hub_token_is_used_only_for_what_its_scopes_grant(hub, direct):
         assert not ran.is_error and "42" in joined(ran), joined(ran)
 
     # A session is the token's that opened it, even against the same user's other token.
-    other, _ = hub.new_token("frank")
-    status, headers, _ = post(direct.mcp_url, full, INITIALIZE)
-    assert status == 200
-    session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
-    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
-    session_headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
-    status, _, body = post(direct.mcp_url, other, listing, session_headers)
-    assert status == 404 and "session not found" in body, body
-    status, _, body = post(direct.mcp_url, full, listing, session_headers)
-    assert status in (200, 202), body
+    assert_session_is_the_openers(direct.mcp_url, full, hub.new_token("frank")[0])
 
     # A server-scoped token cannot see that the server stopped, nor start it: it is told how.
     hub.stop_server("frank")
