@@ -401,3 +401,26 @@ def test_stdin_closed_on_a_loaded_machine_exits_within_the_clients_grace(tmp_pat
         burner.kill()
     assert took <= 1.5, f"the server took {took:.2f} s to exit after stdin closed"
     assert wait_gone(started, 5) == [], "a process the server started outlived it"
+
+
+async def test_the_official_clients_shutdown_on_a_loaded_machine_leaves_nothing(tmp_path):
+    """The official client's own end of a session (stdin closed, then its 2 s grace and signals):
+    with a CPU burner beside us, nothing the server started outlives the session."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=server_binary(), args=["start"], env=embedded_env(), cwd=str(tmp_path))
+    burner = subprocess.Popen(["python3", "-c", "while True: pass"])
+    try:
+        async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+            for name in ("a", "b"):
+                used = await client.call_tool("use_notebook", {"notebook_name": name, "notebook_path": f"{name}.ipynb",
+                                                               "mode": "create"})
+                assert not used.is_error, joined(used)
+            pids = joined(await client.call_tool("execute_code", {"code": "import os; print(os.getpid(), os.getppid())"}))
+            kernel_pid, jupyter_pid = map(int, pids.split())
+            started = descendants(jupyter_pid) + [jupyter_pid]
+            assert kernel_pid in started and len(started) >= 3, started
+    finally:
+        burner.kill()
+    assert wait_gone(started, 5) == [], "a process the server started outlived the client's session"
