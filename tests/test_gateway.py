@@ -149,10 +149,10 @@ async def test_first_execution_straight_at_enterprise_gateway(enterprise_gateway
 
 
 async def test_first_execution_with_kernel_gateway_as_the_code_sandbox(kernel_gateway, jupyter_server, tmp_path):
-    args = ["start", "--jupyter-url", jupyter_server.url, "--jupyter-token", jupyter_server.token,
-            "--code-sandbox-url", kernel_gateway.url]
-    params = StdioServerParameters(command=server_binary(), args=args,
-                                   env=server_env({"CODE_SANDBOX_TOKEN": kernel_gateway.token}))
+    # Tokens in the environment, as the start log asks (a token flag is a warning).
+    args = ["start", "--jupyter-url", jupyter_server.url, "--code-sandbox-url", kernel_gateway.url]
+    params = StdioServerParameters(command=server_binary(), args=args, env=server_env({
+        "JUPYTER_TOKEN": jupyter_server.token, "CODE_SANDBOX_TOKEN": kernel_gateway.token}))
     errlog = tmp_path / "server.log"
     with open(errlog, "w") as err:
         async with Client(stdio_client(params, errlog=err), mode="legacy", read_timeout_seconds=120) as client:
