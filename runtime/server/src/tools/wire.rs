@@ -303,6 +303,9 @@ fn collect_types(schema: &Value, types: &mut Vec<String>) {
     }
 }
 
+/// Arguments renamed since the Python server's 1.x, as (old, current).
+const RENAMED_ARGUMENTS: &[(&str, &str)] = &[("timeout_seconds", "timeout")];
+
 /// Arguments a call passed that the tool does not declare.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ignored {
@@ -317,6 +320,17 @@ pub fn split_unknown(
     declared: &[Declared],
     mut arguments: JsonObject,
 ) -> (JsonObject, Option<Ignored>) {
+    // Names the Python server's clients still send (written for its 1.x), read as the names
+    // they became, when the tool takes that one and the call did not also give it.
+    for (old, current) in RENAMED_ARGUMENTS {
+        if declared.iter().any(|d| d.name == *current)
+            && !arguments.contains_key(*current)
+            && let Some(value) = arguments.remove(*old)
+        {
+            tracing::debug!("read the argument '{old}' as '{current}'");
+            arguments.insert((*current).to_owned(), value);
+        }
+    }
     let unknown: Vec<String> = arguments
         .keys()
         .filter(|k| !declared.iter().any(|d| &d.name == *k))
@@ -400,8 +414,9 @@ pub fn finish(outcome: ToolResult, shape: Shape, ignored: Option<&Ignored>) -> T
         output.structured = Some(Value::Object(structured));
     }
     if let Some(ignored) = ignored {
-        // A content item of its own after the result, and a fact in `_meta`.
-        output.content.push(Content::text(ignored.note.clone()));
+        // Never in the content, which clients join and compare as the value: a fact in `_meta`
+        // and a log line, which reaches a client that asked for log notifications.
+        tracing::warn!("{}", ignored.note);
         output
             .meta
             .insert(meta_key("ignored_arguments"), json!(ignored.names));
@@ -512,13 +527,13 @@ mod tests {
         let declared = declared_arguments(schema.as_object().unwrap());
         let mut arguments = JsonObject::new();
         arguments.insert("cell_index".into(), json!(0));
-        arguments.insert("timeout_seconds".into(), json!(5));
+        arguments.insert("timeout_secs".into(), json!(5));
         arguments.insert("cel_id".into(), json!("x"));
         arguments.insert("cell_idx".into(), json!(3));
         let (kept, note) = split_unknown(&declared, arguments);
         assert_eq!(kept.keys().collect::<Vec<_>>(), ["cell_index"]);
         let ignored = note.unwrap();
-        assert_eq!(ignored.names, ["cel_id", "cell_idx", "timeout_seconds"]);
+        assert_eq!(ignored.names, ["cel_id", "cell_idx", "timeout_secs"]);
         assert!(
             ignored
                 .note
@@ -528,7 +543,7 @@ mod tests {
         );
         let note = ignored.note;
         assert!(
-            note.contains("ignored 'timeout_seconds'; did you mean 'timeout'?"),
+            note.contains("ignored 'timeout_secs'; did you mean 'timeout'?"),
             "{note}"
         );
         assert!(
@@ -541,6 +556,24 @@ mod tests {
         stray.insert("x".into(), json!(1));
         let (_, note) = split_unknown(&[], stray);
         assert!(note.unwrap().note.contains("takes no arguments"));
+    }
+
+    #[test]
+    fn an_argument_renamed_since_the_python_servers_1x_is_read_as_its_new_name() {
+        let schema = json!({"properties": {"timeout": {"type": "number"}}});
+        let declared = declared_arguments(schema.as_object().unwrap());
+        let mut arguments = JsonObject::new();
+        arguments.insert("timeout_seconds".into(), json!(5));
+        let (kept, ignored) = split_unknown(&declared, arguments);
+        assert_eq!(kept.get("timeout"), Some(&json!(5)));
+        assert!(ignored.is_none());
+        // Both given: the current name wins and the old one is reported as ignored.
+        let mut both = JsonObject::new();
+        both.insert("timeout".into(), json!(1));
+        both.insert("timeout_seconds".into(), json!(5));
+        let (kept, ignored) = split_unknown(&declared, both);
+        assert_eq!(kept.get("timeout"), Some(&json!(1)));
+        assert_eq!(ignored.unwrap().names, ["timeout_seconds"]);
     }
 
     #[test]
