@@ -8,61 +8,50 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::task_manager::TaskManager;
 
+use super::session_owners::SessionOwners;
 use server_core::domain::users::{Caller, Users};
 
 /// What the transports need in Hub mode.
 pub struct HubFront {
     pub users: Arc<Users>,
-    /// MCP session id → the user who opened it, and the digest of the token they opened it with.
-    sessions: Mutex<HashMap<String, (String, [u8; 32])>>,
+    /// Each MCP session's opener: the user and the digest of the token they opened it with.
+    sessions: SessionOwners,
     /// Each user's tasks, so a task id names nothing of anyone else's.
     tasks: Mutex<HashMap<String, TaskManager>>,
 }
 
 /// A session is the token's that opened it: another token, even the same user's (say one with
 /// fewer scopes), starts a session of its own.
-fn token_digest(caller: &Caller) -> [u8; 32] {
+fn opener(caller: &Caller) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(caller.token.expose().as_bytes()).into()
+    let token = Sha256::digest(caller.token.expose().as_bytes());
+    format!(
+        "{} {}",
+        caller.user,
+        notebook_format::hex::lower_hex(&token)
+    )
 }
-
-/// Sessions remembered before some are forgotten (rmcp ends idle sessions on its own).
-const MAX_SESSIONS: usize = 10_000;
 
 impl HubFront {
     pub fn new(users: Users) -> Self {
         HubFront {
             users: Arc::new(users),
-            sessions: Mutex::default(),
+            sessions: SessionOwners::default(),
             tasks: Mutex::default(),
         }
     }
 
-    /// Whether `caller` may use the session `id`: only one they opened (every session id is
-    /// handed out through us, so an unknown one is refused too).
+    /// Whether `caller` may use the session `id`: only one they opened with this token.
     pub fn session_allowed(&self, id: &str, caller: &Caller) -> bool {
-        let sessions = self.sessions.lock().expect("sessions lock");
-        sessions
-            .get(id)
-            .is_some_and(|(owner, token)| *owner == caller.user && *token == token_digest(caller))
+        self.sessions.allowed(id, Some(&opener(caller)))
     }
 
-    /// Remembers who opened a session.
     pub fn session_opened(&self, id: &str, caller: &Caller) {
-        let mut sessions = self.sessions.lock().expect("sessions lock");
-        if sessions.len() >= MAX_SESSIONS {
-            // Forget some (their clients get "session not found" and open a new one); never
-            // let an unknown id through.
-            let drop: Vec<String> = sessions.keys().take(MAX_SESSIONS / 10).cloned().collect();
-            for id in drop {
-                sessions.remove(&id);
-            }
-        }
-        sessions.insert(id.to_owned(), (caller.user.clone(), token_digest(caller)));
+        self.sessions.opened(id, opener(caller));
     }
 
     pub fn session_closed(&self, id: &str) {
-        self.sessions.lock().expect("sessions lock").remove(id);
+        self.sessions.closed(id);
     }
 
     /// The caller's own task manager.
@@ -116,7 +105,7 @@ mod tests {
     }
 
     #[test]
-    fn a_session_is_only_its_openers() {
+    fn a_session_is_only_its_openers_token() {
         let hub = front();
         let (alice, bob) = (caller("alice"), caller("bob"));
         assert!(
@@ -126,11 +115,11 @@ mod tests {
         hub.session_opened("s1", &alice);
         assert!(hub.session_allowed("s1", &alice));
         assert!(!hub.session_allowed("s1", &bob));
-        // Forgetting sessions under pressure never lets an unknown id through.
-        for i in 0..MAX_SESSIONS + 5 {
-            hub.session_opened(&format!("x{i}"), &bob);
-        }
-        assert!(!hub.session_allowed("s1", &bob));
+        let alices_other_token = Caller {
+            user: "alice".into(),
+            token: Secret::new("another".into()),
+        };
+        assert!(!hub.session_allowed("s1", &alices_other_token));
         hub.session_closed("s1");
         assert!(!hub.session_allowed("s1", &alice));
     }

@@ -14,6 +14,7 @@ pub mod http;
 pub mod hub;
 pub mod logging;
 pub mod resources;
+pub mod session_owners;
 pub mod stdio;
 pub mod tasks;
 

@@ -12,11 +12,15 @@ use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 use url::Url;
 
+mod introspection;
+
+use introspection::Introspected;
+
 use crate::config::OAuthSettings;
+use crate::mcp::session_owners::SessionOwners;
 use crate::tools::scope::{Grant, Scope};
 
 /// Clock skew accepted on `exp` and `nbf`.
@@ -32,9 +36,6 @@ const MAX_INTROSPECTION_CACHE: usize = 1024;
 /// Introspection calls for tokens not in the cache, per second: past it a caller is told to
 /// retry, so a flood of made-up opaque tokens cannot turn us into a flood against the issuer.
 const MAX_INTROSPECTIONS_PER_SECOND: u32 = 20;
-/// MCP sessions remembered with the token holder that opened them; past it the oldest is
-/// forgotten (its client is asked to start a new session).
-const MAX_BOUND_SESSIONS: usize = 10_000;
 const ISSUER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
@@ -87,12 +88,6 @@ impl KeyCache {
     }
 }
 
-/// An introspection answer, the refusals included, so an unknown token costs one call per TTL.
-struct Introspected {
-    outcome: Result<Grant, String>,
-    until: Instant,
-}
-
 /// Client credentials for the introspection endpoint, read from the environment.
 pub struct ClientCredentials {
     pub id: String,
@@ -114,8 +109,8 @@ pub struct ResourceServer {
     introspected: Mutex<HashMap<[u8; 32], Introspected>>,
     /// Introspection calls in the current second: (the second's start, calls).
     introspections: std::sync::Mutex<(Instant, u32)>,
-    /// Each MCP session this server opened for a token, with the token's holder.
-    sessions: std::sync::Mutex<HashMap<String, (Arc<str>, Instant)>>,
+    /// Each MCP session's opener: the holder of the token that opened it.
+    sessions: SessionOwners,
 }
 
 /// The claims we check beyond what `jsonwebtoken` validates.
@@ -126,24 +121,6 @@ struct AccessClaims {
     /// Some issuers list scopes as an array under `scp`.
     #[serde(default)]
     scp: Option<Vec<String>>,
-    #[serde(default)]
-    sub: Option<String>,
-    #[serde(default)]
-    client_id: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct IntrospectionAnswer {
-    #[serde(default)]
-    active: bool,
-    #[serde(default)]
-    scope: Option<String>,
-    #[serde(default)]
-    aud: Option<Value>,
-    #[serde(default)]
-    iss: Option<String>,
-    #[serde(default)]
-    exp: Option<u64>,
     #[serde(default)]
     sub: Option<String>,
     #[serde(default)]
@@ -208,7 +185,7 @@ impl ResourceServer {
             refetching: Mutex::new(()),
             introspected: Mutex::new(HashMap::new()),
             introspections: std::sync::Mutex::new((Instant::now(), 0)),
-            sessions: std::sync::Mutex::default(),
+            sessions: SessionOwners::default(),
         })
     }
 
@@ -358,40 +335,21 @@ impl ResourceServer {
             .clone()
     }
 
-    /// Remembers that a session was opened with `grant`'s token.
+    /// Remembers that a session was opened with `grant`'s token (when it names its holder).
     pub fn session_opened(&self, id: &str, grant: &Grant) {
-        let Some(holder) = grant.holder() else {
-            return;
-        };
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        if sessions.len() >= MAX_BOUND_SESSIONS
-            && let Some(oldest) = sessions
-                .iter()
-                .min_by_key(|(_, (_, at))| *at)
-                .map(|(id, _)| id.clone())
-        {
-            sessions.remove(&oldest);
+        if let Some(holder) = grant.holder() {
+            self.sessions.opened(id, holder.to_owned());
         }
-        sessions.insert(id.to_owned(), (holder.into(), Instant::now()));
     }
 
     /// Whether a request with `grant`'s token may use session `id`: only the holder that opened
-    /// it (a session we do not know, e.g. forgotten, is refused too: its client starts anew).
+    /// it; a token that names no holder, only a session opened by such a token.
     pub fn session_allowed(&self, id: &str, grant: &Grant) -> bool {
-        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        match (sessions.get(id), grant.holder()) {
-            (Some((holder, _)), Some(presented)) => **holder == *presented,
-            // Opened by a token that named no holder: any token of this issuer, as before.
-            (None, None) => true,
-            _ => false,
-        }
+        self.sessions.allowed(id, grant.holder())
     }
 
     pub fn session_closed(&self, id: &str) {
-        self.sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+        self.sessions.closed(id);
     }
 
     fn explain(&self, error: jsonwebtoken::errors::Error) -> OAuthError {
@@ -459,122 +417,6 @@ impl ResourceServer {
         let keys = signing_keys(&set);
         tracing::debug!(keys = keys.len(), "read the authorization server's keys");
         Ok(keys)
-    }
-
-    async fn introspect(&self, token: &str) -> Result<Grant, OAuthError> {
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        {
-            let mut cache = self.introspected.lock().await;
-            cache.retain(|_, entry| entry.until > Instant::now());
-            if let Some(entry) = cache.get(&digest) {
-                return entry.outcome.clone().map_err(OAuthError::Refused);
-            }
-        }
-        self.count_introspection()?;
-        let outcome = self.ask_introspection(token).await;
-        let remembered = match &outcome {
-            Ok((grant, _)) => Ok(grant.clone()),
-            Err(OAuthError::Refused(why)) => Err(why.clone()),
-            // The issuer did not answer: nothing learned about the token.
-            Err(_) => return outcome.map(|(grant, _)| grant),
-        };
-        let ttl = match &outcome {
-            Ok((_, ttl)) => *ttl,
-            Err(_) => INTROSPECTION_TTL,
-        };
-        let mut cache = self.introspected.lock().await;
-        if cache.len() < MAX_INTROSPECTION_CACHE {
-            cache.insert(
-                digest,
-                Introspected {
-                    outcome: remembered,
-                    until: Instant::now() + ttl,
-                },
-            );
-        }
-        outcome.map(|(grant, _)| grant)
-    }
-
-    /// Counts an introspection call against this second's allowance.
-    fn count_introspection(&self) -> Result<(), OAuthError> {
-        let mut window = self
-            .introspections
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if window.0.elapsed() >= Duration::from_secs(1) {
-            *window = (Instant::now(), 0);
-        }
-        if window.1 >= MAX_INTROSPECTIONS_PER_SECOND {
-            return Err(OAuthError::Busy);
-        }
-        window.1 += 1;
-        Ok(())
-    }
-
-    /// Asks the issuer about an opaque token: its grant and how long to trust the answer.
-    async fn ask_introspection(&self, token: &str) -> Result<(Grant, Duration), OAuthError> {
-        let endpoint = self.introspection.clone().expect("checked by the caller");
-        let unreachable = |reason: String| OAuthError::Unreachable {
-            issuer: self.issuer.clone(),
-            reason,
-        };
-        let mut request = self
-            .http
-            .post(endpoint.clone())
-            .form(&[("token", token), ("token_type_hint", "access_token")]);
-        if let Some(credentials) = &self.credentials {
-            request = request.basic_auth(&credentials.id, Some(credentials.secret.expose()));
-        }
-        let answer = request
-            .send()
-            .await
-            .map_err(|e| unreachable(e.without_url().to_string()))?;
-        if !answer.status().is_success() {
-            return Err(unreachable(format!(
-                "its introspection endpoint answered {}; set OAUTH_CLIENT_ID and \
-                 OAUTH_CLIENT_SECRET to this server's client credentials there",
-                answer.status()
-            )));
-        }
-        let answer: IntrospectionAnswer = answer
-            .json()
-            .await
-            .map_err(|e| unreachable(format!("its introspection answer is not JSON: {e}")))?;
-        if !answer.active {
-            return Err(OAuthError::Refused(
-                "the authorization server says the access token is not active (expired, \
-                 revoked or unknown); get a new one"
-                    .into(),
-            ));
-        }
-        if answer
-            .iss
-            .as_deref()
-            .is_some_and(|iss| iss.trim_end_matches('/') != self.issuer.trim_end_matches('/'))
-        {
-            return Err(self.explain(jsonwebtoken::errors::ErrorKind::InvalidIssuer.into()));
-        }
-        let audiences: Vec<&str> = match &answer.aud {
-            Some(Value::String(one)) => vec![one.as_str()],
-            Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        if !audiences.contains(&self.audience.as_str()) {
-            return Err(self.explain(jsonwebtoken::errors::ErrorKind::InvalidAudience.into()));
-        }
-        let now_secs = jsonwebtoken::get_current_timestamp();
-        // The issuer's clock may differ from ours: its word on `active` is not the last one.
-        if answer.exp.is_some_and(|exp| exp + LEEWAY_SECS < now_secs) {
-            return Err(self.explain(jsonwebtoken::errors::ErrorKind::ExpiredSignature.into()));
-        }
-        let grant = Grant::from_scope_text(answer.scope.as_deref().unwrap_or(""));
-        let grant = self.held(grant, answer.sub.or(answer.client_id));
-        let ttl = answer
-            .exp
-            .map(|exp| Duration::from_secs(exp.saturating_sub(now_secs)))
-            .unwrap_or(INTROSPECTION_TTL)
-            .min(INTROSPECTION_TTL);
-        Ok((grant, ttl))
     }
 }
 
