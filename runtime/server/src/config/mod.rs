@@ -7,6 +7,7 @@
 mod cli;
 mod extensions;
 mod file;
+mod values;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,7 +21,7 @@ pub use cli::{
     Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionAddArgs, ExtensionCommand,
     ExtensionNameArgs, GrantArgs, KernelSandboxCommand, KernelspecCommand, KernelspecInstallArgs,
     PolicyArgs, PythonServerArgs, RemoteArgs, SecretCommand, SecretFileArgs, SecretNameArgs,
-    StartArgs, StopArgs, Transport, humane_duration, parse_bool, parse_duration,
+    StartArgs, StopArgs, Transport, humane_duration,
 };
 pub use file::ExtensionEntry;
 use file::FileConfig;
@@ -30,6 +31,7 @@ pub use server_core::extensions::{
 pub use server_core::settings::{
     ExecutionLimits, OutputLimits, SharedStoreSettings, StateSettings,
 };
+pub use values::{parse_bool, parse_duration};
 
 /// Where the server finds Jupyter.
 #[derive(Debug, Clone)]
