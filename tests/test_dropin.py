@@ -313,6 +313,42 @@ async def test_document_id_opened_as_default_and_health_says_alive(jupyter_serve
         server.stop()
 
 
+async def test_document_id_without_a_code_sandbox_waits_for_a_kernel(jupyter_server):
+    """The Python server's `--start-new-code-sandbox False --document-id X`: the document opens at
+    start and no kernel is started until a call needs one, whatever other kernels Jupyter runs."""
+    import nbformat
+
+    path = f"nosandbox-{uuid.uuid4().hex[:6]}.ipynb"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 6 * 7")])
+    nbformat.write(notebook, jupyter_server.root / path)
+    someone_elses = jupyter_server.start_kernel()
+    before = jupyter_server.kernel_ids()
+    server = start_http_server(
+        ["--code-sandbox-url", jupyter_server.url, "--document-id", path, "--start-new-code-sandbox", "False",
+         "--document-backend", "file"],
+        env={"CODE_SANDBOX_TOKEN": jupyter_server.token},
+    )
+    try:
+        assert health(server)["kernel_status"] == "not_initialized"
+        assert f"opened '{path}' as notebook 'default'" in server.log.read_text()
+        async with http_client(server, "legacy") as client:
+            listed = joined(await ok(client, "list_notebooks"))
+            assert f"default\t{path}\t-\tnot_initialized\t✓" in listed, listed
+            assert "x = 6 * 7" in joined(await ok(client, "read_notebook", notebook_name="default"))
+            assert jupyter_server.kernel_ids() == before, "reading started no kernel"
+            await ok(client, "execute_cell", cell_index=0)
+            assert texts(await ok(client, "execute_code", code="print(x)")) == ["42\n"], \
+                "the first run attached one kernel to the notebook, and the next call used it"
+            started = jupyter_server.kernel_ids() - before
+            assert len(started) == 1 and someone_elses not in started, started
+            assert health(server)["kernel_status"] == "alive"
+            released = joined(await ok(client, "unuse_notebook", notebook_name="default"))
+            assert "was shut down" in released, released
+    finally:
+        server.stop()
+        jupyter_server.request("DELETE", f"/api/kernels/{someone_elses}")
+
+
 async def test_start_new_code_sandbox_and_code_sandbox_url(jupyter_server):
     env = {"CODE_SANDBOX_TOKEN": jupyter_server.token}
     lazy = start_http_server(["--code-sandbox-url", jupyter_server.url], env=env)

@@ -1,10 +1,11 @@
 //! What the server does before it serves, when the operator asks (flags of the Python server):
 //! open `--document-id` as the notebook `default`, or start the default kernel
 //! (`--start-new-code-sandbox`), so the first call finds them ready and health says `alive`.
+//! Given as false, the document opens and its kernel waits for the first call that needs it.
 
 use std::sync::Arc;
 
-use crate::config::Config;
+use crate::config::{Config, KernelAtStart};
 use crate::mcp::ServerState;
 use server_core::domain::notebooks::{UseMode, UseRequest};
 
@@ -24,6 +25,7 @@ pub async fn prepare(state: &Arc<ServerState>, config: &Config) {
             kernel_id: None,
             kernel_name: None,
             start_progress: None,
+            defer_kernel: config.kernel_at_start == KernelAtStart::None,
         };
         match domain.use_notebook(request).await {
             Ok(_) => {
@@ -34,7 +36,7 @@ pub async fn prepare(state: &Arc<ServerState>, config: &Config) {
                 crate::tools::steps::worded(&e)
             ),
         }
-    } else if config.start_default_kernel {
+    } else if config.kernel_at_start == KernelAtStart::Default {
         match domain.jupyter().default_kernel().await {
             Ok(kernel) => tracing::info!(kernel = %kernel.id(), "started the default kernel"),
             Err(e) => tracing::warn!("could not start the default kernel: {e}"),

@@ -49,10 +49,10 @@ impl Domain {
                 (Some(_), _) | (None, Some(_)) => {
                     let in_use = self.notebook(named)?;
                     let kernel = in_use.kernel();
-                    if let Liveness::Gone(_) = kernel.liveness() {
+                    if let Some(Liveness::Gone(_)) = kernel.as_ref().map(|k| k.liveness()) {
                         return Err(Error::Kernel(kernel_gone_message(&in_use.name)));
                     }
-                    (format!("notebook '{}'", in_use.name), Some(kernel))
+                    (format!("notebook '{}'", in_use.name), kernel)
                 }
                 (None, None) => (
                     "the default kernel".to_owned(),

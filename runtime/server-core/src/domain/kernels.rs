@@ -71,7 +71,13 @@ impl Domain {
         in_use: &NotebookInUse,
         progress: Option<&(Duration, ProgressSink)>,
     ) -> Result<ReadyKernel, Error> {
-        let kernel = in_use.kernel();
+        let Some(kernel) = in_use.kernel() else {
+            let kernel = self.attach_deferred_kernel(in_use, progress).await?;
+            return Ok(ReadyKernel {
+                kernel,
+                replaced: None,
+            });
+        };
         let Liveness::Gone(reason) = kernel.liveness() else {
             return Ok(ReadyKernel {
                 kernel,

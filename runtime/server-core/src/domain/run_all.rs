@@ -93,12 +93,15 @@ impl Domain {
                 .map(|(i, c)| format!("# ── cell {i} ──\n{}\n", c.source.trim_end()))
                 .collect();
             let indices: Vec<String> = to_run.iter().map(|(i, _)| i.to_string()).collect();
+            let kernel = match in_use.kernel() {
+                Some(kernel) => format!("kernel {}", kernel.id()),
+                None => "a kernel started for this run".to_owned(),
+            };
             let place = format!(
-                "notebook '{}' ({}), code cells {} in order, kernel {}",
+                "notebook '{}' ({}), code cells {} in order, {kernel}",
                 in_use.name,
                 in_use.path,
                 indices.join(", "),
-                in_use.kernel().id()
             );
             self.confirmed(&shown, &place, &request(first).cancel)
                 .await?;

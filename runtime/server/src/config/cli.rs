@@ -472,10 +472,12 @@ pub struct PythonServerArgs {
     #[arg(long, env = "DOCUMENT_ID", value_name = "PATH")]
     pub document_id: Option<String>,
 
-    /// Start the default kernel at start instead of on first use (default: false).
+    /// Start the default kernel at start instead of on first use. Given as false, not even
+    /// --document-id's notebook gets a kernel until a call needs one (unset: only that one
+    /// does, at start).
     #[arg(long, env = "START_NEW_CODE_SANDBOX", num_args = 0..=1, default_missing_value = "true",
-          default_value = "false", value_parser = parse_bool)]
-    pub start_new_code_sandbox: bool,
+          value_parser = parse_bool)]
+    pub start_new_code_sandbox: Option<bool>,
 
     /// The server running kernels (the Python server's name): same as --jupyter-url, which then
     /// holds the notebooks if both are given.

@@ -61,8 +61,8 @@ pub struct Config {
     pub documents: Option<(Url, Auth)>,
     /// The notebook opened as 'default' at start (`--document-id`).
     pub default_notebook: Option<String>,
-    /// Start the default kernel at start (`--start-new-code-sandbox`).
-    pub start_default_kernel: bool,
+    /// Which kernel is started before the first call (`--start-new-code-sandbox`).
+    pub kernel_at_start: KernelAtStart,
     pub document_backend: DocumentBackend,
     /// Capability settings from the environment and the command line (checked at start).
     pub capabilities: server_core::capabilities::Settings,
@@ -236,6 +236,17 @@ fn clean_names(names: Vec<String>) -> Vec<String> {
         .map(|n| n.trim().to_owned())
         .filter(|n| !n.is_empty())
         .collect()
+}
+
+/// Which kernel the server starts before its first call, as `--start-new-code-sandbox` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelAtStart {
+    /// Not given: `--document-id`'s notebook gets its kernel at start, nothing else does.
+    DocumentOnly,
+    /// Given (true): the default kernel too, when there is no `--document-id`.
+    Default,
+    /// Given as false: no kernel at all until a call needs one.
+    None,
 }
 
 #[derive(Debug, Clone)]
@@ -474,7 +485,11 @@ impl Config {
             jupyter,
             documents,
             default_notebook: python.document_id.filter(|p| !p.trim().is_empty()),
-            start_default_kernel: python.start_new_code_sandbox,
+            kernel_at_start: match python.start_new_code_sandbox {
+                Some(true) => KernelAtStart::Default,
+                Some(false) => KernelAtStart::None,
+                None => KernelAtStart::DocumentOnly,
+            },
             document_backend: args.document_backend,
             capabilities: server_core::capabilities::Settings {
                 config: file.capabilities,
@@ -512,7 +527,7 @@ impl Config {
                         .filter(|v| !v.is_empty())
                         .map(Secret::new),
                 }),
-                code_sandbox: python.start_new_code_sandbox,
+                code_sandbox: python.start_new_code_sandbox == Some(true),
             },
             wasm: WasmConfig {
                 cache_dir: file.cache_dir,
@@ -560,7 +575,10 @@ fn hub_mode(args: &StartArgs) -> Result<Option<HubEndpoints>, ConfigError> {
         ("--document-url", args.document_url.is_some()),
         ("--code-sandbox-url", python.code_sandbox_url.is_some()),
         ("--document-id", python.document_id.is_some()),
-        ("--start-new-code-sandbox", python.start_new_code_sandbox),
+        (
+            "--start-new-code-sandbox",
+            python.start_new_code_sandbox == Some(true),
+        ),
     ] {
         if given {
             return Err(ConfigError::HubMode(format!(

@@ -260,15 +260,18 @@ fn python_server_flags_map_to_ours() {
     }
     assert_eq!(config.documents.as_ref().unwrap().0.port(), Some(9002));
     assert_eq!(config.default_notebook.as_deref(), Some("work/a.ipynb"));
-    assert!(config.start_default_kernel);
+    assert_eq!(config.kernel_at_start, KernelAtStart::Default);
     let plain = Config::from_args_and_env(
         start_args(&["--jupyter-url", "http://127.0.0.1:9002"]),
         |_| None,
     )
     .unwrap();
-    assert!(plain.documents.is_none() && !plain.start_default_kernel);
+    assert!(plain.documents.is_none());
+    assert_eq!(plain.kernel_at_start, KernelAtStart::DocumentOnly);
     let args = start_args(&["--start-new-code-sandbox", "false"]);
-    assert!(!args.python.start_new_code_sandbox);
+    assert_eq!(args.python.start_new_code_sandbox, Some(false));
+    let never = Config::from_args_and_env(args, |_| None).unwrap();
+    assert_eq!(never.kernel_at_start, KernelAtStart::None);
 }
 
 #[test]

@@ -49,14 +49,19 @@ pub enum Released {
     /// Ours, but someone else uses it now: left running.
     Shared(String),
     ShutDown(String),
+    /// The notebook never had a kernel (its start was deferred and no run came).
+    NeverStarted,
 }
 
 pub struct NotebookInUse {
     pub name: String,
     pub path: String,
     pub document: Arc<dyn Document>,
-    kernel: Mutex<Arc<Kernel>>,
-    pub origin: KernelOrigin,
+    /// `None` while the kernel's start is deferred (`--start-new-code-sandbox false`): the
+    /// first call that needs it attaches one (`Domain::ready_kernel`).
+    kernel: Mutex<Option<(Arc<Kernel>, KernelOrigin)>>,
+    /// Held while a deferred kernel is being attached, so two first runs start one kernel.
+    attaching: tokio::sync::Mutex<()>,
     changes: broadcast::Sender<String>,
     /// The sources of cell versions read or written here, for the diff of a refused write.
     pub seen: SeenSources,
@@ -71,12 +76,32 @@ impl NotebookInUse {
         origin: KernelOrigin,
         changes: broadcast::Sender<String>,
     ) -> Self {
+        Self::with_kernel(name, path, document, Some((kernel, origin)), changes)
+    }
+
+    /// A notebook whose kernel is started only when a call first needs one.
+    pub fn without_kernel_yet(
+        name: String,
+        path: String,
+        document: Arc<dyn Document>,
+        changes: broadcast::Sender<String>,
+    ) -> Self {
+        Self::with_kernel(name, path, document, None, changes)
+    }
+
+    fn with_kernel(
+        name: String,
+        path: String,
+        document: Arc<dyn Document>,
+        kernel: Option<(Arc<Kernel>, KernelOrigin)>,
+        changes: broadcast::Sender<String>,
+    ) -> Self {
         NotebookInUse {
             name,
             path,
             document,
             kernel: Mutex::new(kernel),
-            origin,
+            attaching: tokio::sync::Mutex::new(()),
             changes,
             seen: SeenSources::default(),
         }
@@ -109,22 +134,39 @@ impl NotebookInUse {
 
     /// Lets go of the notebook's kernel (see `release_kernel`).
     pub async fn release(&self, jupyter: &Jupyter) -> Released {
-        release_kernel(jupyter, &self.kernel(), &self.origin).await
+        let attached = self.kernel.lock().expect("kernel lock").clone();
+        match attached {
+            Some((kernel, origin)) => release_kernel(jupyter, &kernel, &origin).await,
+            None => Released::NeverStarted,
+        }
     }
 
     /// The widget state of the widgets `outputs` show: as the notebook's kernel holds them now,
     /// else as `notebook` saved them.
     pub fn widget_state(&self, outputs: &[Output], notebook: &Notebook) -> Option<Value> {
         let saved = widgets::saved_models(&notebook.metadata);
-        self.kernel().connection().widget_state(outputs, saved)
+        match self.kernel() {
+            Some(kernel) => kernel.connection().widget_state(outputs, saved),
+            None => widgets::WidgetStates::default().shown_in(outputs, saved),
+        }
     }
 
-    pub fn kernel(&self) -> Arc<Kernel> {
-        self.kernel.lock().expect("kernel lock").clone()
+    /// The kernel attached now; `None` while its start is deferred.
+    pub fn kernel(&self) -> Option<Arc<Kernel>> {
+        let attached = self.kernel.lock().expect("kernel lock");
+        attached.as_ref().map(|(kernel, _)| kernel.clone())
     }
 
+    /// Puts `kernel` in place of the one attached (a restart or a replacement keeps the origin).
     pub fn replace_kernel(&self, kernel: Arc<Kernel>) {
-        *self.kernel.lock().expect("kernel lock") = kernel;
+        if let Some((attached, _)) = self.kernel.lock().expect("kernel lock").as_mut() {
+            *attached = kernel;
+        }
+    }
+
+    /// Attaches the first kernel of a notebook whose kernel was deferred.
+    fn attach_first_kernel(&self, kernel: Arc<Kernel>, origin: KernelOrigin) {
+        *self.kernel.lock().expect("kernel lock") = Some((kernel, origin));
     }
 }
 
@@ -281,7 +323,7 @@ impl Notebooks {
     pub fn running_on(&self, kernel_id: &str) -> Option<Arc<NotebookInUse>> {
         self.all()
             .into_iter()
-            .find(|notebook| notebook.kernel().id() == kernel_id)
+            .find(|notebook| notebook.kernel().is_some_and(|k| k.id() == kernel_id))
     }
 
     pub fn all(&self) -> Vec<Arc<NotebookInUse>> {

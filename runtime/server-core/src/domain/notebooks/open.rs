@@ -41,6 +41,9 @@ pub struct UseRequest {
     pub kernel_name: Option<String>,
     /// Told at each interval while a kernel is being started (on a cluster: tens of seconds).
     pub start_progress: Option<(Duration, ProgressSink)>,
+    /// Opens the document only: the kernel is attached when a call first needs one
+    /// (`--document-id` with `--start-new-code-sandbox false`). Ignored with `kernel_id`.
+    pub defer_kernel: bool,
 }
 
 /// How a notebook's kernel came to it, as its answer tells it.
@@ -56,6 +59,8 @@ pub enum Attached {
     BesideTheirs { their_kernel: Option<String> },
     /// Started by us, but a session for the path appeared meanwhile and was kept.
     OpenedMeanwhile,
+    /// None yet: the first call that needs a kernel attaches one.
+    Deferred,
 }
 
 /// A notebook just opened and made current.
@@ -116,6 +121,7 @@ impl Domain {
             kernel_id,
             kernel_name,
             start_progress,
+            defer_kernel,
         } = request;
         let path = path.trim_start_matches('/').to_owned();
         if name.is_empty() || path.is_empty() {
@@ -200,6 +206,32 @@ impl Domain {
             }
             UseMode::Connect => {}
         }
+        if defer_kernel && kernel_id.is_none() && mode == UseMode::Connect {
+            let (document, read) = open_notebook(
+                self.settings.document_backend,
+                documents,
+                &path,
+                None,
+                started,
+            )
+            .await?;
+            tracing::info!("notebook '{name}' ({path}) is in use; its kernel starts on first use");
+            let notebook = Arc::new(NotebookInUse::without_kernel_yet(
+                name,
+                path,
+                document,
+                self.notebooks.change_sender(),
+            ));
+            let previous = self.notebooks.current_name();
+            self.notebooks.insert(notebook.clone());
+            return Ok(Used::Opened(Opened {
+                notebook,
+                read,
+                attached: Attached::Deferred,
+                spec,
+                previous,
+            }));
+        }
         let jupyter = self.jupyter();
         // The next spare (kernel.prewarm) is started once this call is answered, not during it.
         let _hold = jupyter.hold_spares();
@@ -281,6 +313,30 @@ impl Domain {
             spec,
             previous,
         }))
+    }
+
+    /// Attaches a kernel to a notebook opened without one (`UseRequest::defer_kernel`), as
+    /// use_notebook would have; a second caller meanwhile waits and gets the same kernel.
+    pub(crate) async fn attach_deferred_kernel(
+        &self,
+        in_use: &NotebookInUse,
+        progress: Option<&(Duration, ProgressSink)>,
+    ) -> Result<Arc<Kernel>, Error> {
+        let _attaching = in_use.attaching.lock().await;
+        if let Some(kernel) = in_use.kernel() {
+            return Ok(kernel);
+        }
+        let jupyter = self.jupyter();
+        let started = Instant::now();
+        let (kernel, origin, _) = reporting_start(
+            progress,
+            self.settings.kernel_start.timeout,
+            self.acquire_kernel(&jupyter, None, None, &in_use.name, &in_use.path, started),
+        )
+        .await?;
+        tracing::info!(kernel = %kernel.id(), "attached the first kernel of notebook '{}'", in_use.name);
+        in_use.attach_first_kernel(kernel.clone(), origin);
+        Ok(kernel)
     }
 
     /// The notebook's kernel: `kernel_id`'s, the kernel of a session already open on the path

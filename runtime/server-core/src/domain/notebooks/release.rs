@@ -30,13 +30,14 @@ pub struct Unused {
 impl Domain {
     /// Restarts the notebook's kernel: its state is cleared, a lost kernel comes back.
     pub async fn restart_notebook(&self, in_use: &NotebookInUse) -> Result<(), Error> {
-        let kernel = self
-            .jupyter()
-            .restart_kernel(&in_use.kernel())
-            .await
-            .map_err(|e| {
-                Error::Failed(format!("Failed to restart notebook '{}': {e}", in_use.name).into())
-            })?;
+        let Some(current) = in_use.kernel() else {
+            // Nothing to restart yet: a fresh kernel is what a restart would give.
+            self.attach_deferred_kernel(in_use, None).await?;
+            return Ok(());
+        };
+        let kernel = self.jupyter().restart_kernel(&current).await.map_err(|e| {
+            Error::Failed(format!("Failed to restart notebook '{}': {e}", in_use.name).into())
+        })?;
         in_use.replace_kernel(kernel);
         Ok(())
     }

@@ -115,7 +115,7 @@ impl HttpContext {
         // sandbox, only the `default` notebook (--document-id) has one there.
         let kernel = match self.state.domain.notebooks.resolve(None) {
             Ok(notebook) if self.state.http.code_sandbox || notebook.name == "default" => {
-                Some(notebook.kernel())
+                notebook.kernel()
             }
             Ok(_) => None,
             Err(_) => jupyter.current_default_kernel().await,

@@ -75,13 +75,17 @@ async fn list_notebooks(context: ToolContext, _args: NoArgs) -> ToolResult {
     let mut lines = vec!["Name\tPath\tKernel_ID\tKernel_Status\tActivate\tBackend".to_owned()];
     for notebook in all {
         let kernel = notebook.kernel();
-        let status = match kernel.liveness() {
-            Liveness::Gone(_) => "dead".to_owned(),
-            Liveness::Alive => match kernel.connection().execution_state().as_str() {
-                "unknown" => "alive".to_owned(),
-                state => state.to_owned(),
-            },
+        let status = match kernel.as_ref().map(|k| k.liveness()) {
+            None => "not_initialized".to_owned(),
+            Some(Liveness::Gone(_)) => "dead".to_owned(),
+            Some(Liveness::Alive) => {
+                match kernel.as_ref().map(|k| k.connection().execution_state()) {
+                    Some(state) if state != "unknown" => state,
+                    _ => "alive".to_owned(),
+                }
+            }
         };
+        let kernel_id = kernel.as_ref().map_or("-", |k| k.id());
         let active = if current.as_deref() == Some(notebook.name.as_str()) {
             "✓"
         } else {
@@ -91,7 +95,7 @@ async fn list_notebooks(context: ToolContext, _args: NoArgs) -> ToolResult {
             "{}\t{}\t{}\t{status}\t{active}\t{}",
             notebook.name,
             notebook.path,
-            kernel.id(),
+            kernel_id,
             notebook.document.backend()
         ));
     }

@@ -57,6 +57,7 @@ pub(super) async fn use_notebook(context: ToolContext, args: UseNotebookArgs) ->
                 crate::tools::execute::progress_sink(reporter),
             )
         }),
+        defer_kernel: false,
     };
     let text = match context.domain.use_notebook(request).await? {
         Used::AlreadyCreated { name, path } => {
@@ -65,10 +66,14 @@ pub(super) async fn use_notebook(context: ToolContext, args: UseNotebookArgs) ->
         Used::AlreadyInUse { notebook, previous } => {
             let name = &notebook.name;
             let kernel = notebook.kernel();
+            let kernel_id = kernel.as_ref().map(|k| k.id().to_owned());
+            let on_kernel = match &kernel_id {
+                Some(id) => format!("It is in use on kernel '{id}'."),
+                None => "It has no kernel yet: one is started when code first runs.".to_owned(),
+            };
             let mut text = format!(
                 "Notebook '{name}' is already connected — no need to call use_notebook again. \
-                 It is in use on kernel '{}'.",
-                kernel.id()
+                 {on_kernel}"
             );
             if let Some(previous) = previous {
                 text.push_str(&format!(
@@ -81,7 +86,7 @@ pub(super) async fn use_notebook(context: ToolContext, args: UseNotebookArgs) ->
                      kernel_name to move this notebook to another kernelspec.",
                 );
             }
-            if args.kernel_id.as_deref().is_some_and(|k| k != kernel.id()) {
+            if args.kernel_id.is_some() && args.kernel_id != kernel_id {
                 text.push_str(
                     " The kernel_id you passed was not applied: a notebook in use keeps its kernel \
                      (unuse_notebook first to attach another).",
@@ -136,10 +141,14 @@ fn opened_text(opened: &Opened) -> String {
 
 /// The line saying how a notebook's kernel came to it.
 pub(super) fn attached_line(notebook: &NotebookInUse, attached: &Attached) -> String {
-    let kernel = notebook.kernel();
+    let Some(kernel) = notebook.kernel() else {
+        return "[INFO] No kernel yet: one is started when code first runs (--start-new-code-sandbox is false)."
+            .to_owned();
+    };
     let id = kernel.id();
     let path = &notebook.path;
     match attached {
+        Attached::Deferred => format!("[INFO] Kernel '{id}' was started when code first ran."),
         Attached::Given => format!(
             "[INFO] Connected to kernel '{id}' (given by kernel_id; it is left running when the notebook is released)."
         ),

@@ -74,5 +74,6 @@ fn released_text(released: &Released) -> String {
             format!(" Kernel '{id}' is shared with someone else and keeps running.")
         }
         Released::ShutDown(id) => format!(" Its kernel '{id}' was shut down."),
+        Released::NeverStarted => " It had no kernel (none was started for it).".to_owned(),
     }
 }
