@@ -93,6 +93,19 @@ def future_notebook(minor: int) -> dict:
     return notebook(minor, cells, future_top_field={"a": 1})
 
 
+def far_future_notebook() -> dict:
+    """As nbformat's own 4.99 test notebook has it: a cell of an unknown type with no source (only
+    the metadata Jupyter insists on), and an output of an unknown type between known ones."""
+    cells = rich_cells(True)
+    cells.insert(1, {"cell_type": "future cell", "id": "f9", "metadata": {}, "key": "value"})
+    cells.append(code("future_output()", [
+        {"name": "stdout", "output_type": "stream", "text": "hello\n"},
+        {"output_type": "future output", "some key": ["some data"]},
+        {"name": "stdout", "output_type": "stream", "text": "hello again\n", "extra": "yes"},
+    ], count=99, cell_id="f10"))
+    return notebook(99, cells)
+
+
 def nbformat3() -> dict:
     return {"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": "old"}, "worksheets": [{"metadata": {}, "cells": [
         {"cell_type": "heading", "level": 1, "metadata": {}, "source": "Old notebook"},
@@ -104,12 +117,17 @@ def nbformat3() -> dict:
     ]}]}
 
 
+# Shapes the collaboration room itself cannot load (jupyter_ydoc needs a source in every cell),
+# so no live backend can edit them; the file backend must keep them exactly.
+ROOM_CANNOT_OPEN = {"minor-99-future-bare"}
+
 # name -> (notebook, index of the cell to overwrite, whether ids are added by an upgrade)
 SHAPES = {
     **{f"minor-{m}": (notebook(m, rich_cells(False)), 0, True) for m in range(1, 5)},
     "minor-5": (notebook(5, rich_cells(True)), 0, False),
     "minor-6-future": (future_notebook(6), 2, False),
     "minor-9-future": (future_notebook(9), 2, False),
+    "minor-99-future-bare": (far_future_notebook(), 2, False),
     "nbformat-3": (nbformat3(), 1, True),
 }
 
@@ -195,6 +213,8 @@ async def test_every_shape_survives_an_edit(jupyter_server, backend):
     try:
         async with client_for(jupyter, "legacy", "--document-backend", backend) as client:
             for name, (nb, index, upgraded) in SHAPES.items():
+                if backend == "live" and name in ROOM_CANNOT_OPEN:
+                    continue
                 ours, theirs = f"fid-{tag}-{backend}-{name}.ipynb", f"fid-{tag}-{backend}-{name}-jupyter.ipynb"
                 for path in (ours, theirs):
                     (jupyter.root / path).write_text(layout(nb, name))
@@ -208,7 +228,7 @@ async def test_every_shape_survives_an_edit(jupyter_server, backend):
                 assert "edited by the test" in expected, expected
                 if comparable(got, upgraded) != comparable(expected, upgraded):
                     differences[name] = (got, expected)
-                elif backend == "file" and "future" in name:
+                elif backend == "file" and name.endswith("-future"):
                     # Jupyter keeps what it does not know; so must we.
                     for kept in ("future cell", "future_field", "kept as it is", "future_top_field",
                                  "future_cell_field", f'"nbformat_minor": {nb["nbformat_minor"]}'):

@@ -58,6 +58,16 @@ pub struct Cell {
     pub attachments: Option<Value>,
     /// Fields we do not know, written back untouched.
     pub extra: Map<String, Value>,
+    /// Fields a cell of an unknown type came without, left out again when still empty.
+    pub absent: Absent,
+}
+
+/// The fields every cell we know has, missing from one of a type we do not know (nbformat's
+/// own 4.99 "future cell" has no `source`): it is written back without them, as read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Absent {
+    pub source: bool,
+    pub metadata: bool,
 }
 
 impl Cell {
@@ -72,7 +82,18 @@ impl Cell {
             execution_count: None,
             attachments: None,
             extra: Map::new(),
+            absent: Absent::default(),
         }
+    }
+
+    /// Whether the file gets a `source` field for this cell.
+    pub fn writes_source(&self) -> bool {
+        !(self.absent.source && self.source.is_empty())
+    }
+
+    /// Whether the file gets a `metadata` field for this cell.
+    pub fn writes_metadata(&self) -> bool {
+        !(self.absent.metadata && self.metadata.is_empty())
     }
 
     /// The `cell_type` written to the file.
@@ -298,6 +319,13 @@ fn read_cell(
         .map(str::to_owned)
         .unwrap_or_else(new_cell_id);
     seen.insert(id.clone());
+    let absent = match unknown_type {
+        Some(_) => Absent {
+            source: !raw.contains_key("source"),
+            metadata: !raw.contains_key("metadata"),
+        },
+        None => Absent::default(),
+    };
     let mut metadata = match raw.remove("metadata") {
         Some(Value::Object(m)) => m,
         _ => Map::new(),
@@ -314,6 +342,7 @@ fn read_cell(
         execution_count: None,
         attachments: None,
         extra: Map::new(),
+        absent,
     };
     if known.contains(&"outputs") {
         if let Some(Value::Array(outputs)) = raw.remove("outputs") {
@@ -338,8 +367,12 @@ fn cell_to_value(cell: &Cell) -> Value {
     let mut object = cell.extra.clone();
     object.insert("id".into(), json!(cell.id));
     object.insert("cell_type".into(), json!(cell.type_name()));
-    object.insert("metadata".into(), Value::Object(cell.metadata.clone()));
-    object.insert("source".into(), json!(cell.source));
+    if cell.writes_metadata() {
+        object.insert("metadata".into(), Value::Object(cell.metadata.clone()));
+    }
+    if cell.writes_source() {
+        object.insert("source".into(), json!(cell.source));
+    }
     match (cell.cell_type, &cell.unknown_type) {
         (CellType::Code, None) => {
             let outputs: Vec<Value> = cell

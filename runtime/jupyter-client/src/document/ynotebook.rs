@@ -324,9 +324,13 @@ fn cell_prelim(cell: &Cell) -> MapPrelim {
     map.extend([
         ("id", In::from(cell.id.as_str())),
         ("cell_type", In::from(cell.type_name())),
-        ("source", TextPrelim::new(cell.source.as_str()).into()),
-        ("metadata", object_prelim(&cell.metadata).into()),
     ]);
+    if cell.writes_source() {
+        map.push(("source", TextPrelim::new(cell.source.as_str()).into()));
+    }
+    if cell.writes_metadata() {
+        map.push(("metadata", object_prelim(&cell.metadata).into()));
+    }
     match (cell.cell_type, &cell.unknown_type) {
         (CellType::Code, None) => {
             let outputs: ArrayPrelim = cell

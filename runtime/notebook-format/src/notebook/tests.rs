@@ -137,6 +137,36 @@ const NEWER_MINOR: &str = r##"{
     }
    ],
    "source": []
+  },
+  {
+   "cell_type": "future cell",
+   "id": "f2",
+   "key": "value"
+  },
+  {
+   "cell_type": "code",
+   "execution_count": 99,
+   "id": "c2",
+   "metadata": {},
+   "outputs": [
+    {
+     "output_type": "future output",
+     "some key": [
+      "some data"
+     ]
+    },
+    {
+     "extra": "yes",
+     "name": "stdout",
+     "output_type": "stream",
+     "text": [
+      "after\n"
+     ]
+    }
+   ],
+   "source": [
+    "later()"
+   ]
   }
  ],
  "metadata": {
@@ -165,7 +195,19 @@ fn newer_minor_versions_round_trip_exactly() {
     assert!(future.extra.contains_key("outputs"));
     assert_eq!(notebook.nbformat_minor, 7);
     assert!(notebook.extra.contains_key("top_field"));
+    // A future cell with no source or metadata gets neither; an edit that gives it a source
+    // writes one.
+    let bare = &notebook.cells[3];
+    assert_eq!(
+        (bare.type_name(), bare.source.as_str()),
+        ("future cell", "")
+    );
     assert_eq!(notebook.to_ipynb(), NEWER_MINOR);
+    let mut edited = notebook.clone();
+    edited.cells[3].source = "now".into();
+    let value = edited.to_value();
+    assert_eq!(value["cells"][3]["source"], "now");
+    assert!(value["cells"][3].get("metadata").is_none());
 }
 
 #[test]
