@@ -111,7 +111,10 @@ def test_only_clients_with_the_extension_see_the_viewer(file_http_server):
     kinds = [o["output_type"] for o in with_ui["structuredContent"]["outputs"]]
     assert kinds == ["stream", "execute_result"], with_ui
     without = answer(modern(file_http_server, "tools/call", call))["result"]
-    assert "structuredContent" not in without and [c["text"] for c in without["content"]] == texts
+    assert [c["text"] for c in without["content"]] == texts
+    # Everyone else gets the Python server's answer: the outputs as the content lists them.
+    assert without["structuredContent"] == {"kind": "code.execute", "result": texts, "outputs": texts,
+                                            "count": len(texts), "images": 0}, without
 
 
 def host_renders(file_http_server, tmp_path, code, screenshot_name, least_screenshot_bytes=10_000, may_fail=()):
@@ -247,9 +250,10 @@ def test_cell_tools_carry_the_widget_state_of_what_they_show(file_http_server, j
     # Read back: the notebook saved no state for these, the kernel holds it.
     reread = call("read_cell", {"cell_index": 1})["structuredContent"]["widgets"]["state"]
     assert set(reread) == set(models), (list(reread), list(models))
-    # A client without the extension gets neither outputs nor widgets in structured content.
+    # A client without the extension gets neither MIME bundles nor widgets in structured content.
     plain = answer(modern(file_http_server, "tools/call", {"name": "read_cell", "arguments": {"cell_index": 0}}))["result"]
-    assert "structuredContent" not in plain
+    assert plain["structuredContent"]["kind"] == "cell.read" and "widgets" not in plain["structuredContent"]
+    assert plain["structuredContent"]["result"] == [c["text"] for c in plain["content"]]
 
 
 def test_vendored_libraries_match_their_manifest():

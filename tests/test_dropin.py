@@ -49,7 +49,8 @@ async def test_text_tools_answer_result_and_declare_it(jupyter_server, mode, tra
             schema = tools[name].output_schema
             assert schema["properties"]["result"]["type"] == "string" and schema["required"] == ["result"], name
         for name in CONTENT_TOOLS:
-            assert tools[name].output_schema is None, name
+            schema = tools[name].output_schema
+            assert schema["required"] == ["kind", "result"] and schema["properties"]["kind"]["type"] == "string", name
 
         created = await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
         assert created.structured_content == {"result": joined(created)}
@@ -63,11 +64,29 @@ async def test_text_tools_answer_result_and_declare_it(jupyter_server, mode, tra
         assert read.structured_content == {"result": joined(read)}
         assert read.meta[META + "cell_ids"] == [cell_id] and read.meta[META + "start_index"] == 0
 
-        # Tools answering text and images carry no structured content; their ids stay in _meta.
+        # Tools answering outputs list them as the Python server 2.x does (an object, whatever the
+        # value: Gemini CLI reads a bare `42` in the text as a number); their ids stay in _meta.
         ran = await ok(client, "execute_cell", cell_id=cell_id)
-        assert ran.structured_content is None and texts(ran)[0] == "2\n" and cell_id_of(ran) == cell_id
+        assert texts(ran)[0] == "2\n" and cell_id_of(ran) == cell_id
+        assert ran.structured_content == {"kind": "cell.execute", "result": texts(ran), "outputs": texts(ran),
+                                          "count": len(texts(ran)), "images": 0}, ran.structured_content
         cell = await ok(client, "read_cell", cell_index=0)
-        assert cell.structured_content is None and cell_id_of(cell) == cell_id
+        assert cell.structured_content["kind"] == "cell.read" and cell_id_of(cell) == cell_id
+        assert cell.structured_content["result"] == texts(cell)
+        for value in ("42", "[1, 2]", "True"):
+            answered = await ok(client, "execute_code", code=value)
+            assert answered.structured_content["kind"] == "code.execute"
+            assert answered.structured_content["result"] == [value], answered.structured_content
+        plotted = await ok(client, "execute_code",
+                           code="import io\nfrom PIL import Image as Picture\nfrom IPython.display import Image\n"
+                                "png = io.BytesIO()\nPicture.new('RGB', (4, 4), 'red').save(png, 'PNG')\n"
+                                "Image(data=png.getvalue())")
+        assert plotted.structured_content["images"] == 1, plotted.structured_content
+        assert "sha256:" in plotted.structured_content["result"][-1]["data"]
+        inserted_ran = await ok(client, "insert_execute_code_cell", cell_index=-1, cell_source="6 * 7")
+        assert inserted_ran.structured_content["kind"] == "cell.insert_execute"
+        assert inserted_ran.structured_content["result"] == texts(inserted_ran), inserted_ran.structured_content
+        assert texts(inserted_ran)[0] == "42"
         deleted = await ok(client, "delete_cell", cell_indices=[0])
         assert deleted.structured_content == {"result": joined(deleted)} and deleted.meta[META + "cell_ids"] == [cell_id]
 
@@ -77,7 +96,9 @@ async def test_unknown_arguments_are_ignored_with_a_note(jupyter_server):
     async with file_client(jupyter_server) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         for name in TEXT_TOOLS | CONTENT_TOOLS:
-            assert tools[name].input_schema.get("additionalProperties") is not False, name
+            schema = tools[name].input_schema
+            # Open to unknown arguments; only a tool that takes none says so (strict dialects).
+            assert (schema.get("additionalProperties") is False) == (not schema["properties"]), name
         await ok(client, "use_notebook", notebook_name="nb", notebook_path=path, mode="create")
         await ok(client, "insert_cell", cell_index=-1, cell_type="code", cell_source="print('ran')")
 

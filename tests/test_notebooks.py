@@ -66,7 +66,7 @@ async def test_whole_workflow(jupyter_server, transport):
         read = await call(client, "read_cell", cell_index=0)
         assert texts(read)[0].startswith("=====Cell 0 | type: code | execution count: ")
         assert texts(read)[1] == "x = 50\nprint(x * 2)" and texts(read)[2] == "42\n"
-        assert cell_id_of(read) == code_id and read.structured_content is None
+        assert cell_id_of(read) == code_id and read.structured_content["result"] == texts(read)
 
         image = await call(
             client, "insert_execute_code_cell", cell_index=-1,

@@ -12,6 +12,8 @@ use base64::Engine;
 use rmcp::model::{ClientCapabilities, JsonObject, ReadResourceResult, Resource, ResourceContents};
 use serde_json::{Value, json};
 
+use crate::tools::wire;
+
 /// The extension's identifier.
 pub const EXTENSION: &str = "io.modelcontextprotocol/ui";
 /// The MIME type of an MCP App's HTML.
@@ -109,21 +111,27 @@ pub fn link_tool(tool: &mut rmcp::model::Tool) {
         .insert("ui".into(), json!({ "resourceUri": VIEWER_URI }));
 }
 
-/// Shapes an output tool's result for the client: with the extension, `structuredContent` holds
-/// the text the model reads as `result` beside the `outputs` the tool collected; without it, no
-/// structured content, as before.
-pub fn shape_result(result: &mut rmcp::model::CallToolResult, supported: bool) {
-    let outputs = result.structured_content.take();
+/// Shapes an output tool's result for the client. With the extension, `structuredContent`
+/// holds the text the model reads as `result` beside the `outputs` (MIME bundles) and widget
+/// state the tool collected for the viewer. Without it, a tool of the Python server's gets its
+/// answer in that server's shape (`wire::outputs_answer`, `kind` given), any other none.
+pub fn shape_result(result: &mut rmcp::model::CallToolResult, supported: bool, kind: Option<&str>) {
+    let bundles = result.structured_content.take();
     if !supported {
+        result.structured_content =
+            kind.map(|kind| Value::Object(wire::outputs_answer(kind, &result.content)));
         return;
     }
-    let mut structured = match outputs {
+    let mut structured = match bundles {
         Some(Value::Object(object)) => object,
         _ => JsonObject::new(),
     };
+    if let Some(kind) = kind {
+        structured.insert("kind".into(), json!(kind));
+    }
     structured.insert(
         "result".into(),
-        Value::String(crate::tools::wire::text_of(&result.content)),
+        Value::String(wire::text_of(&result.content)),
     );
     result.structured_content = Some(Value::Object(structured));
 }
@@ -183,12 +191,22 @@ mod tests {
             rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text("42")]);
         result.structured_content = Some(json!({"outputs": [{"output_type": "stream"}]}));
         let mut without = result.clone();
-        shape_result(&mut without, false);
-        assert_eq!(without.structured_content, None);
-        shape_result(&mut result, true);
+        let mut own = result.clone();
+        shape_result(&mut own, false, None);
+        assert_eq!(own.structured_content, None);
+        shape_result(&mut without, false, Some("code.execute"));
+        assert_eq!(
+            without.structured_content,
+            Some(
+                json!({"kind": "code.execute", "result": ["42"], "outputs": ["42"], "count": 1, "images": 0})
+            )
+        );
+        shape_result(&mut result, true, Some("code.execute"));
         assert_eq!(
             result.structured_content,
-            Some(json!({"outputs": [{"output_type": "stream"}], "result": "42"}))
+            Some(
+                json!({"outputs": [{"output_type": "stream"}], "result": "42", "kind": "code.execute"})
+            )
         );
     }
 }

@@ -4,6 +4,7 @@
 #![allow(deprecated)] // LoggingLevel: deprecated in 2026-07-28, still served to 2025-11-25 clients.
 
 use super::*;
+use crate::tools::wire::Shape;
 
 /// A tool call ready to run, with what it sends its client on the way: progress (when asked
 /// for) and log lines (at the level asked for).
@@ -246,13 +247,16 @@ impl PreparedCall {
             .await;
         }
         let mut result = result?;
-        let shows_outputs = self
-            .state
-            .tools
-            .get(&self.request.name)
-            .is_some_and(|tool| tool.spec().shows_outputs);
-        if shows_outputs {
-            apps::shape_result(&mut result, self.rich_outputs);
+        let shape = self.state.tools.get(&self.request.name).map(|tool| {
+            let spec = tool.spec();
+            (spec.shape, spec.shows_outputs)
+        });
+        match shape {
+            Some((Shape::Outputs(kind), _)) => {
+                apps::shape_result(&mut result, self.rich_outputs, Some(kind))
+            }
+            Some((_, true)) => apps::shape_result(&mut result, self.rich_outputs, None),
+            _ => {}
         }
         Ok(result)
     }

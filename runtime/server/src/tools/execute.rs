@@ -57,7 +57,7 @@ pub fn execute_code() -> Arc<dyn Tool> {
     declare("execute_code", "Execute code directly in a kernel; nothing is saved to any notebook. Uses the kernel named \
          by kernel_id, or a default kernel started on first use. Good for magics (%pip, %timeit), \
          shell commands (!ls), inspecting variables and quick calculations. Do not use it for \
-         imports or definitions that later notebook cells depend on: put those in the notebook.").runs_code().shape(Shape::ContentList).shows_outputs().tasks(TaskSupport::Optional).run(run)
+         imports or definitions that later notebook cells depend on: put those in the notebook.").runs_code().shape(Shape::Outputs("code.execute")).shows_outputs().tasks(TaskSupport::Optional).run(run)
 }
 
 /// A progress sink that reports as the Python server does ("Execution in progress: 12s / 120s").

@@ -326,8 +326,12 @@ impl Declaration {
             wire::accept_unknown_arguments(&mut schema);
             wire::declared_arguments(&schema)
         });
-        spec.output_schema =
-            (spec.shape == wire::Shape::Text).then(|| wire::text_output_schema(&spec.name));
+        wire::close_when_empty(&mut schema);
+        spec.output_schema = match spec.shape {
+            wire::Shape::Text => Some(wire::text_output_schema(&spec.name)),
+            wire::Shape::Outputs(_) => Some(wire::outputs_output_schema(&spec.name)),
+            wire::Shape::Own => None,
+        };
         spec.input_schema = Arc::new(schema);
         Arc::new(NativeTool {
             spec,

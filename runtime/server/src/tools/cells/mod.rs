@@ -36,7 +36,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
              its outputs (images as image content).",
         )
         .read_only()
-        .shape(Shape::ContentList)
+        .shape(Shape::Outputs("cell.read"))
         .shows_outputs()
         .run(read::read_cell),
         declare(
@@ -52,7 +52,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
              the outputs are saved into the cell and returned.",
         )
         .runs_code()
-        .shape(Shape::ContentList)
+        .shape(Shape::Outputs("cell.insert_execute"))
         .shows_outputs()
         .tasks(TaskSupport::Optional)
         .run(run::insert_execute_code_cell),
@@ -76,7 +76,7 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
              the kernel is interrupted and the outputs so far are returned.",
         )
         .runs_code()
-        .shape(Shape::ContentList)
+        .shape(Shape::Outputs("cell.execute"))
         .shows_outputs()
         .tasks(TaskSupport::Optional)
         .run(run::execute_cell),

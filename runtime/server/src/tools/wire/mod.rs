@@ -2,7 +2,9 @@
 //! one place so the tools themselves only say what happened.
 //!
 //! - A tool answering text also returns it as `structuredContent: {"result": text}` and declares
-//!   an output schema to match; the tools that answer a list of text and images declare neither.
+//!   an output schema to match; the tools that answer outputs (text and images) return them as
+//!   the Python server 2.x does, `{"kind", "result": [...], "outputs", "count", "images"}`, so a
+//!   client that reads a bare number in the text as JSON (Gemini CLI) finds an object there.
 //! - Facts a tool adds for programs (the ids of the cells it acted on) go in `_meta` under this
 //!   server's namespace, never in place of the result.
 //! - Arguments a tool does not know are ignored, as the Python server ignores them, but the
@@ -10,8 +12,10 @@
 
 use std::sync::Arc;
 
+use notebook_format::hex::lower_hex;
 use rmcp::model::{ContentBlock as Content, JsonObject};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
 use super::{ToolError, ToolResult};
 
@@ -31,8 +35,9 @@ pub fn meta_key(name: &str) -> String {
 pub enum Shape {
     /// One text, also given as `structuredContent.result`.
     Text,
-    /// Text and images for the model; no structured content.
-    ContentList,
+    /// Outputs for the model (text and images), also listed in `structuredContent` under the
+    /// Python server's `kind` for this tool (`cell.execute`, `code.execute`, …).
+    Outputs(&'static str),
     /// Not a tool of the Python server (ours alone, extensions', the conformance fixtures): left
     /// as the tool made it.
     #[default]
@@ -51,6 +56,63 @@ pub fn text_output_schema(tool: &str) -> Arc<JsonObject> {
         Value::Object(object) => Arc::new(object),
         _ => unreachable!("a JSON object literal"),
     }
+}
+
+/// The output schema of an outputs tool: the Python server's answer shape, open to more keys
+/// (a client with an output viewer also gets the outputs' MIME bundles and widget state).
+pub fn outputs_output_schema(tool: &str) -> Arc<JsonObject> {
+    let item = json!({ "anyOf": [{ "type": "string" }, { "type": "object" }] });
+    let schema = json!({
+        "type": "object",
+        "title": format!("{tool}Output"),
+        "properties": {
+            "kind": { "type": "string", "title": "Kind",
+                      "description": "What this answer is: cell.execute, cell.insert_execute, cell.read or code.execute." },
+            "result": {
+                "title": "Result",
+                "description": "The outputs in order: each text as a string, each image as an object whose data is in the image content (a client with an output viewer gets the text as one string).",
+                "anyOf": [{ "type": "array", "items": item }, { "type": "string" }],
+            },
+            "outputs": { "type": "array", "items": item, "title": "Outputs" },
+            "count": { "type": "integer", "title": "Count", "description": "How many items result has." },
+            "images": { "type": "integer", "title": "Images", "description": "How many of them are images." },
+        },
+        "required": ["kind", "result"],
+    });
+    match schema {
+        Value::Object(object) => Arc::new(object),
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+/// An outputs tool's `structuredContent` for `content`, in the Python server's shape: every
+/// item in order, text as itself and an image as its type and MIME type (its bytes stay in
+/// the image content, named by digest, never sent twice).
+pub fn outputs_answer(kind: &str, content: &[Content]) -> JsonObject {
+    let mut images = 0;
+    let items: Vec<Value> = content
+        .iter()
+        .filter_map(|item| {
+            if let Some(text) = item.as_text() {
+                return Some(Value::String(text.text.clone()));
+            }
+            let image = item.as_image()?;
+            images += 1;
+            let digest = lower_hex(&Sha256::digest(image.data.as_bytes()));
+            Some(json!({
+                "type": "image",
+                "mimeType": image.mime_type,
+                "data": format!("[omitted: see image content block; sha256:{digest}]"),
+            }))
+        })
+        .collect();
+    let mut answer = JsonObject::new();
+    answer.insert("kind".into(), json!(kind));
+    answer.insert("count".into(), json!(items.len()));
+    answer.insert("images".into(), json!(images));
+    answer.insert("result".into(), Value::Array(items.clone()));
+    answer.insert("outputs".into(), Value::Array(items));
+    answer
 }
 
 /// Gives every optional argument that may be null and has no default `"default": null`, as the
@@ -236,6 +298,21 @@ fn is_of_type(value: &Value, t: &str) -> bool {
 /// Declares that arguments beyond the listed ones are accepted (and ignored with a note).
 pub fn accept_unknown_arguments(schema: &mut JsonObject) {
     schema.remove("additionalProperties");
+}
+
+/// A tool that takes no arguments says so (`properties: {}`, `additionalProperties: false`):
+/// strict function-calling dialects (the OpenAI Agents SDK's) refuse an object open to anything.
+/// A call that passes some anyway is still answered, with them ignored and noted.
+pub fn close_when_empty(schema: &mut JsonObject) {
+    let declares_none = match schema.get("properties") {
+        None => true,
+        Some(Value::Object(properties)) => properties.is_empty(),
+        Some(_) => false,
+    };
+    if declares_none {
+        schema.insert("properties".into(), json!({}));
+        schema.insert("additionalProperties".into(), Value::Bool(false));
+    }
 }
 
 /// An argument a tool declares: its name and the JSON types it takes (empty: not known).

@@ -143,8 +143,34 @@ fn text_results_carry_the_text_as_result() {
         shaped.structured,
         Some(json!({ "extra": 1, "result": "done" }))
     );
-    let listed = finish(Ok(ToolOutput::text("x")), Shape::ContentList, None).unwrap();
+    // An outputs tool's structured answer is made once the client is known (`apps`).
+    let listed = finish(
+        Ok(ToolOutput::text("x")),
+        Shape::Outputs("code.execute"),
+        None,
+    )
+    .unwrap();
     assert_eq!(listed.structured, None);
+}
+
+#[test]
+fn outputs_are_listed_in_the_python_servers_shape() {
+    let content = vec![
+        Content::text("42"),
+        Content::image("iVBORw0KGgo=", "image/png"),
+    ];
+    let answer = outputs_answer("cell.execute", &content);
+    assert_eq!(answer["kind"], "cell.execute");
+    assert_eq!(answer["count"], 2);
+    assert_eq!(answer["images"], 1);
+    assert_eq!(answer["result"][0], "42");
+    assert_eq!(answer["result"], answer["outputs"]);
+    let image = &answer["result"][1];
+    assert_eq!(image["mimeType"], "image/png");
+    let data = image["data"].as_str().unwrap();
+    assert!(
+        data.starts_with("[omitted: see image content block; sha256:") && !data.contains("iVBOR")
+    );
 }
 
 #[test]
