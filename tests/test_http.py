@@ -28,6 +28,49 @@ def test_refusals_on_mcp(http_server):
     assert status == 200 and '"protocolVersion":"2025-11-25"' in body
 
 
+def sse_events(text: str) -> list[dict]:
+    """The events of an SSE body, each as its fields (`data` joined over its lines)."""
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields: dict = {}
+        for line in block.splitlines():
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            fields[name] = f"{fields[name]}\n{value}" if name in fields else value
+        if fields:
+            events.append(fields)
+    return events
+
+
+def test_priming_events_only_for_sessions_that_expect_them(http_server):
+    """SDKs before 2025-11-25 parse every SSE event's data as JSON: an empty priming event broke
+    Gemini CLI's tools/list. Sessions on those revisions get none; newer ones keep theirs."""
+    auth = {"Authorization": f"Bearer {http_server.token}"}
+
+    def session(version: str) -> list[str]:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+        status, headers, opened = raw(http_server.mcp_url, headers=auth, body=init)
+        assert status == 200, opened
+        session_id = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+        follow = {**auth, "Mcp-Session-Id": session_id, "MCP-Protocol-Version": version}
+        status, _, _ = raw(http_server.mcp_url, headers=follow,
+                           body={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert status in (200, 202)
+        status, _, listed = raw(http_server.mcp_url, headers=follow,
+                                body={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert status == 200, listed
+        return [opened, listed]
+
+    for version in ("2025-06-18", "2025-03-26"):
+        for body in session(version):
+            events = sse_events(body)
+            assert events and all(e.get("data", "").strip() for e in events), (version, body[:300])
+            assert all(json.loads(e["data"])["jsonrpc"] == "2.0" for e in events)
+    opened, _ = session("2025-11-25")
+    assert any("id" in e and not e.get("data", "").strip() for e in sse_events(opened)), opened[:300]
+
+
 def test_management_routes(http_server, jupyter_server):
     status, _, body = raw(http_server.base + "/api/healthz", method="GET")
     health = json.loads(body)

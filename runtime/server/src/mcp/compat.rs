@@ -18,6 +18,23 @@ pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-03-26";
 /// The last revision with an `initialize` handshake; later ones removed the method.
 const LAST_HANDSHAKE_VERSION: &str = "2025-11-25";
 
+/// The first revision whose clients expect an SSE priming event (an event with an id and empty
+/// data, sent so a dropped stream can be resumed).
+const FIRST_PRIMING_VERSION: &str = "2025-11-25";
+
+/// Whether the answer to this request may open with a priming event. SDKs of earlier
+/// revisions parse every event's data as JSON and fail on the empty one (Gemini CLI then sees no
+/// tools), so a session on an earlier revision gets none, as the reference SDKs' servers do.
+/// The revision is the request's `MCP-Protocol-Version`, else the one an `initialize` asks
+/// for, else the one the transport assumes for a request that names none.
+pub fn expects_priming(message: Option<&Value>, header_version: Option<&str>) -> bool {
+    let asked = message
+        .filter(|m| m.get("method").and_then(Value::as_str) == Some("initialize"))
+        .and_then(|m| m.get("params")?.get("protocolVersion")?.as_str());
+    let version = header_version.or(asked).unwrap_or(DEFAULT_PROTOCOL_VERSION);
+    version >= FIRST_PRIMING_VERSION
+}
+
 /// The `_meta` key noting that a `tools/call` came with a `task` field (see the module doc).
 pub const TASK_AUGMENTED: &str = "io.jupyter-mcp/taskAugmented";
 
@@ -128,6 +145,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(missing["params"]["protocolVersion"], "2025-11-25");
+    }
+
+    #[test]
+    fn only_sessions_of_2025_11_25_and_later_are_primed() {
+        let init = |v: &str| {
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}})
+        };
+        assert!(!expects_priming(Some(&init("2025-06-18")), None));
+        assert!(!expects_priming(Some(&init("2024-11-05")), None));
+        assert!(expects_priming(Some(&init("2025-11-25")), None));
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+        assert!(!expects_priming(Some(&list), Some("2025-06-18")));
+        assert!(expects_priming(Some(&list), Some("2026-07-28")));
+        // No header and no handshake: the transport's assumed revision, which predates priming.
+        assert!(!expects_priming(Some(&list), None));
+        assert!(!expects_priming(None, None));
     }
 
     #[test]

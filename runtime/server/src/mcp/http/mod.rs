@@ -74,6 +74,11 @@ struct HttpContext {
     state: Arc<ServerState>,
     config: HttpConfig,
     mcp: StreamableHttpService<McpServer, LocalSessionManager>,
+    /// The same service without SSE priming events, for sessions of revisions before
+    /// 2025-11-25 (`compat::expects_priming`); its sessions are its own, so a session's later
+    /// requests are routed by where it was opened.
+    mcp_unprimed: StreamableHttpService<McpServer, LocalSessionManager>,
+    unprimed_sessions: Arc<LocalSessionManager>,
     stop: CancellationToken,
     /// `--oauth-issuer`: the tokens' checker.
     oauth: Option<Arc<oauth::ResourceServer>>,
@@ -219,8 +224,28 @@ impl HttpContext {
                         None => guard::not_permitted_by_jupyter(scope),
                     };
                 }
-                let body = repair_body(&parts.headers, body);
-                let mut mcp = self.mcp.clone();
+                let message = serde_json::from_slice::<Value>(&body).ok();
+                let version = parts
+                    .headers
+                    .get("mcp-protocol-version")
+                    .and_then(|v| v.to_str().ok());
+                let primed = match &session {
+                    Some(id) => !self
+                        .unprimed_sessions
+                        .sessions
+                        .read()
+                        .await
+                        .contains_key(id.as_str()),
+                    None => super::compat::expects_priming(message.as_ref(), version),
+                };
+                let mut mcp = match primed {
+                    true => self.mcp.clone(),
+                    false => self.mcp_unprimed.clone(),
+                };
+                let body = match message.and_then(|m| super::compat::repair(&m, version)) {
+                    Some(repaired) => Bytes::from(repaired.to_string()),
+                    None => body,
+                };
                 let mut response = match mcp.call(Request::from_parts(parts, Full::new(body))).await
                 {
                     Ok(response) => response,
@@ -315,21 +340,6 @@ fn lacking_scope(state: &crate::mcp::ServerState, grant: &Grant, body: &[u8]) ->
         };
         (!grant.allows(scope)).then_some(scope)
     })
-}
-
-/// The body as `compat::repair` makes it readable (a malformed `initialize` given defaults, a
-/// task-augmented call noted); anything else as it came.
-fn repair_body(headers: &HeaderMap, body: Bytes) -> Bytes {
-    let Ok(message) = serde_json::from_slice::<Value>(&body) else {
-        return body;
-    };
-    let version = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok());
-    match super::compat::repair(&message, version) {
-        Some(repaired) => Bytes::from(repaired.to_string()),
-        None => body,
-    }
 }
 
 /// Refuses HTTP settings that would serve without authentication unless told to; checked before
@@ -438,8 +448,17 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
     let factory_state = state.clone();
     // Tasks outlive the request (and, stateless, the handler) that created them.
     let tasks = rmcp::task_manager::TaskManager::new();
+    let new_server = move || Ok(McpServer::with_tasks(factory_state.clone(), tasks.clone()));
+    let mut unprimed = LocalSessionManager::default();
+    unprimed.session_config.sse_retry = None;
+    let unprimed_sessions = Arc::new(unprimed);
+    let mcp_unprimed = StreamableHttpService::new(
+        new_server.clone(),
+        unprimed_sessions.clone(),
+        rmcp_config.clone().with_sse_retry(None),
+    );
     let mcp = StreamableHttpService::new(
-        move || Ok(McpServer::with_tasks(factory_state.clone(), tasks.clone())),
+        new_server,
         Arc::new(LocalSessionManager::default()),
         rmcp_config,
     );
@@ -447,6 +466,8 @@ pub async fn serve(state: Arc<ServerState>, stop: CancellationToken) -> Result<(
         state,
         config,
         mcp,
+        mcp_unprimed,
+        unprimed_sessions,
         stop: stop.clone(),
         oauth,
     });
