@@ -21,7 +21,8 @@ use super::rest::JupyterRest;
 
 /// How long a cold Jupyter Server may take to answer (a first start on a busy 2-core machine
 /// has been measured at ~15 s).
-const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long a started server may take to answer before it is given up on.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the server may take to stop after asking it through its API (it closes its
 /// extensions, e.g. collaboration rooms, first), and then after SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -62,6 +63,8 @@ pub struct EmbeddedJupyter {
     url: Url,
     token: String,
     runtime_dir: PathBuf,
+    /// The `jupyter` script it runs, whose Python says whether it has collaboration.
+    jupyter: PathBuf,
     collaboration: Option<bool>,
 }
 
@@ -145,7 +148,25 @@ pub fn kernel_python() -> Result<PathBuf, LaunchError> {
 }
 
 impl EmbeddedJupyter {
+    /// Starts a Jupyter Server and waits until it answers (`spawn`, then `wait_until_ready`).
     pub async fn start(
+        root_dir: &Path,
+        log_level: &str,
+        kernels: Option<&OwnKernelSpecs>,
+    ) -> Result<Self, LaunchError> {
+        let mut embedded = Self::spawn(root_dir, log_level, kernels)?;
+        match embedded.wait_until_ready().await {
+            Ok(()) => Ok(embedded),
+            Err(e) => {
+                embedded.stop().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts a Jupyter Server on a free loopback port and returns at once: its URL and token
+    /// are known before it answers, so the MCP server can serve while it comes up.
+    pub fn spawn(
         root_dir: &Path,
         log_level: &str,
         kernels: Option<&OwnKernelSpecs>,
@@ -226,24 +247,26 @@ impl EmbeddedJupyter {
         std::thread::Builder::new()
             .name("jupyter-output".into())
             .spawn(move || forward_output(output))?;
-        let mut embedded = EmbeddedJupyter {
+        Ok(EmbeddedJupyter {
             child,
             url,
             token,
             runtime_dir,
+            jupyter,
             collaboration: None,
-        };
-        // Asked of its environment while it starts, so that choosing a notebook backend needs no
-        // probe of a route that is missing without collaboration (a 404 warning in its log).
-        let (ready, collaboration) =
-            tokio::join!(embedded.wait_until_ready(), has_collaboration(&jupyter));
-        if let Err(e) = ready {
-            embedded.stop().await;
-            return Err(e);
-        }
-        embedded.collaboration = collaboration;
-        embedded.remove_browser_page();
-        Ok(embedded)
+        })
+    }
+
+    /// Waits until the server answers (or exits, or `READY_TIMEOUT` passes). Whether it has
+    /// collaboration is asked of its environment meanwhile, so that choosing a notebook backend
+    /// needs no probe of a route that is missing without it (a 404 warning in its log).
+    pub async fn wait_until_ready(&mut self) -> Result<(), LaunchError> {
+        let jupyter = self.jupyter.clone();
+        let (ready, collaboration) = tokio::join!(self.answering(), has_collaboration(&jupyter));
+        ready?;
+        self.collaboration = collaboration;
+        self.remove_browser_page();
+        Ok(())
     }
 
     /// Jupyter writes `jpserver-PID-open.html` (0644, token inside) with no setting to prevent
@@ -273,7 +296,7 @@ impl EmbeddedJupyter {
         self.child.id()
     }
 
-    async fn wait_until_ready(&mut self) -> Result<(), LaunchError> {
+    async fn answering(&mut self) -> Result<(), LaunchError> {
         let rest = JupyterRest::new(self.url.clone(), Some(self.token.clone()));
         let started = Instant::now();
         let mut delay = Duration::from_millis(50);

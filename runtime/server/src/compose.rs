@@ -13,6 +13,7 @@ use server_core::catalog::Catalog;
 use server_core::domain::executions::records::Records;
 use server_core::domain::{self, Domain};
 use server_core::hooks::{self, Hooks};
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{self, Config, JupyterSource, Transport};
 use crate::dispatch::ToolRegistry;
@@ -165,11 +166,10 @@ pub fn hooks(config: &Config, guests: &mut Guests) -> Result<Arc<Hooks>, RunErro
     Ok(hooks)
 }
 
-/// The Jupyter Server in use: ours, started now, or the operator's. `auto` on our own Jupyter
-/// without collaboration becomes the file backend, as its environment tells (probing the
-/// missing route would put a 404 warning in its log).
+/// The Jupyter Server in use: ours, started now (it answers later: see `bring_up`), or the
+/// operator's, asked once whether it answers.
 pub async fn reach_jupyter(
-    config: &mut Config,
+    config: &Config,
     in_hub: bool,
     own_specs: Option<&jupyter_client::launcher::OwnKernelSpecs>,
 ) -> Result<(Option<EmbeddedJupyter>, JupyterRest), RunError> {
@@ -177,7 +177,7 @@ pub async fn reach_jupyter(
         JupyterSource::Embedded {
             root_dir,
             log_level,
-        } => Some(EmbeddedJupyter::start(root_dir, log_level, own_specs).await?),
+        } => Some(EmbeddedJupyter::spawn(root_dir, log_level, own_specs)?),
         JupyterSource::Remote { .. } | JupyterSource::Hub(_) => None,
     };
     let rest = match (&config.jupyter, &embedded) {
@@ -189,19 +189,59 @@ pub async fn reach_jupyter(
         (JupyterSource::Hub(endpoints), None) => JupyterRest::new(endpoints.public.clone(), None),
         (JupyterSource::Embedded { .. }, None) => unreachable!("embedded Jupyter started above"),
     };
-    if !in_hub && let Err(e) = rest.status().await {
+    if embedded.is_none()
+        && !in_hub
+        && let Err(e) = rest.status().await
+    {
         tracing::warn!("{e}; tools will fail until it answers (or call connect_to_jupyter)");
     }
-    if embedded
-        .as_ref()
-        .and_then(EmbeddedJupyter::has_collaboration)
-        == Some(false)
-        && config.document_backend == config::DocumentBackend::Auto
-        && config.documents.is_none()
-    {
-        config.document_backend = config::DocumentBackend::File;
-    }
     Ok((embedded, rest))
+}
+
+/// What follows once the Jupyter Server answers: runs left by an earlier server followed, and
+/// `--document-id` / `--start-new-code-sandbox` carried out. On the operator's server this runs
+/// before we serve; on ours, in `bring_up`.
+pub async fn on_jupyter(
+    state: &Arc<ServerState>,
+    config: &Config,
+    store: Option<Arc<dyn Records>>,
+) {
+    if let Some(store) = store {
+        follow_left_runs(state, &state.domain, store).await;
+    }
+    crate::startup::prepare(state, config).await;
+}
+
+/// Waits for the embedded Jupyter Server while the MCP server already serves, then tells the
+/// domain (calls waiting for it go on, or learn why it failed) and does `on_jupyter`. Returns
+/// the server to stop at exit; `None` when it never came up (it is stopped then).
+pub async fn bring_up(
+    mut embedded: EmbeddedJupyter,
+    state: Arc<ServerState>,
+    config: Config,
+    store: Option<Arc<dyn Records>>,
+    stopping: CancellationToken,
+) -> Option<EmbeddedJupyter> {
+    let ready = tokio::select! {
+        ready = embedded.wait_until_ready() => Some(ready),
+        _ = stopping.cancelled() => None,
+    };
+    let Some(ready) = ready else {
+        return Some(embedded);
+    };
+    match ready {
+        Ok(()) => {
+            state.domain.jupyter_is_up(embedded.has_collaboration());
+            on_jupyter(&state, &config, store).await;
+            Some(embedded)
+        }
+        Err(e) => {
+            tracing::error!("{e}");
+            state.domain.jupyter_failed(e.to_string());
+            embedded.stop().await;
+            None
+        }
+    }
 }
 
 /// The tool table and the catalog: the core tools, then the extensions' (which can never shadow

@@ -124,7 +124,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     // Held to the end: the sandboxed kernelspec is removed when it drops.
     let mut sandboxed = sandbox::prepare(&config, &capabilities)?;
     let own_specs = sandboxed.as_ref().and_then(|s| s.specs.as_ref());
-    let (embedded, rest) = compose::reach_jupyter(&mut config, hub.is_some(), own_specs).await?;
+    let (embedded, rest) = compose::reach_jupyter(&config, hub.is_some(), own_specs).await?;
     let (tools, catalog) = compose::tool_table(&config, &guests, &capabilities, hub.is_some())?;
     let mut settings = config.domain_settings();
     settings.store = store
@@ -135,19 +135,34 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     if sandboxed.as_ref().is_some_and(|s| s.specs.is_none()) {
         jupyter = jupyter.sandboxed_only(sandbox::INSTALL_COMMAND.into());
     }
-    let domain = match hub {
-        Some(_) => Domain::detached(settings, jupyter, capabilities, hooks.clone()),
-        None => Domain::new(settings, jupyter, capabilities, hooks.clone()),
+    let domain = match (&hub, &embedded) {
+        (Some(_), _) => Domain::detached(settings, jupyter, capabilities, hooks.clone()),
+        // Ours answers in seconds; we serve meanwhile, and calls that need it wait.
+        (None, Some(_)) => {
+            let domain = Domain::detached(settings, jupyter, capabilities, hooks.clone());
+            domain.jupyter_starting();
+            domain
+        }
+        (None, None) => Domain::new(settings, jupyter, capabilities, hooks.clone()),
     };
     if let Some(sandboxed) = sandboxed.as_mut() {
         sandboxed.follow_egress(&domain, &hooks);
     }
     let (guests, extensions, state) = guests.start(&config, domain.clone(), tools, catalog, hub);
-    if let Some(store) = store.clone() {
-        compose::follow_left_runs(&state, &domain, store).await;
-    }
-    startup::prepare(&state, &config).await;
     let stop = CancellationToken::new();
+    let bringing_up = match embedded {
+        Some(embedded) => Some(tokio::spawn(compose::bring_up(
+            embedded,
+            state.clone(),
+            config.clone(),
+            store.clone(),
+            stop.child_token(),
+        ))),
+        None => {
+            compose::on_jupyter(&state, &config, store.clone()).await;
+            None
+        }
+    };
     let served = serve(state.clone(), config.transport, stop.clone());
     let (outcome, interrupted) = tokio::select! {
         outcome = served => (outcome, false),
@@ -162,8 +177,13 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         // into them.
         guests.stop();
         extensions.stop();
-        stop.cancel();
     }
+    // A Jupyter still coming up is not waited for.
+    stop.cancel();
+    let embedded = match bringing_up {
+        Some(task) => task.await.ok().flatten(),
+        None => None,
+    };
     compose::stop_all(&state, domain, store.as_ref(), embedded).await;
     drop(sandboxed);
     // Last, so the spans of the stops above are written too.

@@ -19,6 +19,7 @@ pub mod notebooks;
 pub mod outputs;
 pub mod run_all;
 pub mod runs;
+pub mod startup;
 pub mod users;
 pub mod variables;
 pub mod versions;
@@ -141,6 +142,10 @@ pub struct Domain {
     pub kept_outputs: outputs::KeptOutputs,
     /// The runs of the execution tools, background ones included.
     pub executions: executions::Executions,
+    /// Whether the Jupyter Server is up yet (the embedded one starts while we serve).
+    pub startup: startup::JupyterStartup,
+    /// The `auto` backend settled once the embedded server's environment is known.
+    settled_backend: std::sync::OnceLock<DocumentBackend>,
 }
 
 impl Domain {
@@ -173,6 +178,8 @@ impl Domain {
             hooks,
             kept_outputs: Default::default(),
             executions,
+            startup: Default::default(),
+            settled_backend: Default::default(),
         })
     }
 
@@ -200,6 +207,8 @@ impl Domain {
     pub fn replace_jupyter(&self, jupyter: Jupyter) -> Arc<Jupyter> {
         let jupyter = Arc::new(jupyter.with_kernel_start(self.settings.kernel_start.clone()));
         self.prepare(&jupyter);
+        // Whatever became of an embedded server, calls now go to this one.
+        self.startup.set(startup::JupyterState::Up);
         std::mem::replace(&mut *self.jupyter.write().expect("jupyter lock"), jupyter)
     }
 

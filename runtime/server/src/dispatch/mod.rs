@@ -64,6 +64,13 @@ pub async fn run(
     if let Some(reason) = refusal(tool.spec(), &context.domain.capabilities) {
         return Ok(Err(ToolError::Failed(reason.into())));
     }
+    // The embedded Jupyter may still be starting: the call waits for it (hearing so), except
+    // connect_to_jupyter, which is how to go elsewhere when it never comes up.
+    if name != crate::tools::connect::NAME
+        && let Err(e) = jupyter_started(&context).await
+    {
+        return Ok(Err(e));
+    }
     let started = Instant::now();
     let arguments = arguments.unwrap_or_default();
     let hooks = context.domain.hooks.clone();
@@ -94,6 +101,27 @@ pub async fn run(
         .await;
     tracing::debug!(tool = name, elapsed = ?started.elapsed(), ok = outcome.is_ok(), "tool call");
     Ok(outcome)
+}
+
+/// Waits until the domain's Jupyter Server is up, reporting progress each second to a client
+/// that asked for it.
+async fn jupyter_started(context: &ToolContext) -> Result<(), ToolError> {
+    let limit = jupyter_client::launcher::READY_TIMEOUT.as_secs_f64();
+    context
+        .domain
+        .wait_for_jupyter(|waited| {
+            if let Some(report) = &context.progress {
+                let waited = waited.as_secs_f64();
+                report(
+                    waited.min(limit),
+                    Some(limit),
+                    format!(
+                        "Waiting for the embedded Jupyter Server to start: {waited:.0}s (it is given {limit:.0}s)"
+                    ),
+                );
+            }
+        })
+        .await
 }
 
 /// The arguments as hook handlers see them: those the tool declares secret get a placeholder

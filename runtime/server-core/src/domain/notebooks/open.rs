@@ -207,14 +207,8 @@ impl Domain {
             UseMode::Connect => {}
         }
         if defer_kernel && kernel_id.is_none() && mode == UseMode::Connect {
-            let (document, read) = open_notebook(
-                self.settings.document_backend,
-                documents,
-                &path,
-                None,
-                started,
-            )
-            .await?;
+            let (document, read) =
+                open_notebook(self.document_backend(), documents, &path, None, started).await?;
             tracing::info!("notebook '{name}' ({path}) is in use; its kernel starts on first use");
             let notebook = Arc::new(NotebookInUse::without_kernel_yet(
                 name,
@@ -236,7 +230,7 @@ impl Domain {
         // The next spare (kernel.prewarm) is started once this call is answered, not during it.
         let _hold = jupyter.hold_spares();
         let open = open_notebook(
-            self.settings.document_backend,
+            self.document_backend(),
             documents,
             &path,
             created.as_ref(),
@@ -506,13 +500,8 @@ impl Domain {
             in_use.apply(vec![edit]).await?;
             return Ok(());
         }
-        let document = open_document(
-            self.settings.document_backend,
-            self.documents_rest(),
-            path,
-            false,
-        )
-        .await?;
+        let document =
+            open_document(self.document_backend(), self.documents_rest(), path, false).await?;
         let written = document
             .update(Box::new(move |_| Ok(vec![edit])))
             .await

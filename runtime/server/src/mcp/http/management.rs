@@ -12,6 +12,7 @@ use super::body::{json_response, read_body};
 use super::{Body, HttpContext, extension_routes};
 use crate::tools::scope::Scope;
 use jupyter_client::kernel::Liveness;
+use server_core::domain::startup::JupyterState;
 
 impl HttpContext {
     /// Answers a request under `/api/`.
@@ -128,14 +129,28 @@ impl HttpContext {
         let reachable = tokio::time::timeout(Duration::from_secs(2), jupyter.rest().status())
             .await
             .is_ok_and(|r| r.is_ok());
+        // While our own Jupyter starts we already serve: calls that need it wait for it.
+        let (status, jupyter_state, error) = match self.state.domain.startup.state() {
+            JupyterState::Up => ("healthy", "up", None),
+            JupyterState::Starting => ("starting", "starting", None),
+            JupyterState::Failed(reason) => ("unhealthy", "failed", Some(reason)),
+        };
+        let mut shown = json!({
+            "url": jupyter.rest().shown_url(),
+            "reachable": reachable,
+            "state": jupyter_state,
+        });
+        if let Some(error) = error {
+            shown["error"] = json!(error);
+        }
         json!({
             "success": true,
             "service": "jupyter-mcp-server",
             "message": "Jupyter MCP Server is running.",
-            "status": "healthy",
+            "status": status,
             "kernel_status": kernel_status,
             "version": env!("CARGO_PKG_VERSION"),
-            "jupyter": { "url": jupyter.rest().shown_url(), "reachable": reachable },
+            "jupyter": shown,
         })
     }
 
