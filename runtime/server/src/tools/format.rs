@@ -32,62 +32,155 @@ pub fn versioned_header(index: usize, cell: &Cell) -> String {
     )
 }
 
-/// The table the Python server shows for a range of cells.
-pub fn brief_table(notebook: &Notebook, start: usize, limit: usize) -> String {
+/// The most characters of a cell's first line a brief table shows: one long line (a minified
+/// script, a data literal) must not make the table the size of the notebook.
+pub const FIRST_LINE_CHARS: usize = 200;
+
+/// How an answer listing cells is bounded: by `--max-output-chars` (0: not at all), a cell's
+/// source cut with a note naming its resource in notebook `name`.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound<'a> {
+    pub max_chars: usize,
+    pub name: &'a str,
+}
+
+/// The table the Python server shows for a range of cells, each first line cut at
+/// `FIRST_LINE_CHARS`; rows past `bound` are left out with a note saying where to read on.
+pub fn brief_table(notebook: &Notebook, start: usize, limit: usize, bound: Bound) -> String {
     if notebook.cells.is_empty() {
         return "Notebook is empty".into();
     }
-    let end = if limit == 0 {
-        notebook.cells.len()
-    } else {
-        (start + limit).min(notebook.cells.len())
-    };
+    let end = range_end(notebook, start, limit);
     if start >= end {
         return "No cells in the specified range".into();
     }
-    let mut lines = vec!["Index\tType\tCount\tFirst Line".to_owned()];
-    for (index, cell) in notebook.cells.iter().enumerate().take(end).skip(start) {
+    let rows = (start..end).map(|index| {
+        let cell = &notebook.cells[index];
         let mut source_lines = cell.source.lines();
-        let first = source_lines.next().unwrap_or("").to_owned();
+        let first = cut(source_lines.next().unwrap_or(""), FIRST_LINE_CHARS);
         let hidden = source_lines.count();
         let first = if hidden > 0 {
             format!("{first}...({hidden} lines hidden)")
         } else {
             first
         };
-        lines.push(format!(
+        let row = format!(
             "{index}\t{}\t{}\t{first}",
             cell.cell_type.as_str(),
             count_text(cell)
-        ));
-    }
-    lines.join("\n")
+        );
+        (index, row)
+    });
+    fitted(
+        "Index\tType\tCount\tFirst Line".to_owned(),
+        rows,
+        "\n",
+        end,
+        bound,
+    )
 }
 
-/// Every cell of a range with its header (and version) and whole source.
-pub fn detailed(notebook: &Notebook, start: usize, limit: usize) -> String {
-    let end = if limit == 0 {
+/// Every cell of a range with its header (and version) and source; a source longer than
+/// `bound` is cut with a note naming its resource, and cells past it are left out with a note.
+pub fn detailed(notebook: &Notebook, start: usize, limit: usize, bound: Bound) -> String {
+    let end = range_end(notebook, start, limit);
+    let parts = (start..end).map(|index| {
+        let cell = &notebook.cells[index];
+        let source = bounded_source(
+            &cell.source,
+            bound.max_chars,
+            &cell_uri(bound.name, &cell.id),
+        );
+        (
+            index,
+            format!("{}\n\n{source}\n\n", versioned_header(index, cell)),
+        )
+    });
+    fitted(String::new(), parts, "\n", end, bound)
+}
+
+fn range_end(notebook: &Notebook, start: usize, limit: usize) -> usize {
+    if limit == 0 {
         notebook.cells.len()
     } else {
         (start + limit).min(notebook.cells.len())
-    };
-    notebook
-        .cells
-        .iter()
-        .enumerate()
-        .take(end)
-        .skip(start)
-        .map(|(index, cell)| format!("{}\n\n{}\n\n", versioned_header(index, cell), cell.source))
-        .collect::<Vec<_>>()
-        .join("\n")
+    }
+}
+
+/// `head` and the parts joined while they fit `bound` (the first always does); then a note
+/// naming the first cell left out.
+fn fitted(
+    head: String,
+    parts: impl Iterator<Item = (usize, String)>,
+    separator: &str,
+    end: usize,
+    bound: Bound,
+) -> String {
+    let mut text = head;
+    let mut used = text.chars().count();
+    for (shown, (index, part)) in parts.enumerate() {
+        let size = part.chars().count() + separator.len();
+        if bound.max_chars > 0 && shown > 0 && used + size > bound.max_chars {
+            let left = end - index;
+            text.push_str(&format!(
+                "{separator}[{left} more cell(s) not shown: this answer reached --max-output-chars \
+                 ({} characters). Read on with start_index={index}.]",
+                bound.max_chars
+            ));
+            return text;
+        }
+        if !text.is_empty() {
+            text.push_str(separator);
+        }
+        text.push_str(&part);
+        used += size;
+    }
+    text
+}
+
+/// A cell's source, cut at `max_chars` (0: whole) with a note saying how much is left out and
+/// where the whole source is (`uri`, readable with resources/read).
+pub fn bounded_source(source: &str, max_chars: usize, uri: &str) -> String {
+    let total = source.chars().count();
+    if max_chars == 0 || total <= max_chars {
+        return source.to_owned();
+    }
+    format!(
+        "{}\n[Source cut: {max_chars} of {total} characters shown (--max-output-chars); the whole \
+         source is in the resource {uri}]",
+        source.chars().take(max_chars).collect::<String>()
+    )
+}
+
+/// `line` cut at `max` characters, saying how many more it has.
+fn cut(line: &str, max: usize) -> String {
+    let total = line.chars().count();
+    if total <= max {
+        return line.to_owned();
+    }
+    let kept: String = line.chars().take(max).collect();
+    format!("{kept}…(+{} characters)", total - max)
 }
 
 pub use server_core::domain::versions::source_diff;
 
-/// "Cell N <done> successfully!" with a fenced diff, or the no-change variant.
-pub fn change_report(index: usize, done: &str, old: &str, new: &str) -> String {
+/// "Cell N <done> successfully!" with a fenced diff, or the no-change variant; a diff longer
+/// than `max_chars` (0: no limit) is cut with a note.
+pub fn change_report(index: usize, done: &str, old: &str, new: &str, max_chars: usize) -> String {
     match source_diff(old, new) {
-        Some(diff) => format!("Cell {index} {done} successfully!\n\n```diff\n{diff}\n```"),
+        Some(diff) => {
+            let total = diff.chars().count();
+            let diff = if max_chars > 0 && total > max_chars {
+                format!(
+                    "{}\n[Diff cut: {max_chars} of {total} characters shown (--max-output-chars); \
+                     read_cell shows the cell as it is now]",
+                    diff.chars().take(max_chars).collect::<String>()
+                )
+            } else {
+                diff
+            };
+            format!("Cell {index} {done} successfully!\n\n```diff\n{diff}\n```")
+        }
         None => format!("Cell {index} {done} successfully - no changes detected"),
     }
 }
@@ -132,11 +225,46 @@ mod tests {
         ]);
         nb.cells[0].execution_count = Some(3);
         assert_eq!(
-            brief_table(&nb, 0, 20),
+            brief_table(&nb, 0, 20, UNBOUNDED),
             "Index\tType\tCount\tFirst Line\n0\tcode\t3\timport os...(2 lines hidden)\n1\tmarkdown\tN/A\t# Title\n2\tcode\tN/A\t"
         );
-        assert_eq!(brief_table(&nb, 5, 1), "No cells in the specified range");
-        assert_eq!(brief_table(&Notebook::empty(), 0, 0), "Notebook is empty");
+        assert_eq!(
+            brief_table(&nb, 5, 1, UNBOUNDED),
+            "No cells in the specified range"
+        );
+        assert_eq!(
+            brief_table(&Notebook::empty(), 0, 0, UNBOUNDED),
+            "Notebook is empty"
+        );
+    }
+
+    const UNBOUNDED: Bound = Bound {
+        max_chars: 0,
+        name: "nb",
+    };
+
+    #[test]
+    fn long_sources_and_many_cells_stay_within_the_bound() {
+        let long = "x".repeat(10_000_000);
+        let mut nb = notebook(&[(long.as_str(), CellType::Code), ("y = 1", CellType::Code)]);
+        nb.cells[0].id = "big".into();
+        let bound = Bound {
+            max_chars: 1000,
+            name: "nb",
+        };
+        let table = brief_table(&nb, 0, 0, bound);
+        assert!(table.len() < 400, "{}", table.len());
+        assert!(table.contains("…(+9999800 characters)"), "{table}");
+        let shown = detailed(&nb, 0, 0, bound);
+        assert!(shown.chars().count() < 1400, "{}", shown.chars().count());
+        assert!(shown.contains("[Source cut: 1000 of 10000000 characters shown"));
+        assert!(shown.contains("notebook://nb/cells/big"));
+        assert!(
+            shown.contains("[1 more cell(s) not shown") && shown.contains("start_index=1"),
+            "{shown}"
+        );
+        // Unbounded: whole.
+        assert!(detailed(&nb, 0, 0, UNBOUNDED).contains(&long));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{
-    default_true, notebook_in_use, with_cell_id, with_notebook_version, with_persisted,
+    bound, default_true, notebook_in_use, with_cell_id, with_notebook_version, with_persisted,
     with_version,
 };
 use crate::tools::format::{brief_table, change_report};
@@ -73,7 +73,7 @@ pub(super) async fn insert_cell(context: ToolContext, args: InsertCellArgs) -> T
     let text = format!(
         "Cell inserted successfully at index {index} ({})!\nNotebook now has {total} cells, showing surrounding cells:\n{}",
         cell_type.as_str(),
-        brief_table(&saved, start, 10)
+        brief_table(&saved, start, 10, bound(&context, &in_use.name))
     );
     let output = with_version(text, &version_of(&saved, &id), &in_use);
     Ok(with_notebook_version(with_cell_id(output, &id), &saved))
@@ -118,6 +118,7 @@ pub(super) async fn overwrite_cell_source(context: ToolContext, args: OverwriteA
         "overwritten",
         &done.old_source,
         &args.cell_source,
+        bound(&context, &in_use.name).max_chars,
     );
     Ok(with_cell_id(
         with_version(text, &done.version, &in_use),
@@ -187,7 +188,13 @@ pub(super) async fn edit_cell_source(context: ToolContext, args: EditSourceArgs)
     let index = resolve_cell(&before, args.cell_index, args.cell_id.as_deref())?;
     let cell = &before.cells[index];
     let new_source = replaced_source(cell, &args)?;
-    let text = change_report(index, "edited", &cell.source, &new_source);
+    let text = change_report(
+        index,
+        "edited",
+        &cell.source,
+        &new_source,
+        bound(&context, &in_use.name).max_chars,
+    );
     let output = with_version(text, &version_of(&after, &cell.id), &in_use);
     Ok(with_cell_id(output, &cell.id))
 }
@@ -393,7 +400,12 @@ pub(super) async fn move_cell(context: ToolContext, args: MoveCellArgs) -> ToolR
         "Cell moved successfully from index {source} to {target} ({}).\nNotebook has {} cells, showing surrounding cells:\n{}",
         cell.cell_type.as_str(),
         saved.cells.len(),
-        brief_table(&saved, target.saturating_sub(3), 7)
+        brief_table(
+            &saved,
+            target.saturating_sub(3),
+            7,
+            bound(&context, &in_use.name)
+        )
     );
     let output = with_version(text, &version_of(&saved, &cell.id), &in_use);
     Ok(with_notebook_version(

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{TaskSupport, Tool, ToolContext, ToolError, ToolOutput, declare};
+use crate::tools::format::Bound;
 use crate::tools::wire::Shape;
 use server_core::domain::cells::{Notebook, persisted};
 use server_core::domain::notebooks::NotebookInUse;
@@ -108,6 +109,14 @@ fn notebook_in_use(
     name: Option<&str>,
 ) -> Result<Arc<NotebookInUse>, ToolError> {
     context.domain.notebook(name)
+}
+
+/// How answers about notebook `name` are bounded (`--max-output-chars`).
+fn bound<'a>(context: &ToolContext, name: &'a str) -> Bound<'a> {
+    Bound {
+        max_chars: context.domain.settings.output.max_chars,
+        name,
+    }
 }
 
 fn with_cell_id(output: ToolOutput, cell_id: &str) -> ToolOutput {

@@ -4,8 +4,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{default_true, notebook_in_use, with_cell_id};
-use crate::tools::format::{brief_table, cell_uri, detailed, full_output_hint, versioned_header};
+use super::{bound, default_true, notebook_in_use, with_cell_id};
+use crate::tools::format::{
+    bounded_source, brief_table, cell_uri, detailed, full_output_hint, versioned_header,
+};
 use crate::tools::outputs::{self, Compact, Rendered};
 use crate::tools::{ToolContext, ToolOutput, ToolResult};
 use server_core::capabilities::COMPACT_OUTPUT;
@@ -56,8 +58,18 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
         )));
     }
     let body = match args.response_format {
-        ResponseFormat::Brief => brief_table(&notebook, args.start_index, args.limit),
-        ResponseFormat::Detailed => detailed(&notebook, args.start_index, args.limit),
+        ResponseFormat::Brief => brief_table(
+            &notebook,
+            args.start_index,
+            args.limit,
+            bound(&context, &in_use.name),
+        ),
+        ResponseFormat::Detailed => detailed(
+            &notebook,
+            args.start_index,
+            args.limit,
+            bound(&context, &in_use.name),
+        ),
     };
     let end = if args.limit == 0 {
         total
@@ -106,7 +118,11 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     let cell = &notebook.cells[index];
     let mut pieces = vec![
         Rendered::Text(versioned_header(index, cell)),
-        Rendered::Text(cell.source.clone()),
+        Rendered::Text(bounded_source(
+            &cell.source,
+            context.domain.settings.output.max_chars,
+            &cell_uri(&in_use.name, &cell.id),
+        )),
     ];
     let hint = full_output_hint(&in_use.name, &cell.id);
     let limits = context.domain.settings.output;

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::tools::format::brief_table;
+use crate::tools::format::{Bound, brief_table};
 use crate::tools::{ToolContext, ToolOutput, ToolResult};
 use server_core::domain::notebooks::{self, Attached, NotebookInUse, Opened, UseRequest, Used};
 
@@ -94,14 +94,14 @@ pub(super) async fn use_notebook(context: ToolContext, args: UseNotebookArgs) ->
             }
             text
         }
-        Used::Opened(opened) => opened_text(&opened),
+        Used::Opened(opened) => opened_text(&opened, context.domain.settings.output.max_chars),
     };
     Ok(ToolOutput::text(text))
 }
 
 /// use_notebook's answer for a notebook it opened: how its kernel came, which backend edits it,
 /// and its first cells.
-fn opened_text(opened: &Opened) -> String {
+fn opened_text(opened: &Opened, max_chars: usize) -> String {
     let Opened {
         notebook,
         read,
@@ -135,7 +135,11 @@ fn opened_text(opened: &Opened) -> String {
     let total = read.cells.len();
     lines.push(format!("\nNotebook has {total} cells."));
     lines.push(format!("Showing first {} cells:\n", total.min(20)));
-    lines.push(brief_table(read, 0, 20));
+    let bound = Bound {
+        max_chars,
+        name: &notebook.name,
+    };
+    lines.push(brief_table(read, 0, 20, bound));
     lines.join("\n")
 }
 

@@ -1,0 +1,62 @@
+"""Faults found by probing as users would (a kernel killed, a file gone, a huge cell): each is
+injected for real and the answer must say what happened, never a transport error or a false
+success."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import nbformat
+import pytest
+
+from conftest import http_client, joined, modern, start_http_server
+
+pytestmark = pytest.mark.anyio
+
+# The official client refuses a single Server-sent event over 1 MiB.
+SSE_EVENT_LIMIT = 1 << 20
+
+
+@pytest.mark.parametrize("backend", ["file", "live"])
+async def test_a_ten_megabyte_line_never_makes_an_answer_too_big(jupyter_server, backend):
+    path = f"huge-line-{uuid.uuid4().hex[:6]}.ipynb"
+    huge = "data = '" + "x" * 10_000_000 + "'"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(huge),
+                                               nbformat.v4.new_code_cell("print('after')")])
+    nbformat.write(notebook, jupyter_server.root / path)
+    server = start_http_server(["--jupyter-url", jupyter_server.url, "--document-backend", backend],
+                               env={"JUPYTER_TOKEN": jupyter_server.token})
+    try:
+        async with http_client(server, "legacy") as client:
+            answers = {}
+            for tool, arguments in (
+                ("use_notebook", {"notebook_name": "huge", "notebook_path": path}),
+                ("read_notebook", {"notebook_name": "huge"}),
+                ("read_notebook", {"notebook_name": "huge", "response_format": "detailed"}),
+                ("read_cell", {"cell_index": 0}),
+                ("read_cell", {"cell_index": 1}),
+            ):
+                result = await client.call_tool(tool, arguments)
+                assert not result.is_error, f"{tool}: {joined(result)[:500]}"
+                size = len(json.dumps(result.model_dump(mode="json", by_alias=True)))
+                assert size < SSE_EVENT_LIMIT // 4, (tool, size)
+                answers[f"{tool} {arguments.get('response_format', arguments.get('cell_index', ''))}"] = joined(result)
+            assert "(+" in answers["use_notebook "] and "characters)" in answers["use_notebook "]
+            detailed = answers["read_notebook detailed"]
+            assert "[Source cut: 50000 of 10000009 characters shown" in detailed, detailed[-600:]
+            assert "notebook://huge/cells/" in detailed and "Read on with start_index=1" in detailed
+            assert "[Source cut:" in answers["read_cell 0"] and "notebook://huge/cells/" in answers["read_cell 0"]
+            assert "print('after')" in answers["read_cell 1"]
+            # The whole source is still there, through the resource the note names (read raw: the
+            # official client takes no event over 1 MiB, whatever it holds).
+            uri = next(w for w in answers["read_cell 0"].split() if w.startswith("notebook://huge/cells/"))
+            uri = uri.rstrip("].")
+            [whole] = modern(server, "resources/read", {"uri": uri})
+            assert huge in whole["result"]["contents"][0]["text"]
+            # An edit's diff is bounded too.
+            edited = await client.call_tool("overwrite_cell_source", {"cell_index": 0, "cell_source": "data = 1"})
+            assert not edited.is_error and "[Diff cut:" in joined(edited)
+            assert len(joined(edited)) < 120_000
+    finally:
+        server.stop()
