@@ -243,15 +243,24 @@ async def test_every_shape_survives_an_edit(jupyter_server, backend):
     assert not differences, f"differ from Jupyter's own save: {sorted(differences)}"
 
 
-async def test_a_really_malformed_notebook_is_refused_clearly(jupyter_server):
+@pytest.mark.parametrize("backend", ["file", "live"])
+async def test_a_really_malformed_notebook_is_refused_clearly(jupyter_server, backend):
+    """Both backends give the file's own reason (the room alone says only "Error initializing")."""
     jupyter = jupyter_server
     cases = {
         "not-json": ("{\"cells\": [", "cannot be read as a notebook"),
+        "truncated": (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+            {"cell_type": "code", "id": "a", "metadata": {}, "outputs": [], "execution_count": None,
+             "source": "x = 1"}]}, indent=1)[:-30], "EOF while parsing"),
         "nbformat-5": (json.dumps({"nbformat": 5, "nbformat_minor": 0, "cells": []}), "not an nbformat 4 notebook"),
         "cell-without-type": (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
                                           "cells": [{"source": "x", "metadata": {}}]}), "cell 0 is malformed"),
     }
-    async with client_for(jupyter, "legacy", "--document-backend", "file") as client:
+    async with client_for(jupyter, "legacy", "--document-backend", backend) as client:
+        latin = f"bad-{uuid.uuid4().hex[:6]}-latin1.ipynb"
+        (jupyter.root / latin).write_bytes(b'{"cells": [], "metadata": {"caf\xe9": 1}, "nbformat": 4, "nbformat_minor": 5}')
+        result = await client.call_tool("use_notebook", {"notebook_name": "latin1", "notebook_path": latin})
+        assert result.is_error and "UTF-8" in joined(result), joined(result)
         for name, (text, says) in cases.items():
             path = f"bad-{uuid.uuid4().hex[:6]}-{name}.ipynb"
             (jupyter.root / path).write_text(text)

@@ -65,6 +65,20 @@ pub struct LiveDocument {
     saves_clock: SharedSaveClock,
 }
 
+/// Why the file at `path` is no notebook, read as the file backend reads it: its own parse
+/// error, or the contents API's refusal (not UTF-8, say); `None` when it reads as one.
+async fn unreadable_file(rest: &JupyterRest, path: &str) -> Option<DocumentError> {
+    match rest.get_text_file(path).await {
+        Ok((text, _)) => Notebook::parse(&text)
+            .err()
+            .map(|source| DocumentError::Invalid {
+                path: path.to_owned(),
+                source,
+            }),
+        Err(e) => Some(DocumentError::Rest(e)),
+    }
+}
+
 impl LiveDocument {
     /// Joins the notebook's room. `NotFound` from the session call means the server has no
     /// real-time collaboration.
@@ -72,7 +86,17 @@ impl LiveDocument {
         let path = path.into();
         let people = SharedPeople::default();
         let saves_clock = SharedSaveClock::default();
-        let link = join(&rest, &path, &people, &saves_clock).await?;
+        let link = match join(&rest, &path, &people, &saves_clock).await {
+            Ok(link) => link,
+            // The room names no reason for a file it cannot load ("Error initializing"): the
+            // file's own parse error does, as the file backend gives it.
+            Err(DocumentError::Room(said)) => {
+                return Err(unreadable_file(&rest, &path)
+                    .await
+                    .unwrap_or(DocumentError::Room(said)));
+            }
+            Err(e) => return Err(e),
+        };
         Ok(LiveDocument {
             rest,
             path,
