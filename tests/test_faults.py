@@ -5,12 +5,15 @@ success."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import uuid
 
+import anyio
 import nbformat
 import pytest
 
-from conftest import http_client, joined, modern, start_http_server
+from conftest import client_for, http_client, joined, modern, start_http_server
 
 pytestmark = pytest.mark.anyio
 
@@ -60,3 +63,40 @@ async def test_a_ten_megabyte_line_never_makes_an_answer_too_big(jupyter_server,
             assert len(joined(edited)) < 120_000
     finally:
         server.stop()
+
+
+async def kill_kernel_process(client) -> int:
+    """SIGKILLs the notebook's kernel process from inside (as the OOM killer would)."""
+    ran = await client.call_tool("execute_code", {"code": "import os; print(os.getpid())"})
+    pid = int(joined(ran).split()[0])
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+@pytest.mark.parametrize("auto_restart", [True, False])
+async def test_a_killed_kernel_is_replaced_or_restarted_every_time(jupyter_server, auto_restart):
+    """F1 (kernel.auto-restart on: the next call gets a replacement, every time, even while
+    Jupyter's own restarter is at work) and F2 (off: restart_notebook, as our error says, works
+    right after the death), each four times in a row."""
+    path = f"killed-{uuid.uuid4().hex[:6]}.ipynb"
+    extra = ["--capability", "kernel.auto-restart"] if auto_restart else []
+    async with client_for(jupyter_server, "legacy", "--document-backend", "file", *extra) as client:
+        used = await client.call_tool("use_notebook", {"notebook_name": "k", "notebook_path": path, "mode": "create"})
+        assert not used.is_error, joined(used)
+        for attempt in range(4):
+            await client.call_tool("execute_code", {"code": f"marker = {attempt}"})
+            pid = await kill_kernel_process(client)
+            await anyio.sleep(0.3)
+            if auto_restart:
+                ran = await client.call_tool("execute_code", {"code": "print(os.getpid() if 'os' in dir() else 'fresh')"})
+                text = joined(ran)
+                assert not ran.is_error, f"attempt {attempt}: {text}"
+                assert "KERNEL REPLACED" in text and "fresh" in text, f"attempt {attempt}: {text}"
+                assert "enable the 'kernel.auto-restart'" not in text
+            else:
+                gone = await client.call_tool("execute_code", {"code": "print(marker)"})
+                assert gone.is_error and "is gone" in joined(gone), joined(gone)
+                restarted = await client.call_tool("restart_notebook", {"notebook_name": "k"})
+                assert not restarted.is_error, f"attempt {attempt}: {joined(restarted)}"
+                ran = await client.call_tool("execute_code", {"code": "import os; print(os.getpid())"})
+                assert not ran.is_error and int(joined(ran).split()[0]) != pid, joined(ran)

@@ -28,6 +28,9 @@ use spares::{SpareHold, SparePolicy, Spares, SpecKey};
 
 /// How long a restarted kernel may take to answer again.
 const RESTART_READY: std::time::Duration = std::time::Duration::from_secs(30);
+/// How many fresh connections a kernel Jupyter restarted by itself gets before it is given up
+/// on for a new one: a connection made while the restart is under way may miss its answer.
+const REATTACH_TRIES: usize = 2;
 /// What a spare kernel is called until it is handed out.
 const SPARE_LABEL: &str = "spare (kernel.prewarm)";
 
@@ -202,10 +205,42 @@ impl Jupyter {
             id,
             self.observer.clone(),
             self.kernel_start.timeout,
+            false,
         )
         .await?;
         kernels.insert(id.to_owned(), kernel.clone());
         Ok(kernel)
+    }
+
+    /// A fresh connection to kernel `id`, which Jupyter is restarting or just restarted after
+    /// its process died, once it answers: the restart's own statuses are not taken for a new
+    /// one. `None` when it does not answer within `RESTART_READY` or is lost meanwhile.
+    async fn reattach(&self, id: &str, label: &str) -> Result<Option<Arc<Kernel>>, KernelError> {
+        let kernel = Kernel::connect(
+            self.rest.clone(),
+            id,
+            self.observer.clone(),
+            self.kernel_start.timeout,
+            true,
+        )
+        .await?;
+        kernel.set_label(label);
+        // Jupyter's own connections to the new process are still settling when it first
+        // answers (outputs published then can be lost): it must answer twice, a moment apart.
+        let ready = kernel.wait_ready(RESTART_READY).await && {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            kernel.wait_ready(RESTART_READY).await
+        };
+        // From here on a restart is news again.
+        kernel.connection().expect_restart(false);
+        if !ready || kernel.liveness() != Liveness::Alive {
+            return Ok(None);
+        }
+        self.kernels
+            .lock()
+            .await
+            .insert(id.to_owned(), kernel.clone());
+        Ok(Some(kernel))
     }
 
     /// The kernel `execute_code` uses when none is named: started on first use, and replaced
@@ -220,6 +255,7 @@ impl Jupyter {
                     return Err(KernelError::Execute(ExecuteError::Gone {
                         kernel_id: kernel.id().to_owned(),
                         reason,
+                        began: false,
                     }));
                 }
                 Liveness::Gone(_) => {
@@ -420,14 +456,26 @@ impl Jupyter {
         self.kernels.lock().await.remove(&id);
         match self.rest.get_kernel(&id).await {
             Ok(_) => {
+                // Its state is gone already, and Jupyter restarts a kernel whose process died by
+                // itself: that restart is the one asked for (a second request while Jupyter's
+                // restarter is at work fails with HTTP 500).
+                if let Some(fresh) = self.reattach(&id, &kernel.label()).await? {
+                    self.lifecycle("restarted", &id, &fresh.label()).await;
+                    return Ok(fresh);
+                }
                 // Connect first, so the restart's own status messages are known to be ours.
                 let fresh = self.kernel(&id).await?;
                 fresh.set_label(&kernel.label());
                 fresh.connection().expect_restart(true);
-                self.rest.restart_kernel(&id).await?;
-                fresh.wait_ready(RESTART_READY).await;
-                self.lifecycle("restarted", &id, &fresh.label()).await;
-                Ok(fresh)
+                let restarted = self.rest.restart_kernel(&id).await;
+                if restarted.is_ok() && fresh.wait_ready(RESTART_READY).await {
+                    self.lifecycle("restarted", &id, &fresh.label()).await;
+                    return Ok(fresh);
+                }
+                // It cannot be restarted: a new kernel takes its place.
+                tracing::warn!(kernel = %id, "the lost kernel could not be restarted; starting a new one");
+                self.stop_kernel(&id).await;
+                self.start_replacement(&id, &kernel.label()).await
             }
             Err(rest::RestError::NotFound { .. }) => {
                 self.started.lock().expect("started lock").remove(&id);
@@ -450,11 +498,17 @@ impl Jupyter {
             Liveness::Gone(kernel::GoneReason::Restarted)
         ) && self.rest.get_kernel(&id).await.is_ok();
         if still_there {
-            let kernel = self.kernel(&id).await?;
-            kernel.set_label(&lost.label());
-            kernel.wait_ready(RESTART_READY).await;
-            self.lifecycle("restarted", &id, &lost.label()).await;
-            return Ok(kernel);
+            // Jupyter may still be at it: a connection made mid-restart is tried again.
+            for _ in 0..REATTACH_TRIES {
+                if let Some(kernel) = self.reattach(&id, &lost.label()).await? {
+                    self.lifecycle("restarted", &id, &lost.label()).await;
+                    return Ok(kernel);
+                }
+            }
+            tracing::warn!(
+                kernel = %id,
+                "the kernel Jupyter restarted did not answer; starting a new one in its place"
+            );
         }
         self.stop_kernel(&id).await;
         self.start_replacement(&id, &lost.label()).await

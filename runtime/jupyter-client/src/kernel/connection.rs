@@ -124,18 +124,21 @@ impl KernelConnection {
     /// Connects to a kernel; fails at once if the kernel does not exist or refuses us.
     /// `start_timeout` bounds the websocket upgrade, which a gateway answers only once the
     /// kernel does.
+    /// `restarting`: Jupyter is restarting the kernel (or just did): the restart's statuses this
+    /// connection meets first are that restart, not a new one (see `loss_signalled`).
     pub async fn open(
         rest: JupyterRest,
         kernel_id: &str,
         observer: Arc<dyn super::observer::KernelObserver>,
         start_timeout: Duration,
+        restarting: bool,
     ) -> Result<Self, ConnectError> {
         let (socket, session_id) = Socket::open(&rest, kernel_id, start_timeout).await?;
         let v1 = socket.v1;
         let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
         let routes: Routes = Arc::default();
         let shared = Arc::new(Shared {
-            restart_expected: AtomicBool::new(false),
+            restart_expected: AtomicBool::new(restarting),
             shutdown_expected: AtomicBool::new(false),
             label: std::sync::Mutex::new(String::new()),
             observer,
@@ -361,6 +364,8 @@ fn loss_signalled(message: &WireMessage, restart_expected: &AtomicBool) -> Optio
                 .and_then(Value::as_str)
             {
                 Some("dead") => Some(GoneReason::Dead),
+                // Jupyter's restarter says so before the new process starts.
+                Some("restarting") if restart_expected.load(Ordering::SeqCst) => None,
                 Some("restarting") => Some(GoneReason::Restarted),
                 Some("starting") if restart_expected.swap(false, Ordering::SeqCst) => None,
                 Some("starting") => Some(GoneReason::Restarted),

@@ -44,6 +44,15 @@ impl KernelError {
             _ => None,
         }
     }
+
+    /// The kernel was lost without having begun the request: its code never ran, so running it
+    /// elsewhere runs it once.
+    pub fn never_began(&self) -> bool {
+        matches!(
+            self,
+            KernelError::Execute(ExecuteError::Gone { began: false, .. })
+        )
+    }
 }
 
 /// The outcome of an execution cancelled before it reached the kernel.
@@ -89,14 +98,23 @@ impl std::fmt::Debug for Kernel {
 
 impl Kernel {
     /// Opens our connection to a running kernel.
+    /// Connects to kernel `id`; `restarting` when Jupyter is restarting it (see
+    /// `KernelConnection::open`).
     pub async fn connect(
         rest: JupyterRest,
         id: &str,
         observer: Arc<dyn KernelObserver>,
         start_timeout: std::time::Duration,
+        restarting: bool,
     ) -> Result<Arc<Kernel>, KernelError> {
-        let connection =
-            KernelConnection::open(rest.clone(), id, observer.clone(), start_timeout).await?;
+        let connection = KernelConnection::open(
+            rest.clone(),
+            id,
+            observer.clone(),
+            start_timeout,
+            restarting,
+        )
+        .await?;
         Ok(Arc::new(Kernel {
             id: id.to_owned(),
             rest,
@@ -309,10 +327,12 @@ impl Kernel {
         }
     }
 
+    /// Lost before the request reached it: nothing of it ran.
     fn gone(&self, reason: GoneReason) -> KernelError {
         KernelError::Execute(ExecuteError::Gone {
             kernel_id: self.id.clone(),
             reason,
+            began: false,
         })
     }
 }

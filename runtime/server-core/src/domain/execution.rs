@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::kernels::{kernel_gone_message, reporting_start};
+use super::kernels::{ReadyKernel, kernel_gone_message, reporting_start};
 use super::notebooks::NotebookInUse;
 use super::{Domain, Error, Step};
-use crate::capabilities::EXECUTION_CONFIRM;
+use crate::capabilities::{AUTO_RESTART, EXECUTION_CONFIRM};
 use crate::confirm;
 use crate::say;
 /// An execution as callers of the domain ask for and read it.
@@ -130,14 +130,10 @@ impl Domain {
         let place = place_in(in_use, ready.kernel.id(), None);
         self.confirmed(&request.code, &place, &request.cancel)
             .await?;
-        let outcome = ready
-            .kernel
-            .execute(request)
-            .await
-            .map_err(|e| gone_or_failed(e, in_use))?;
+        let (replaced, outcome) = self.execute_on(in_use, ready, request).await;
         Ok(Executed {
-            outcome,
-            replaced: ready.replaced,
+            outcome: outcome?,
+            replaced,
         })
     }
 
@@ -212,7 +208,7 @@ impl Domain {
             streams,
         ));
 
-        let outcome = ready.kernel.execute(request).await;
+        let (replaced, outcome) = self.execute_on(in_use, ready, request).await;
         writer.abort();
         let _ = writer.await;
         let mut finish = Vec::new();
@@ -230,12 +226,46 @@ impl Domain {
             });
         }
         let saved = in_use.apply(finish).await;
-        let outcome = outcome.map_err(|e| gone_or_failed(e, in_use))?;
+        let outcome = outcome?;
         saved?;
-        Ok(Executed {
-            outcome,
-            replaced: ready.replaced,
-        })
+        Ok(Executed { outcome, replaced })
+    }
+
+    /// Runs `request` on the ready kernel. Under `kernel.auto-restart`, a request the kernel was
+    /// lost before beginning (its process had died, Jupyter not yet aware) runs once on the
+    /// replacement: its code never ran. Returns the replacement note, if any, beside the outcome.
+    async fn execute_on(
+        &self,
+        in_use: &NotebookInUse,
+        ready: ReadyKernel,
+        request: ExecutionRequest,
+    ) -> (Option<String>, Result<ExecutionOutcome, Error>) {
+        let auto_restart = self.capabilities.enabled(AUTO_RESTART);
+        let first = ready.kernel.execute(request.clone()).await;
+        let outcome = match first {
+            Err(e) if auto_restart && e.never_began() => {
+                tracing::info!(
+                    "the kernel of '{}' was lost before it began the request; running it on a replacement",
+                    in_use.name
+                );
+                match self.ready_kernel(in_use, request.progress.as_ref()).await {
+                    Ok(again) => {
+                        let outcome = again.kernel.execute(request).await;
+                        let replaced = again.replaced.or(ready.replaced);
+                        return (
+                            replaced,
+                            outcome.map_err(|e| gone_or_failed(e, in_use, auto_restart)),
+                        );
+                    }
+                    Err(e) => return (ready.replaced, Err(e)),
+                }
+            }
+            other => other,
+        };
+        (
+            ready.replaced,
+            outcome.map_err(|e| gone_or_failed(e, in_use, auto_restart)),
+        )
     }
 }
 
@@ -315,9 +345,13 @@ tokio::task_local! {
     pub(super) static PAST_GATE: Arc<tokio::sync::Notify>;
 }
 
-pub(super) fn gone_or_failed(error: KernelError, in_use: &NotebookInUse) -> Error {
+pub(super) fn gone_or_failed(
+    error: KernelError,
+    in_use: &NotebookInUse,
+    auto_restart: bool,
+) -> Error {
     if error.gone_reason().is_some() {
-        Error::Kernel(kernel_gone_message(&in_use.name))
+        Error::Kernel(kernel_gone_message(&in_use.name, auto_restart))
     } else {
         Error::Kernel(error.to_string().into())
     }

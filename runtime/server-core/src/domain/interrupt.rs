@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::kernels::kernel_gone_message;
 use super::{Domain, Error, Step};
+use crate::capabilities::AUTO_RESTART;
 use crate::say;
 use jupyter_client::kernel::{Kernel, Liveness};
 
@@ -50,7 +51,11 @@ impl Domain {
                     let in_use = self.notebook(named)?;
                     let kernel = in_use.kernel();
                     if let Some(Liveness::Gone(_)) = kernel.as_ref().map(|k| k.liveness()) {
-                        return Err(Error::Kernel(kernel_gone_message(&in_use.name)));
+                        let auto_restart = self.capabilities.enabled(AUTO_RESTART);
+                        return Err(Error::Kernel(kernel_gone_message(
+                            &in_use.name,
+                            auto_restart,
+                        )));
                     }
                     (format!("notebook '{}'", in_use.name), kernel)
                 }

@@ -14,16 +14,23 @@ use crate::say;
 pub use jupyter_client::kernel::Liveness;
 use jupyter_client::kernel::{Kernel, Progress, ProgressSink};
 
-/// The error every caller gets for a notebook whose kernel state was lost.
-pub fn kernel_gone_message(notebook_name: &str) -> Message {
+/// The error every caller gets for a notebook whose kernel state was lost; `auto_restart`:
+/// whether `kernel.auto-restart` is on (then the next call replaces it by itself).
+pub fn kernel_gone_message(notebook_name: &str, auto_restart: bool) -> Message {
+    let then = if auto_restart {
+        " to start a fresh one now; kernel.auto-restart is on, so the next call that runs code \
+         starts a replacement by itself."
+    } else {
+        " to start a fresh one, or enable the 'kernel.auto-restart' capability to have \
+         replacements started automatically."
+    };
     say![
         format!(
             "The kernel of '{notebook_name}' is gone, and its session — every variable, import \
              and definition — went with it. Call "
         ),
         Step::RestartNotebook,
-        " to start a fresh one, or enable the 'kernel.auto-restart' capability to have \
-         replacements started automatically."
+        then
     ]
 }
 
@@ -85,7 +92,7 @@ impl Domain {
             });
         };
         if !self.capabilities.enabled(AUTO_RESTART) {
-            return Err(Error::Kernel(kernel_gone_message(&in_use.name)));
+            return Err(Error::Kernel(kernel_gone_message(&in_use.name, false)));
         }
         let jupyter = self.jupyter();
         let start_timeout = self.settings.kernel_start.timeout;

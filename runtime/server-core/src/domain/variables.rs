@@ -177,7 +177,13 @@ impl Domain {
             Err(KernelError::Execute(ExecuteError::Busy { .. })) => {
                 return Err(busy(kernel.running()));
             }
-            other => other.map_err(|e| super::execution::gone_or_failed(e, in_use))?,
+            other => other.map_err(|e| {
+                super::execution::gone_or_failed(
+                    e,
+                    in_use,
+                    self.capabilities.enabled(crate::capabilities::AUTO_RESTART),
+                )
+            })?,
         };
         if executed.completion != Completion::Finished {
             return Err(Error::Failed(say![
