@@ -100,3 +100,36 @@ async def test_a_killed_kernel_is_replaced_or_restarted_every_time(jupyter_serve
                 assert not restarted.is_error, f"attempt {attempt}: {joined(restarted)}"
                 ran = await client.call_tool("execute_code", {"code": "import os; print(os.getpid())"})
                 assert not ran.is_error and int(joined(ran).split()[0]) != pid, joined(ran)
+
+
+async def test_live_edits_whose_save_cannot_land_say_so(jupyter_server):
+    """F3: the notebook file deleted while the live backend edits it. Edits then say they are
+    NOT saved (with why), and unuse_notebook writes the file again from the room, or says it
+    could not; never "successfully" for edits that are in no file."""
+    path = f"vanishing-{uuid.uuid4().hex[:6]}.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), jupyter_server.root / path)
+    async with client_for(jupyter_server, "legacy", "--document-backend", "live") as client:
+        used = await client.call_tool("use_notebook", {"notebook_name": "v", "notebook_path": path})
+        assert not used.is_error, joined(used)
+        first = await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": "y = 2"})
+        assert not first.is_error
+        # The room saves it; then the file goes.
+        for _ in range(100):
+            if "y = 2" in (jupyter_server.root / path).read_text():
+                break
+            await anyio.sleep(0.1)
+        (jupyter_server.root / path).unlink()
+        await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": "z = 3"})
+        await anyio.sleep(8)
+        later = await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": "w = 4"})
+        text = joined(later)
+        assert not (jupyter_server.root / path).exists(), "the room does not bring the file back"
+        assert later.meta["io.jupyter-mcp/persisted"] is False, later.meta
+        assert "NOT saved" in text and "gone from disk" in text, text
+        unused = await client.call_tool("unuse_notebook", {"notebook_name": "v"})
+        said = joined(unused)
+        assert not unused.is_error, said
+    # Leaving, the file is written again from the room, whole, and only then "successfully".
+    saved = (jupyter_server.root / path).read_text()
+    assert all(s in saved for s in ("x = 1", "y = 2", "z = 3", "w = 4")), saved
+    assert "unused successfully" in said and unused.meta["io.jupyter-mcp/persisted"] is True, said

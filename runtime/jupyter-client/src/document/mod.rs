@@ -43,18 +43,29 @@ pub enum DocumentError {
     /// The edit plan found the notebook unfit for the edit; the message says why.
     #[error("{0}")]
     Refused(String),
+    #[error(
+        "the last edits of '{path}' could not be confirmed on disk: {reason}. They are in the \
+         collaboration room while the Jupyter Server runs; check the file (deleted, moved or \
+         read-only?) and save it from JupyterLab, or use the notebook again to retry"
+    )]
+    NotSaved { path: String, reason: String },
     #[error(transparent)]
     Rest(#[from] RestError),
 }
 
 /// Whether an edit just answered is on disk.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Persistence {
     /// Saved to the file (and checked, as the file backend checks its saves).
     Saved,
     /// In the shared document; the room saves it about `save_delay_secs` after the last change
     /// (`seen`: as this room was seen to save; else jupyter-collaboration's default).
-    InRoom { save_delay_secs: f64, seen: bool },
+    /// `not_landing`: why our changes were last seen not to reach the file (its saves fail).
+    InRoom {
+        save_delay_secs: f64,
+        seen: bool,
+        not_landing: Option<String>,
+    },
 }
 
 /// Computes the edits to make from the notebook as it is at the moment of writing, or refuses.

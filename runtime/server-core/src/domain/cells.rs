@@ -350,8 +350,20 @@ pub fn persisted(in_use: &NotebookInUse) -> Persisted {
             note: "saved: the notebook file holds this change".into(),
         },
         Persistence::InRoom {
+            not_landing: Some(reason),
+            ..
+        } => Persisted {
+            on_disk: false,
+            note: format!(
+                "NOT saved: in the shared document (everyone in the notebook sees it), but not \
+                 in the file: {reason}. Check the file; unuse_notebook writes it again from the \
+                 room when it is gone."
+            ),
+        },
+        Persistence::InRoom {
             save_delay_secs,
             seen,
+            not_landing: None,
         } => Persisted {
             on_disk: false,
             note: format!(

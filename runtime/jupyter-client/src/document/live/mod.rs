@@ -15,6 +15,7 @@
 //! so nothing is lost, nothing doubled, and a newer edit by someone else is never overwritten.
 
 pub(super) mod journal;
+mod landing;
 mod people;
 mod room;
 mod save;
@@ -63,6 +64,8 @@ pub struct LiveDocument {
     people: SharedPeople,
     /// When the room saves (its delay as seen), kept across rejoins.
     saves_clock: SharedSaveClock,
+    /// Whether our changes reach the file.
+    landing: landing::Landing,
 }
 
 /// Why the file at `path` is no notebook, read as the file backend reads it: its own parse
@@ -98,6 +101,7 @@ impl LiveDocument {
             Err(e) => return Err(e),
         };
         Ok(LiveDocument {
+            landing: landing::Landing::watch(rest.clone(), path.clone()),
             rest,
             path,
             link: Arc::new(tokio::sync::Mutex::new(Some(link))),
@@ -120,6 +124,7 @@ impl LiveDocument {
         let path = path.into();
         room_session(&rest, &path).await?;
         let document = Arc::new(LiveDocument {
+            landing: landing::Landing::watch(rest.clone(), path.clone()),
             rest,
             path,
             link: Arc::default(),
@@ -205,6 +210,7 @@ impl LiveDocument {
             .write(&edits)
             .map_err(|e| self.damaged(&e))?;
         let proof = link.send_update(update);
+        self.landing.changed();
         journal.record(&room, &edits, proof);
         Ok(())
     }
@@ -244,6 +250,7 @@ impl LiveDocument {
             }
         };
         let proof = link.send_update(update);
+        self.landing.changed();
         // The room's people see our cursor in the cell we just worked on.
         if let Some(cell_id) = worked_on(&edits, &next) {
             link.focus.send_if_modified(|focus| {
@@ -345,6 +352,7 @@ impl Document for LiveDocument {
         Persistence::InRoom {
             save_delay_secs: seen.map_or(ROOM_SAVE_DELAY_SECS, |d| d.as_secs_f64()),
             seen: seen.is_some(),
+            not_landing: self.landing.problem(),
         }
     }
 
@@ -354,9 +362,10 @@ impl Document for LiveDocument {
             let Some(mut link) = slot.take() else {
                 return Ok(());
             };
-            if link.is_open() {
-                self.save_before_leaving(&mut link).await;
-            }
+            let saved = match link.is_open() {
+                true => self.save_before_leaving(&mut link).await,
+                false => Ok(()),
+            };
             // Dropping the sender lets the task send what is queued, say goodbye and close;
             // waiting for it means an edit made just before we exit still reaches the room.
             let Link {
@@ -366,7 +375,10 @@ impl Document for LiveDocument {
             } = link;
             drop(outgoing);
             let _ = tokio::time::timeout(LEAVE_TIMEOUT, closed.wait_for(Option::is_some)).await;
-            Ok(())
+            saved.map_err(|reason| DocumentError::NotSaved {
+                path: self.path.clone(),
+                reason,
+            })
         })
     }
 }

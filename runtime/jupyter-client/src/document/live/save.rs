@@ -124,9 +124,9 @@ pub(super) fn reply(frame: &[u8]) -> Option<SaveReply> {
 impl LiveDocument {
     /// Makes sure the file on disk holds every edit we made before we leave (the room may be
     /// about to stop with the Jupyter Server): waits until the room holds them, asks it to save,
-    /// and reads the file through the contents API until it shows them. Bounded; says so in the
-    /// log when it could not confirm.
-    pub(super) async fn save_before_leaving(&self, link: &mut Link) {
+    /// and reads the file through the contents API until it shows them; a file that is gone is
+    /// written again from the room. Bounded; `Err` says why it could not confirm.
+    pub(super) async fn save_before_leaving(&self, link: &mut Link) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + SAVE_TIMEOUT;
         let asked = link.asked;
         let proven = tokio::time::timeout_at(deadline, link.answers.wait_for(|n| *n >= asked))
@@ -138,7 +138,7 @@ impl LiveDocument {
                  they may be missing from the notebook",
                 self.path
             );
-            return;
+            return Err("the collaboration room did not confirm them".into());
         }
         let nothing_recent = {
             let mut journal = self.journal();
@@ -146,7 +146,7 @@ impl LiveDocument {
             journal.entries.is_empty()
         };
         if nothing_recent {
-            return;
+            return Ok(());
         }
         link.saves_asked += 1;
         let id = link.saves_asked;
@@ -160,16 +160,37 @@ impl LiveDocument {
         .ok()
         .and_then(|answer| answer.ok()?.as_ref().map(|r| r.status.clone()))
         .unwrap_or_else(|| "no answer".to_owned());
+        let mut recreated = false;
         let last = loop {
             let last = match self.rest.get_text_file(&self.path).await {
                 Ok((text, _)) => match Notebook::parse(&text) {
                     Ok(saved) if self.journal().held_by(&saved) => {
                         tracing::debug!("'{}' is saved (save request: {status})", self.path);
-                        return;
+                        return Ok(());
                     }
                     Ok(_) => "the file does not show them yet".to_owned(),
                     Err(e) => format!("the file does not parse: {e}"),
                 },
+                // Deleted (or moved) while in use: the room cannot save to it, so it is
+                // written again, whole, from the room.
+                Err(crate::rest::RestError::NotFound { .. }) if !recreated => {
+                    recreated = true;
+                    let whole = self.read_link(link).map_err(|e| e.to_string())?;
+                    match crate::document::file::FileDocument::create(
+                        &self.rest, &self.path, &whole,
+                    )
+                    .await
+                    {
+                        Ok(()) => {
+                            tracing::warn!(
+                                "'{}' was gone from disk; written again from its collaboration room",
+                                self.path
+                            );
+                            continue;
+                        }
+                        Err(e) => format!("the file is gone and could not be written again: {e}"),
+                    }
+                }
                 Err(e) => e.to_string(),
             };
             if tokio::time::Instant::now() + SAVE_POLL >= deadline {
@@ -184,6 +205,11 @@ impl LiveDocument {
             SAVE_TIMEOUT.as_secs(),
             self.path
         );
+        Err(format!(
+            "within {}s the file did not show them ({last}; the room's answer to a save \
+             request: {status})",
+            SAVE_TIMEOUT.as_secs()
+        ))
     }
 }
 

@@ -25,6 +25,8 @@ pub struct Unused {
     pub released: Released,
     /// `Some(new)` when it was current: the notebook current now, if any is left.
     pub switched: Option<Option<String>>,
+    /// Why its last edits could not be confirmed on disk, when they could not.
+    pub not_saved: Option<String>,
 }
 
 impl Domain {
@@ -106,11 +108,19 @@ impl Domain {
                     .expect("not registered"),
             ));
         };
-        if let Err(e) = in_use.document.close().await {
-            tracing::warn!("closing '{}' failed: {e}", in_use.path);
-        }
+        let not_saved = match in_use.document.close().await {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::warn!("closing '{}' failed: {e}", in_use.path);
+                Some(e.to_string())
+            }
+        };
         let released = in_use.release(&self.jupyter()).await;
-        Ok(Unused { released, switched })
+        Ok(Unused {
+            released,
+            switched,
+            not_saved,
+        })
     }
 
     /// At exit: leaves collaboration rooms first, so edits still queued reach them; then

@@ -3,6 +3,7 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::json;
 
 use super::open::attached_line;
 use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult};
@@ -52,18 +53,32 @@ pub(super) async fn restart_notebook(context: ToolContext, args: RestartArgs) ->
 }
 
 pub(super) async fn unuse_notebook(context: ToolContext, args: NotebookNameArgs) -> ToolResult {
-    let Unused { released, switched } = context.domain.unuse_notebook(&args.notebook_name).await?;
-    let mut text = format!(
-        "Notebook '{}' unused successfully.{}",
-        args.notebook_name,
-        released_text(&released)
-    );
+    let Unused {
+        released,
+        switched,
+        not_saved,
+    } = context.domain.unuse_notebook(&args.notebook_name).await?;
+    let mut text = match &not_saved {
+        None => format!(
+            "Notebook '{}' unused successfully.{}",
+            args.notebook_name,
+            released_text(&released)
+        ),
+        // Never "successfully" when the edits may not be in the file.
+        Some(reason) => format!(
+            "Notebook '{}' unused, but NOT saved: {reason}.{}",
+            args.notebook_name,
+            released_text(&released)
+        ),
+    };
     match switched {
         Some(Some(new)) => text.push_str(&format!(" Current notebook switched to '{new}'.")),
         Some(None) => text.push_str(" No notebooks remaining."),
         None => {}
     }
-    Ok(ToolOutput::text(text))
+    Ok(ToolOutput::text(text)
+        .with_meta("persisted", json!(not_saved.is_none()))
+        .with_meta("not_saved", json!(not_saved)))
 }
 
 /// What became of a released notebook's kernel.
