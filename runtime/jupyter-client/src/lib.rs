@@ -514,6 +514,16 @@ impl Jupyter {
         self.start_replacement(&id, &lost.label()).await
     }
 
+    /// A new kernel in place of a lost one of ours, which is shut down first: a request it was
+    /// sent and never began cannot reach it later (Jupyter hands what was queued for a kernel to
+    /// the process it restarts), so the request runs once, on the new kernel.
+    pub async fn replace_with_new(&self, lost: &Arc<Kernel>) -> Result<Arc<Kernel>, KernelError> {
+        let id = lost.id().to_owned();
+        self.kernels.lock().await.remove(&id);
+        self.stop_kernel(&id).await;
+        self.start_replacement(&id, &lost.label()).await
+    }
+
     /// Shuts down a kernel we started (others are left alone).
     pub async fn stop_kernel(&self, id: &str) {
         self.end_kernel(id, true).await;

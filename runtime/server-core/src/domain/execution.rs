@@ -20,7 +20,7 @@ use crate::say;
 pub use jupyter_client::kernel::{
     Completion, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
 };
-use jupyter_client::kernel::{ConnectError, KernelError};
+use jupyter_client::kernel::{ConnectError, GoneReason, KernelError};
 use notebook_format::edit::Edit;
 /// The text of nbformat outputs (multiline strings joined, tracebacks).
 pub use notebook_format::notebook::multiline_text;
@@ -243,12 +243,16 @@ impl Domain {
         let auto_restart = self.capabilities.enabled(AUTO_RESTART);
         let first = ready.kernel.execute(request.clone()).await;
         let outcome = match first {
-            Err(e) if auto_restart && e.never_began() => {
+            Err(e) if auto_restart && e.never_began() && in_use.kernel_is_ours() => {
                 tracing::info!(
-                    "the kernel of '{}' was lost before it began the request; running it on a replacement",
+                    "the kernel of '{}' was lost before it began the request; running it on a new kernel",
                     in_use.name
                 );
-                match self.ready_kernel(in_use, request.progress.as_ref()).await {
+                let reason = e.gone_reason().unwrap_or(GoneReason::Dead);
+                let progress = request.progress.clone();
+                let replacing =
+                    self.replace_lost(in_use, &ready.kernel, reason, progress.as_ref(), true);
+                match replacing.await {
                     Ok(again) => {
                         let outcome = again.kernel.execute(request).await;
                         let replaced = again.replaced.or(ready.replaced);
