@@ -338,7 +338,7 @@ def test_the_first_answer_never_waits_for_jupyter_over_http(tmp_path):
         assert '"text":"42"' in ran, ran
         with urllib.request.urlopen(base + "/api/healthz", timeout=10) as response:
             health = json.loads(response.read())
-        assert health["status"] == "healthy" and health["jupyter"]["state"] == "up", health
+        assert health["status"] == "healthy" and "state" not in health["jupyter"], health
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0

@@ -130,19 +130,19 @@ impl HttpContext {
             .await
             .is_ok_and(|r| r.is_ok());
         // While our own Jupyter starts we already serve: calls that need it wait for it.
-        let (status, jupyter_state, error) = match self.state.domain.startup.state() {
-            JupyterState::Up => ("healthy", "up", None),
-            JupyterState::Starting => ("starting", "starting", None),
-            JupyterState::Failed(reason) => ("unhealthy", "failed", Some(reason)),
+        let mut shown = json!({ "url": jupyter.rest().shown_url(), "reachable": reachable });
+        let status = match self.state.domain.startup.state() {
+            JupyterState::Up => "healthy",
+            JupyterState::Starting => {
+                shown["state"] = json!("starting");
+                "starting"
+            }
+            JupyterState::Failed(reason) => {
+                shown["state"] = json!("failed");
+                shown["error"] = json!(reason);
+                "unhealthy"
+            }
         };
-        let mut shown = json!({
-            "url": jupyter.rest().shown_url(),
-            "reachable": reachable,
-            "state": jupyter_state,
-        });
-        if let Some(error) = error {
-            shown["error"] = json!(error);
-        }
         json!({
             "success": true,
             "service": "jupyter-mcp-server",
