@@ -141,25 +141,28 @@ fn fitted(
 /// A cell's source, cut at `max_chars` (0: whole) with a note saying how much is left out and
 /// where the whole source is (`uri`, readable with resources/read).
 pub fn bounded_source(source: &str, max_chars: usize, uri: &str) -> String {
-    let total = source.chars().count();
-    if max_chars == 0 || total <= max_chars {
-        return source.to_owned();
-    }
-    format!(
-        "{}\n[Source cut: {max_chars} of {total} characters shown (--max-output-chars); the whole \
-         source is in the resource {uri}]",
-        source.chars().take(max_chars).collect::<String>()
-    )
+    cut_with(source, max_chars, |total| {
+        format!(
+            "\n[Source cut: {max_chars} of {total} characters shown (--max-output-chars); the \
+             whole source is in the resource {uri}]"
+        )
+    })
 }
 
 /// `line` cut at `max` characters, saying how many more it has.
 fn cut(line: &str, max: usize) -> String {
-    let total = line.chars().count();
-    if total <= max {
-        return line.to_owned();
+    cut_with(line, max, |total| format!("…(+{} characters)", total - max))
+}
+
+/// `text` cut at `max` characters (0: never), followed by `note(total characters)` when cut.
+fn cut_with(text: &str, max: usize, note: impl FnOnce(usize) -> String) -> String {
+    let total = text.chars().count();
+    if max == 0 || total <= max {
+        return text.to_owned();
     }
-    let kept: String = line.chars().take(max).collect();
-    format!("{kept}…(+{} characters)", total - max)
+    let mut kept: String = text.chars().take(max).collect();
+    kept.push_str(&note(total));
+    kept
 }
 
 pub use server_core::domain::versions::source_diff;
@@ -169,16 +172,12 @@ pub use server_core::domain::versions::source_diff;
 pub fn change_report(index: usize, done: &str, old: &str, new: &str, max_chars: usize) -> String {
     match source_diff(old, new) {
         Some(diff) => {
-            let total = diff.chars().count();
-            let diff = if max_chars > 0 && total > max_chars {
+            let diff = cut_with(&diff, max_chars, |total| {
                 format!(
-                    "{}\n[Diff cut: {max_chars} of {total} characters shown (--max-output-chars); \
-                     read_cell shows the cell as it is now]",
-                    diff.chars().take(max_chars).collect::<String>()
+                    "\n[Diff cut: {max_chars} of {total} characters shown (--max-output-chars); \
+                     read_cell shows the cell as it is now]"
                 )
-            } else {
-                diff
-            };
+            });
             format!("Cell {index} {done} successfully!\n\n```diff\n{diff}\n```")
         }
         None => format!("Cell {index} {done} successfully - no changes detected"),
