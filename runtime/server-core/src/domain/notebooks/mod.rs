@@ -68,28 +68,9 @@ pub struct NotebookInUse {
 }
 
 impl NotebookInUse {
+    /// `kernel`: the kernel attached and how it came, or `None` while its start is deferred
+    /// (the first call that needs one attaches it).
     pub fn new(
-        name: String,
-        path: String,
-        document: Arc<dyn Document>,
-        kernel: Arc<Kernel>,
-        origin: KernelOrigin,
-        changes: broadcast::Sender<String>,
-    ) -> Self {
-        Self::with_kernel(name, path, document, Some((kernel, origin)), changes)
-    }
-
-    /// A notebook whose kernel is started only when a call first needs one.
-    pub fn without_kernel_yet(
-        name: String,
-        path: String,
-        document: Arc<dyn Document>,
-        changes: broadcast::Sender<String>,
-    ) -> Self {
-        Self::with_kernel(name, path, document, None, changes)
-    }
-
-    fn with_kernel(
         name: String,
         path: String,
         document: Arc<dyn Document>,

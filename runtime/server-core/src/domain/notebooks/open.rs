@@ -210,21 +210,9 @@ impl Domain {
             let (document, read) =
                 open_notebook(self.document_backend(), documents, &path, None, started).await?;
             tracing::info!("notebook '{name}' ({path}) is in use; its kernel starts on first use");
-            let notebook = Arc::new(NotebookInUse::without_kernel_yet(
-                name,
-                path,
-                document,
-                self.notebooks.change_sender(),
-            ));
-            let previous = self.notebooks.current_name();
-            self.notebooks.insert(notebook.clone());
-            return Ok(Used::Opened(Opened {
-                notebook,
-                read,
-                attached: Attached::Deferred,
-                spec,
-                previous,
-            }));
+            let notebook =
+                NotebookInUse::new(name, path, document, None, self.notebooks.change_sender());
+            return Ok(self.made_current(notebook, read, Attached::Deferred, spec));
         }
         let jupyter = self.jupyter();
         // The next spare (kernel.prewarm) is started once this call is answered, not during it.
@@ -290,23 +278,34 @@ impl Domain {
         }
         step_done(started, "ready");
         tracing::info!("notebook '{name}' ({path}) is in use");
-        let notebook = Arc::new(NotebookInUse::new(
+        let notebook = NotebookInUse::new(
             name,
             path,
             document,
-            kernel,
-            origin,
+            Some((kernel, origin)),
             self.notebooks.change_sender(),
-        ));
+        );
+        Ok(self.made_current(notebook, read, attached, spec))
+    }
+
+    /// Registers a notebook just opened under its name, makes it current, and answers so.
+    fn made_current(
+        &self,
+        notebook: NotebookInUse,
+        read: Notebook,
+        attached: Attached,
+        spec: Option<ChosenSpec>,
+    ) -> Used {
+        let notebook = Arc::new(notebook);
         let previous = self.notebooks.current_name();
         self.notebooks.insert(notebook.clone());
-        Ok(Used::Opened(Opened {
+        Used::Opened(Opened {
             notebook,
             read,
             attached,
             spec,
             previous,
-        }))
+        })
     }
 
     /// Attaches a kernel to a notebook opened without one (`UseRequest::defer_kernel`), as

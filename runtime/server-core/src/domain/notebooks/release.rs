@@ -72,8 +72,7 @@ impl Domain {
             name.clone(),
             in_use.path.clone(),
             in_use.document.clone(),
-            kernel.clone(),
-            origin,
+            Some((kernel.clone(), origin)),
             self.notebooks.change_sender(),
         ));
         let current = self.notebooks.current_name();
