@@ -12,6 +12,7 @@ pub mod kernel;
 pub mod launcher;
 pub mod private_file;
 pub mod rest;
+mod restarts;
 pub mod spares;
 pub mod websocket;
 
@@ -28,9 +29,6 @@ use spares::{SpareHold, SparePolicy, Spares, SpecKey};
 
 /// How long a restarted kernel may take to answer again.
 const RESTART_READY: std::time::Duration = std::time::Duration::from_secs(30);
-/// How many fresh connections a kernel Jupyter restarted by itself gets before it is given up
-/// on for a new one: a connection made while the restart is under way may miss its answer.
-const REATTACH_TRIES: usize = 2;
 /// What a spare kernel is called until it is handed out.
 const SPARE_LABEL: &str = "spare (kernel.prewarm)";
 
@@ -200,47 +198,21 @@ impl Jupyter {
         if self.sandboxed_only.is_some() && !self.started_here(id) {
             self.refuse_unsandboxed(id).await?;
         }
-        let kernel = Kernel::connect(
-            self.rest.clone(),
-            id,
-            self.observer.clone(),
-            self.kernel_start.timeout,
-            false,
-        )
-        .await?;
+        let kernel = self.connect(id, false).await?;
         kernels.insert(id.to_owned(), kernel.clone());
         Ok(kernel)
     }
 
-    /// A fresh connection to kernel `id`, which Jupyter is restarting or just restarted after
-    /// its process died, once it answers: the restart's own statuses are not taken for a new
-    /// one. `None` when it does not answer within `RESTART_READY` or is lost meanwhile.
-    async fn reattach(&self, id: &str, label: &str) -> Result<Option<Arc<Kernel>>, KernelError> {
-        let kernel = Kernel::connect(
+    /// A new connection to kernel `id` (see `Kernel::connect` for `restarting`).
+    async fn connect(&self, id: &str, restarting: bool) -> Result<Arc<Kernel>, KernelError> {
+        Kernel::connect(
             self.rest.clone(),
             id,
             self.observer.clone(),
             self.kernel_start.timeout,
-            true,
+            restarting,
         )
-        .await?;
-        kernel.set_label(label);
-        // Jupyter's own connections to the new process are still settling when it first
-        // answers (outputs published then can be lost): it must answer twice, a moment apart.
-        let ready = kernel.wait_ready(RESTART_READY).await && {
-            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-            kernel.wait_ready(RESTART_READY).await
-        };
-        // From here on a restart is news again.
-        kernel.connection().expect_restart(false);
-        if !ready || kernel.liveness() != Liveness::Alive {
-            return Ok(None);
-        }
-        self.kernels
-            .lock()
-            .await
-            .insert(id.to_owned(), kernel.clone());
-        Ok(Some(kernel))
+        .await
     }
 
     /// The kernel `execute_code` uses when none is named: started on first use, and replaced
@@ -411,16 +383,6 @@ impl Jupyter {
         }
     }
 
-    /// A new kernel in place of `lost_id`, of the same kernelspec when we started it from one.
-    async fn start_replacement(
-        &self,
-        lost_id: &str,
-        label: &str,
-    ) -> Result<Arc<Kernel>, KernelError> {
-        let spec = self.specs.lock().expect("specs lock").remove(lost_id);
-        self.start_kernel_of(spec.as_deref(), label).await
-    }
-
     /// Whether this client started the kernel or is connected to it.
     pub async fn follows(&self, id: &str) -> bool {
         self.started_here(id) || self.kernels.lock().await.contains_key(id)
@@ -429,99 +391,6 @@ impl Jupyter {
     /// Whether we started this kernel.
     pub fn started_here(&self, id: &str) -> bool {
         self.started.lock().expect("started lock").contains(id)
-    }
-
-    /// Restarts a kernel on purpose: its state is cleared and the restart is not taken for a
-    /// loss. A kernel already gone is reconnected after the restart (or replaced if it no longer
-    /// exists), so the caller always ends with a working kernel.
-    pub async fn restart_kernel(&self, kernel: &Arc<Kernel>) -> Result<Arc<Kernel>, KernelError> {
-        let id = kernel.id().to_owned();
-        if kernel.liveness() == Liveness::Alive {
-            kernel.connection().expect_restart(true);
-            match self.rest.restart_kernel(&id).await {
-                Ok(_) => {
-                    kernel.wait_ready(RESTART_READY).await;
-                    self.lifecycle("restarted", &id, &kernel.label()).await;
-                    return Ok(kernel.clone());
-                }
-                Err(rest::RestError::NotFound { .. }) => {}
-                Err(e) => {
-                    kernel.connection().expect_restart(false);
-                    return Err(e.into());
-                }
-            }
-        }
-        // Our connection saw the kernel go: start over with a fresh connection, or a fresh
-        // kernel when it no longer exists (restarting a deleted kernel is a 500, not a 404).
-        self.kernels.lock().await.remove(&id);
-        match self.rest.get_kernel(&id).await {
-            Ok(_) => {
-                // Its state is gone already, and Jupyter restarts a kernel whose process died by
-                // itself: that restart is the one asked for (a second request while Jupyter's
-                // restarter is at work fails with HTTP 500).
-                if let Some(fresh) = self.reattach(&id, &kernel.label()).await? {
-                    self.lifecycle("restarted", &id, &fresh.label()).await;
-                    return Ok(fresh);
-                }
-                // Connect first, so the restart's own status messages are known to be ours.
-                let fresh = self.kernel(&id).await?;
-                fresh.set_label(&kernel.label());
-                fresh.connection().expect_restart(true);
-                let restarted = self.rest.restart_kernel(&id).await;
-                if restarted.is_ok() && fresh.wait_ready(RESTART_READY).await {
-                    self.lifecycle("restarted", &id, &fresh.label()).await;
-                    return Ok(fresh);
-                }
-                // It cannot be restarted: a new kernel takes its place.
-                tracing::warn!(kernel = %id, "the lost kernel could not be restarted; starting a new one");
-                self.stop_kernel(&id).await;
-                self.start_replacement(&id, &kernel.label()).await
-            }
-            Err(rest::RestError::NotFound { .. }) => {
-                self.started.lock().expect("started lock").remove(&id);
-                self.start_replacement(&id, &kernel.label()).await
-            }
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// A working kernel in place of a lost one: the same kernel reattached when Jupyter already
-    /// restarted it under its id (its state is gone either way), else a new kernel of ours.
-    pub async fn replace_lost_kernel(
-        &self,
-        lost: &Arc<Kernel>,
-    ) -> Result<Arc<Kernel>, KernelError> {
-        let id = lost.id().to_owned();
-        self.kernels.lock().await.remove(&id);
-        let still_there = matches!(
-            lost.liveness(),
-            Liveness::Gone(kernel::GoneReason::Restarted)
-        ) && self.rest.get_kernel(&id).await.is_ok();
-        if still_there {
-            // Jupyter may still be at it: a connection made mid-restart is tried again.
-            for _ in 0..REATTACH_TRIES {
-                if let Some(kernel) = self.reattach(&id, &lost.label()).await? {
-                    self.lifecycle("restarted", &id, &lost.label()).await;
-                    return Ok(kernel);
-                }
-            }
-            tracing::warn!(
-                kernel = %id,
-                "the kernel Jupyter restarted did not answer; starting a new one in its place"
-            );
-        }
-        self.stop_kernel(&id).await;
-        self.start_replacement(&id, &lost.label()).await
-    }
-
-    /// A new kernel in place of a lost one of ours, which is shut down first: a request it was
-    /// sent and never began cannot reach it later (Jupyter hands what was queued for a kernel to
-    /// the process it restarts), so the request runs once, on the new kernel.
-    pub async fn replace_with_new(&self, lost: &Arc<Kernel>) -> Result<Arc<Kernel>, KernelError> {
-        let id = lost.id().to_owned();
-        self.kernels.lock().await.remove(&id);
-        self.stop_kernel(&id).await;
-        self.start_replacement(&id, &lost.label()).await
     }
 
     /// Shuts down a kernel we started (others are left alone).
