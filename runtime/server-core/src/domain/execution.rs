@@ -241,33 +241,32 @@ impl Domain {
         request: ExecutionRequest,
     ) -> (Option<String>, Result<ExecutionOutcome, Error>) {
         let auto_restart = self.capabilities.enabled(AUTO_RESTART);
-        let first = ready.kernel.execute(request.clone()).await;
-        let outcome = match first {
-            Err(e) if auto_restart && e.never_began() && in_use.kernel_is_ours() => {
-                tracing::info!(
-                    "the kernel of '{}' was lost before it began the request; running it on a new kernel",
-                    in_use.name
-                );
-                let reason = e.gone_reason().unwrap_or(GoneReason::Dead);
-                let progress = request.progress.clone();
-                let replacing =
-                    self.replace_lost(in_use, &ready.kernel, reason, progress.as_ref(), true);
-                match replacing.await {
-                    Ok(again) => {
-                        let outcome = again.kernel.execute(request).await;
-                        let replaced = again.replaced.or(ready.replaced);
-                        return (
-                            replaced,
-                            outcome.map_err(|e| gone_or_failed(e, in_use, auto_restart)),
-                        );
-                    }
-                    Err(e) => return (ready.replaced, Err(e)),
+        // A copy only when a second attempt could be made.
+        let again = (auto_restart && in_use.kernel_is_ours()).then(|| request.clone());
+        let mut replaced = ready.replaced;
+        let mut outcome = ready.kernel.execute(request).await;
+        if let (Err(e), Some(request)) = (&outcome, again)
+            && e.never_began()
+        {
+            tracing::info!(
+                "the kernel of '{}' was lost before it began the request; running it on a new kernel",
+                in_use.name
+            );
+            let reason = e.gone_reason().unwrap_or(GoneReason::Dead);
+            let progress = request.progress.clone();
+            match self
+                .replace_lost(in_use, &ready.kernel, reason, progress.as_ref(), true)
+                .await
+            {
+                Ok(fresh) => {
+                    replaced = fresh.replaced.or(replaced);
+                    outcome = fresh.kernel.execute(request).await;
                 }
+                Err(e) => return (replaced, Err(e)),
             }
-            other => other,
-        };
+        }
         (
-            ready.replaced,
+            replaced,
             outcome.map_err(|e| gone_or_failed(e, in_use, auto_restart)),
         )
     }

@@ -81,6 +81,10 @@ impl Domain {
     /// Returns once Jupyter is up, telling `waiting` every second how long it has waited; an
     /// error saying what happened and what to do when it failed to start.
     pub async fn wait_for_jupyter(&self, waiting: impl Fn(Duration)) -> Result<(), Error> {
+        // Every tool call passes here: once Jupyter is up, nothing more is set up.
+        if *self.startup.0.borrow() == JupyterState::Up {
+            return Ok(());
+        }
         let mut state = self.startup.0.subscribe();
         let started = tokio::time::Instant::now();
         let mut ticker = tokio::time::interval_at(started + WAIT_REPORT_EVERY, WAIT_REPORT_EVERY);
