@@ -216,15 +216,16 @@ impl HttpContext {
                     Ok(body) => body,
                     Err(refusal) => return *refusal,
                 };
-                if let Some(grant) = &grant
-                    && let Some(scope) = lacking_scope(&self.state, grant, &body)
+                // Parsed once for the scope check, the priming choice and the repair.
+                let message = serde_json::from_slice::<Value>(&body).ok();
+                if let (Some(grant), Some(message)) = (&grant, &message)
+                    && let Some(scope) = lacking_scope(&self.state, grant, message)
                 {
                     return match &self.oauth {
                         Some(oauth) => guard::insufficient_scope(oauth, scope),
                         None => guard::not_permitted_by_jupyter(scope),
                     };
                 }
-                let message = serde_json::from_slice::<Value>(&body).ok();
                 let version = parts
                     .headers
                     .get("mcp-protocol-version")
@@ -313,11 +314,10 @@ fn session_change(
 /// quotes cells) and following tasks `notebooks:read`; an extension's prompt, which runs guest
 /// code, `notebooks:write` (as an extension tool that is not read-only); cancelling a task, which
 /// interrupts its kernel, `code:execute`.
-fn lacking_scope(state: &crate::mcp::ServerState, grant: &Grant, body: &[u8]) -> Option<Scope> {
-    let message: Value = serde_json::from_slice(body).ok()?;
+fn lacking_scope(state: &crate::mcp::ServerState, grant: &Grant, message: &Value) -> Option<Scope> {
     let messages = match message {
-        Value::Array(batch) => batch,
-        one => vec![one],
+        Value::Array(batch) => batch.as_slice(),
+        one => std::slice::from_ref(one),
     };
     messages.iter().find_map(|message| {
         let method = message.get("method")?.as_str()?;
