@@ -209,10 +209,16 @@ impl LiveDocument {
             .expect("the document lock is never poisoned")
             .write(&edits)
             .map_err(|e| self.damaged(&e))?;
-        let proof = link.send_update(update);
-        self.landing.changed();
+        let proof = self.send_update(link, update);
         journal.record(&room, &edits, proof);
         Ok(())
+    }
+
+    /// Sends our update to the room (`Link::send_update`), and has its landing on disk checked.
+    fn send_update(&self, link: &mut Link, update: Vec<u8>) -> u64 {
+        let proof = link.send_update(update);
+        self.landing.changed();
+        proof
     }
 
     /// Plans, checks and writes edits on the locked link (see `Document::update`).
@@ -249,8 +255,7 @@ impl LiveDocument {
                 return Err(self.damaged(&e));
             }
         };
-        let proof = link.send_update(update);
-        self.landing.changed();
+        let proof = self.send_update(link, update);
         // The room's people see our cursor in the cell we just worked on.
         if let Some(cell_id) = worked_on(&edits, &next) {
             link.focus.send_if_modified(|focus| {
