@@ -86,8 +86,12 @@ async def test_a_killed_kernel_is_replaced_or_restarted_every_time(jupyter_serve
         for attempt in range(4):
             await client.call_tool("execute_code", {"code": f"marker = {attempt}"})
             pid = await kill_kernel_process(client)
-            await anyio.sleep(0.3)
             if auto_restart:
+                # Once the server has seen it go (as Jupyter's restarter is still at work).
+                for _ in range(300):
+                    if "\tdead\t" in joined(await client.call_tool("list_notebooks", {})):
+                        break
+                    await anyio.sleep(0.05)
                 ran = await client.call_tool("execute_code", {"code": "print(os.getpid() if 'os' in dir() else 'fresh')"})
                 text = joined(ran)
                 assert not ran.is_error, f"attempt {attempt}: {text}"

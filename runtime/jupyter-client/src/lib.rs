@@ -227,7 +227,6 @@ impl Jupyter {
                     return Err(KernelError::Execute(ExecuteError::Gone {
                         kernel_id: kernel.id().to_owned(),
                         reason,
-                        began: false,
                     }));
                 }
                 Liveness::Gone(_) => {

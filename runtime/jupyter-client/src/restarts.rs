@@ -92,10 +92,9 @@ impl Jupyter {
         self.replace_with_new(lost).await
     }
 
-    /// A new kernel in place of a lost one of ours, which is shut down first: a request it was
-    /// sent and never began cannot reach it later (Jupyter hands what was queued for a kernel to
-    /// the process it restarts), so the request runs once, on the new kernel.
-    pub async fn replace_with_new(&self, lost: &Arc<Kernel>) -> Result<Arc<Kernel>, KernelError> {
+    /// A new kernel in place of a lost one, which is shut down first when it is ours (Jupyter
+    /// may still be restarting it).
+    async fn replace_with_new(&self, lost: &Arc<Kernel>) -> Result<Arc<Kernel>, KernelError> {
         let id = lost.id().to_owned();
         self.kernels.lock().await.remove(&id);
         self.stop_kernel(&id).await;

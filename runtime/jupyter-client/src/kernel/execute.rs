@@ -154,7 +154,6 @@ pub struct Sent {
 /// Told once the request is on its way to the kernel.
 pub type SentSink = Arc<dyn Fn(&Sent) + Send + Sync>;
 
-#[derive(Clone)]
 pub struct ExecutionRequest {
     pub code: String,
     pub timeout: Duration,
@@ -196,8 +195,6 @@ pub enum ExecuteError {
     Gone {
         kernel_id: String,
         reason: GoneReason,
-        /// The kernel had begun the request (anything of it was heard): the code may have run.
-        began: bool,
     },
     #[error("kernel '{kernel_id}' is busy running another execution")]
     Busy { kernel_id: String },
@@ -221,11 +218,9 @@ pub(super) async fn run(
     request: ExecutionRequest,
 ) -> Result<ExecutionOutcome, ExecuteError> {
     let connection = kernel.connection();
-    let mut began = false;
-    let gone = |reason, began| ExecuteError::Gone {
+    let gone = |reason| ExecuteError::Gone {
         kernel_id: kernel.id().to_owned(),
         reason,
-        began,
     };
     let started = Instant::now();
     let (msg_id, mut replies) = connection.request(
@@ -276,7 +271,6 @@ pub(super) async fn run(
             }
             routed = replies.recv() => match routed {
                 Some(Routed::Message(message)) => {
-                    began = true;
                     match state.hear(&message.channel, message.msg_type(), &message.content) {
                         // The idle status normally follows within milliseconds; if iopub lost
                         // it (a channel reconnecting), do not wait for the full timeout.
@@ -291,8 +285,8 @@ pub(super) async fn run(
                         _ => {}
                     }
                 }
-                Some(Routed::Gone(reason)) => return Err(gone(reason, began)),
-                None => return Err(gone(GoneReason::Deleted, began)),
+                Some(Routed::Gone(reason)) => return Err(gone(reason)),
+                None => return Err(gone(GoneReason::Deleted)),
             },
             _ = tokio::time::sleep_until(wake) => {
                 if settle_deadline.is_some() {
@@ -300,14 +294,14 @@ pub(super) async fn run(
                 }
                 completion = Completion::TimedOut;
                 if let Some(reason) = kernel.interrupt_or_gone().await {
-                    return Err(gone(reason, began));
+                    return Err(gone(reason));
                 }
                 settle_deadline = Some(tokio::time::Instant::now() + SETTLE_AFTER_INTERRUPT);
             }
             _ = request.cancel.cancelled(), if settle_deadline.is_none() => {
                 completion = Completion::Cancelled;
                 if let Some(reason) = kernel.interrupt_or_gone().await {
-                    return Err(gone(reason, began));
+                    return Err(gone(reason));
                 }
                 settle_deadline = Some(tokio::time::Instant::now() + SETTLE_AFTER_INTERRUPT);
             }

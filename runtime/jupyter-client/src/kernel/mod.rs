@@ -44,15 +44,6 @@ impl KernelError {
             _ => None,
         }
     }
-
-    /// The kernel was lost without having begun the request: its code never ran, so running it
-    /// elsewhere runs it once.
-    pub fn never_began(&self) -> bool {
-        matches!(
-            self,
-            KernelError::Execute(ExecuteError::Gone { began: false, .. })
-        )
-    }
 }
 
 /// The outcome of an execution cancelled before it reached the kernel.
@@ -327,12 +318,10 @@ impl Kernel {
         }
     }
 
-    /// Lost before the request reached it: nothing of it ran.
     fn gone(&self, reason: GoneReason) -> KernelError {
         KernelError::Execute(ExecuteError::Gone {
             kernel_id: self.id.clone(),
             reason,
-            began: false,
         })
     }
 }

@@ -20,7 +20,7 @@ use crate::say;
 pub use jupyter_client::kernel::{
     Completion, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
 };
-use jupyter_client::kernel::{ConnectError, GoneReason, KernelError};
+use jupyter_client::kernel::{ConnectError, KernelError};
 use notebook_format::edit::Edit;
 /// The text of nbformat outputs (multiline strings joined, tracebacks).
 pub use notebook_format::notebook::multiline_text;
@@ -231,9 +231,9 @@ impl Domain {
         Ok(Executed { outcome, replaced })
     }
 
-    /// Runs `request` on the ready kernel. Under `kernel.auto-restart`, a request the kernel was
-    /// lost before beginning (its process had died, Jupyter not yet aware) runs once on the
-    /// replacement: its code never ran. Returns the replacement note, if any, beside the outcome.
+    /// Runs `request` on the ready kernel; returns the replacement note, if any, beside the
+    /// outcome. A request the kernel was lost on is never sent again: nothing says it did not
+    /// run (a kernel can die before its messages about the request reach us).
     async fn execute_on(
         &self,
         in_use: &NotebookInUse,
@@ -241,32 +241,9 @@ impl Domain {
         request: ExecutionRequest,
     ) -> (Option<String>, Result<ExecutionOutcome, Error>) {
         let auto_restart = self.capabilities.enabled(AUTO_RESTART);
-        // A copy only when a second attempt could be made.
-        let again = (auto_restart && in_use.kernel_is_ours()).then(|| request.clone());
-        let mut replaced = ready.replaced;
-        let mut outcome = ready.kernel.execute(request).await;
-        if let (Err(e), Some(request)) = (&outcome, again)
-            && e.never_began()
-        {
-            tracing::info!(
-                "the kernel of '{}' was lost before it began the request; running it on a new kernel",
-                in_use.name
-            );
-            let reason = e.gone_reason().unwrap_or(GoneReason::Dead);
-            let progress = request.progress.clone();
-            match self
-                .replace_lost(in_use, &ready.kernel, reason, progress.as_ref(), true)
-                .await
-            {
-                Ok(fresh) => {
-                    replaced = fresh.replaced.or(replaced);
-                    outcome = fresh.kernel.execute(request).await;
-                }
-                Err(e) => return (replaced, Err(e)),
-            }
-        }
+        let outcome = ready.kernel.execute(request).await;
         (
-            replaced,
+            ready.replaced,
             outcome.map_err(|e| gone_or_failed(e, in_use, auto_restart)),
         )
     }

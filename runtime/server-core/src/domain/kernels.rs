@@ -12,7 +12,7 @@ use crate::capabilities::AUTO_RESTART;
 use crate::say;
 /// Whether a kernel is alive, or gone and why (for callers that show it).
 pub use jupyter_client::kernel::Liveness;
-use jupyter_client::kernel::{GoneReason, Kernel, Progress, ProgressSink};
+use jupyter_client::kernel::{Kernel, Progress, ProgressSink};
 
 /// The error every caller gets for a notebook whose kernel state was lost; `auto_restart`:
 /// whether `kernel.auto-restart` is on (then the next call replaces it by itself).
@@ -94,29 +94,9 @@ impl Domain {
         if !self.capabilities.enabled(AUTO_RESTART) {
             return Err(Error::Kernel(kernel_gone_message(&in_use.name, false)));
         }
-        self.replace_lost(in_use, &kernel, reason, progress, false)
-            .await
-    }
-
-    /// Replaces the notebook's lost kernel (`kernel.auto-restart`): the same kernel when
-    /// Jupyter restarted it, else a new one; `new_only`: always a new one, the lost one shut
-    /// down first (see `Jupyter::replace_with_new`). Returns it with the note that says so.
-    pub(super) async fn replace_lost(
-        &self,
-        in_use: &NotebookInUse,
-        kernel: &Arc<Kernel>,
-        reason: GoneReason,
-        progress: Option<&(Duration, ProgressSink)>,
-        new_only: bool,
-    ) -> Result<ReadyKernel, Error> {
         let jupyter = self.jupyter();
         let start_timeout = self.settings.kernel_start.timeout;
-        let replacing = async {
-            match new_only {
-                true => jupyter.replace_with_new(kernel).await,
-                false => jupyter.replace_lost_kernel(kernel).await,
-            }
-        };
+        let replacing = jupyter.replace_lost_kernel(&kernel);
         let fresh = reporting_start(progress, start_timeout, replacing)
             .await
             .map_err(|e| {

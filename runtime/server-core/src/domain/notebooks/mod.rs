@@ -138,19 +138,6 @@ impl NotebookInUse {
         attached.as_ref().map(|(kernel, _)| kernel.clone())
     }
 
-    /// Whether the kernel attached was started by us (not given by `kernel_id` nor adopted):
-    /// ours to shut down and replace.
-    pub fn kernel_is_ours(&self) -> bool {
-        let attached = self.kernel.lock().expect("kernel lock");
-        matches!(
-            attached.as_ref().map(|(_, origin)| origin),
-            Some(
-                KernelOrigin::StartedWithSession { .. }
-                    | KernelOrigin::StartedBesideExistingSession { .. }
-            )
-        )
-    }
-
     /// Puts `kernel` in place of the one attached (a restart or a replacement keeps the origin).
     pub fn replace_kernel(&self, kernel: Arc<Kernel>) {
         if let Some((attached, _)) = self.kernel.lock().expect("kernel lock").as_mut() {
