@@ -139,27 +139,6 @@ def shell_in_home():
     return out.stdout
 def read(path):
     return lambda: open(os.path.expanduser(path)).read()
-def server_pid():
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-            except OSError:
-                continue
-            if cmd and cmd[0].endswith(b"jupyter-mcp-server") and b"start" in cmd:
-                return int(pid)
-    raise LookupError("no server process found")
-def jupyter_port():
-    launcher = os.getppid()
-    for pid in (launcher, int(open(f"/proc/{launcher}/stat").read().split()[3])):
-        try:
-            parent = int(open(f"/proc/{pid}/stat").read().split()[3])
-            for arg in open(f"/proc/{parent}/cmdline", "rb").read().split(b"\0"):
-                if arg.startswith(b"--port="):
-                    return int(arg.split(b"=")[1])
-        except OSError:
-            pass
-    raise LookupError("no Jupyter port found")
 def tcp(port):
     def connect():
         s = socket.create_connection(("127.0.0.1", port), timeout=3)
@@ -180,13 +159,14 @@ probe("sh -c in home", shell_in_home)
 probe("read ssh key", read("~/.ssh/id_ed25519"))
 probe("read aws", read("~/.aws/credentials"))
 probe("read server secrets", read("~/.config/jupyter-mcp-server/secrets.json"))
-probe("read server environ", lambda: open(f"/proc/{server_pid()}/environ", "rb").read())
-probe("signal server", lambda: os.kill(server_pid(), 0))
+probe("see server process", lambda: open(f"/proc/{SERVER_PID}/cmdline", "rb").read())
+probe("read server environ", lambda: open(f"/proc/{SERVER_PID}/environ", "rb").read())
+probe("signal server", lambda: os.kill(SERVER_PID, 0))
 probe("direct tcp", tcp(TCP_PORT))
 probe("direct udp", udp(UDP_PORT))
 probe("fetch unlisted", fetch(f"http://127.0.0.1:{DENIED_PORT}/secret"))
-probe("jupyter api direct", tcp(jupyter_port()))
-probe("jupyter api via proxy", fetch(f"http://127.0.0.1:{jupyter_port()}/api/kernels"))
+probe("jupyter api direct", tcp(JUPYTER_PORT))
+probe("jupyter api via proxy", fetch(f"http://127.0.0.1:{JUPYTER_PORT}/api/kernels"))
 '''
 
 
@@ -233,7 +213,7 @@ class Listeners:
 
 def assert_all_refused(results: dict[str, str], home: Path):
     expected = {"append ~/.bashrc", "create in home", "sh -c in home", "read ssh key", "read aws",
-                "read server secrets", "read server environ", "signal server", "direct tcp", "direct udp",
+                "read server secrets", "see server process", "read server environ", "signal server", "direct tcp", "direct udp",
                 "fetch unlisted", "jupyter api direct", "jupyter api via proxy"}
     assert set(results) == expected, results
     escaped = {name: verdict for name, verdict in results.items() if not verdict.startswith("REFUSED")}
@@ -246,9 +226,42 @@ def assert_all_refused(results: dict[str, str], home: Path):
     assert "Jupyter Server's own port" in results["jupyter api via proxy"], results["jupyter api via proxy"]
 
 
-def escapes_code(listeners: Listeners, denied: Site) -> str:
+def processes() -> list[tuple[int, int, list[bytes]]]:
+    """(pid, parent pid, argv) of every process this machine shows us."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            found.append((int(entry), parent, argv))
+    return found
+
+
+def our_server() -> tuple[int, int]:
+    """The pid of the server this test started, and its embedded Jupyter's port (0 if none)."""
+    table = processes()
+    server = next(pid for pid, parent, argv in table
+                  if parent == os.getpid() and argv[0].endswith(b"jupyter-mcp-server"))
+    descendants, port = {server}, 0
+    for _ in range(4):
+        for pid, parent, argv in table:
+            if parent in descendants:
+                descendants.add(pid)
+                port = port or next((int(a.split(b"=")[1]) for a in argv if a.startswith(b"--port=")), 0)
+    return server, port
+
+
+def escapes_code(listeners: Listeners, denied: Site, jupyter_port: int | None = None) -> str:
+    """The probes, told what a kernel must not reach: the server's pid and the Jupyter's port
+    (found here, outside: a kernel with its own /proc cannot even look them up)."""
+    server, embedded = our_server()
+    assert jupyter_port or embedded, "the embedded Jupyter Server was not found"
     return (f"TCP_PORT={listeners.tcp.getsockname()[1]}\nUDP_PORT={listeners.udp.getsockname()[1]}\n"
-            f"DENIED_PORT={denied.port}\n" + ESCAPES)
+            f"DENIED_PORT={denied.port}\nSERVER_PID={server}\nJUPYTER_PORT={jupyter_port or embedded}\n"
+            + ESCAPES)
 
 
 async def test_every_escape_is_refused_and_ordinary_work_still_works(tmp_path, home):
@@ -455,8 +468,9 @@ async def test_an_installed_kernelspec_confines_the_persons_kernel_and_the_agent
             env={**env, "JUPYTER_TOKEN": lab.token}, cwd=str(tmp_path))
         async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
             # The agent's default kernel comes from the installed kernelspec.
+            lab_port = int(lab.url.rsplit(":", 1)[1].split("/")[0])
             results = probes(joined(await client.call_tool(
-                "execute_code", {"code": escapes_code(listeners, denied), "timeout": 120})))
+                "execute_code", {"code": escapes_code(listeners, denied, lab_port), "timeout": 120})))
             assert_all_refused(results, home)
             work = joined(await client.call_tool("execute_code", {"code": (
                 "import os, urllib.request\n"
@@ -468,7 +482,7 @@ async def test_an_installed_kernelspec_confines_the_persons_kernel_and_the_agent
             nb = nbformat.v4.new_notebook()
             nb.metadata["kernelspec"] = {"name": "python3-sandboxed", "display_name": "Python 3 (sandboxed)",
                                          "language": "python"}
-            nb.cells = [nbformat.v4.new_code_cell(escapes_code(listeners, denied) + "print('PROBES-DONE')\n")]
+            nb.cells = [nbformat.v4.new_code_cell(escapes_code(listeners, denied, lab_port) + "print('PROBES-DONE')\n")]
             (root / "person.ipynb").write_text(nbformat.writes(nb))
             ARTIFACTS.mkdir(exist_ok=True)
             screenshot = ARTIFACTS / "jupyterlab-sandboxed-kernel.png"

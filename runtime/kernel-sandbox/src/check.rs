@@ -12,8 +12,9 @@ use crate::launch::{Layout, forced_off};
 use crate::policy::Policy;
 use crate::{SandboxError, sys};
 
-/// Tries the whole confinement on this machine, in a throwaway child; `Ok` when it holds.
-pub fn check(policy_file: &Path) -> Result<(), SandboxError> {
+/// Tries the whole confinement on this machine, in a throwaway child; when it holds, says how a
+/// kernel's memory will be capped here.
+pub fn check(policy_file: &Path) -> Result<String, SandboxError> {
     forced_off()?;
     let policy = Policy::load(policy_file)?;
     let private = policy.private(&format!("check-{}", std::process::id()));
@@ -48,7 +49,18 @@ pub fn check(policy_file: &Path) -> Result<(), SandboxError> {
         }
     };
     let _ = std::fs::remove_dir_all(&private);
-    result
+    result?;
+    let trial = crate::KernelCaps::create(
+        &format!("jupyter-mcp-check-{}", std::process::id()),
+        policy.memory_mb,
+        policy.processes,
+    );
+    Ok(format!(
+        "each kernel capped at {} MB of memory and {} processes ({})",
+        policy.memory_mb,
+        policy.processes,
+        trial.describe()
+    ))
 }
 
 fn inner_check(policy: &Policy, layout: &Layout) -> Result<(), Failed> {

@@ -2,8 +2,9 @@
 //!
 //! - [`enter_namespaces`] (in the launcher's inner process): a user namespace (so no privilege
 //!   is needed), a network namespace with loopback only (the kernel reaches nothing outside
-//!   but its proxy), and a mount namespace where each denied path is covered by an empty,
-//!   read-only mount and `/dev/shm` is private.
+//!   but its proxy), a mount namespace where each denied path is covered by an empty,
+//!   read-only mount and `/dev/shm` is private, and a PID namespace whose first process is the
+//!   kernel: when the kernel ends, Linux kills everything it started, daemons included.
 //! - [`restrict_self`] (in the kernel's process, just before `exec`): Landlock (writes only
 //!   beneath the writable roots; no signal, ptrace or `/proc/PID/environ` outside the
 //!   sandbox; no abstract UNIX sockets outside it), every capability dropped, and a seccomp
@@ -51,20 +52,26 @@ fn failed(step: &'static str) -> impl Fn(&dyn std::fmt::Display) -> Failed {
     }
 }
 
-/// User, mount and network namespaces for this process; then the denied paths covered,
-/// `/dev/shm` private and loopback up. `empty_file` is an empty file to cover denied files with.
+/// User, mount, network and PID namespaces for this process (the PID one holds the children it
+/// starts from now on, not itself); then the denied paths covered, `/dev/shm` private and
+/// loopback up. `empty_file` is an empty file to cover denied files with.
 pub fn enter_namespaces(deny_read: &[PathBuf], empty_file: &Path) -> Result<(), Failed> {
     let uid = nix::unistd::geteuid();
     let gid = nix::unistd::getegid();
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWNET)
-        .map_err(|e| Failed {
-            step: "creating user, mount and network namespaces",
-            error: format!(
-                "{e}; unprivileged user namespaces may be switched off on this machine \
+    unshare(
+        CloneFlags::CLONE_NEWUSER
+            | CloneFlags::CLONE_NEWNS
+            | CloneFlags::CLONE_NEWNET
+            | CloneFlags::CLONE_NEWPID,
+    )
+    .map_err(|e| Failed {
+        step: "creating user, mount, network and PID namespaces",
+        error: format!(
+            "{e}; unprivileged user namespaces may be switched off on this machine \
                  (kernel.unprivileged_userns_clone, user.max_user_namespaces, or an AppArmor \
                  restriction)"
-            ),
-        })?;
+        ),
+    })?;
     // Our own ids, mapped one to one, so files keep their owners.
     std::fs::write("/proc/self/setgroups", "deny").map_err(|e| failed("writing setgroups")(&e))?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
@@ -145,6 +152,36 @@ const DEVICES: [&str; 8] = [
     "/dev/ptmx",
     "/dev/pts",
 ];
+
+/// In the PID namespace's first process: a `/proc` that shows only the sandbox's processes.
+/// Where the machine's own `/proc` has parts hidden under other mounts, Linux refuses a new one
+/// in a user namespace; the kernel then keeps the machine's (it still cannot signal, trace or
+/// read the environment of anything outside), and the caller says so.
+pub fn own_proc() -> Result<(), Failed> {
+    mount(
+        Some("proc"),
+        "/proc",
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| failed("mounting the sandbox's own /proc")(&e))
+}
+
+/// The caps no cgroup holds, as limits inherited by all the kernel starts: `processes` at once
+/// (threads included) in its user namespace, `memory_bytes` of address space each.
+pub fn cap_processes(processes: Option<u64>, memory_bytes: Option<u64>) -> Result<(), Failed> {
+    use nix::sys::resource::{Resource, setrlimit};
+    if let Some(processes) = processes {
+        setrlimit(Resource::RLIMIT_NPROC, processes, processes)
+            .map_err(|e| failed("capping the kernel's processes")(&e))?;
+    }
+    if let Some(bytes) = memory_bytes {
+        setrlimit(Resource::RLIMIT_AS, bytes, bytes)
+            .map_err(|e| failed("capping the kernel's address space")(&e))?;
+    }
+    Ok(())
+}
 
 /// Landlock, capabilities, then seccomp, on this process (and so on all it starts).
 pub fn restrict_self(writable: &[PathBuf]) -> Result<(), Failed> {
@@ -296,7 +333,7 @@ fn seccomp_filters() -> Result<Vec<BpfProgram>, seccompiler::BackendError> {
 /// ([`crate::check::check`] tries them for real).
 pub fn describe() -> String {
     format!(
-        "user, mount and network namespaces; Landlock ABI {} (files, signals, ptrace, abstract \
+        "user, mount, network and PID namespaces; Landlock ABI {} (files, signals, ptrace, abstract \
          UNIX sockets); seccomp-bpf; capabilities dropped",
         LANDLOCK_ABI as i32
     )

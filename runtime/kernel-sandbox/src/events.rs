@@ -1,4 +1,5 @@
-//! Egress decisions told to the servers that own the kernels. A launcher runs under whichever
+//! Egress decisions, and kernels stopped at their memory cap, told to the servers that own the
+//! kernels. A launcher runs under whichever
 //! Jupyter Server started it, not under our server, so each decision goes as one datagram to
 //! every socket in the sandbox's `events/` directory: one per running server with
 //! `kernel.sandbox` on, each keeping the events of the kernels it knows and ignoring the rest.
@@ -27,6 +28,21 @@ pub struct EgressEvent {
     pub refused: Option<String>,
 }
 
+/// A kernel the launcher saw killed at its memory cap (`[kernel_sandbox] memory_mb`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelStopped {
+    pub kernel: String,
+    pub memory_cap_mb: u64,
+}
+
+/// What a launcher tells the servers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SandboxEvent {
+    Egress(EgressEvent),
+    Stopped(KernelStopped),
+}
+
 /// The directory of the servers' event sockets, inside the sandbox's place.
 pub fn directory(place: &Path) -> PathBuf {
     place.join("events")
@@ -39,7 +55,7 @@ pub fn hidden(place: &Path) -> [PathBuf; 2] {
 }
 
 /// Sends `event` to every server listening (best effort: a server gone since is skipped).
-pub fn announce(place: &Path, event: &EgressEvent) {
+pub fn announce(place: &Path, event: &SandboxEvent) {
     let dir = directory(place);
     let (Ok(entries), Ok(handle)) = (std::fs::read_dir(&dir), std::fs::File::open(&dir)) else {
         return;
@@ -103,7 +119,7 @@ impl EventSocket {
     }
 
     /// The next event; `None` only when the socket fails.
-    pub async fn next(&self) -> Option<EgressEvent> {
+    pub async fn next(&self) -> Option<SandboxEvent> {
         let mut buffer = vec![0u8; 8192];
         loop {
             let read = self.socket.recv(&mut buffer).await.ok()?;
@@ -157,15 +173,21 @@ mod tests {
         let stale = directory(&place).join("1.sock");
         let dir = std::fs::File::open(directory(&place)).expect("events directory");
         drop(StdDatagram::bind(short(&dir, "1.sock".as_ref())).expect("stale"));
-        let event = EgressEvent {
+        let event = SandboxEvent::Egress(EgressEvent {
             kernel: "k1".into(),
             notebook: Some("a.ipynb".into()),
             host: "example.org".into(),
             port: 443,
             refused: Some("not in hosts".into()),
-        };
+        });
         announce(&place, &event);
         assert_eq!(socket.next().await, Some(event));
+        let stopped = SandboxEvent::Stopped(KernelStopped {
+            kernel: "k1".into(),
+            memory_cap_mb: 256,
+        });
+        announce(&place, &stopped);
+        assert_eq!(socket.next().await, Some(stopped));
         let again = EventSocket::bind(&place).expect("bind again");
         assert!(!stale.exists(), "a dead server's socket is swept");
         drop(again);

@@ -12,6 +12,9 @@
 //!   ([`confine::restrict_self`]), then `exec`.
 //!
 //! Each dies with its parent (`PR_SET_PDEATHSIG`), so a killed launcher leaves nothing behind.
+//! The inner one joins the kernel's memory cgroup before it enters the namespaces, and the
+//! kernel is the first process of its PID namespace: whatever it started (a server, a `nohup`
+//! job, a double-forked daemon) is killed by Linux when it ends, however it ends.
 
 use std::ffi::{CString, OsString};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
@@ -27,6 +30,7 @@ use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid};
 use serde_json::Value;
 
+use crate::caps::KernelCaps;
 use crate::channel::{bridge, control_pair, exit_code, recv_fd, send_fd, serve_sockets};
 use crate::confine::{self, Failed};
 use crate::policy::Policy;
@@ -151,6 +155,8 @@ struct Prepared {
     /// Where the kernel starts when Jupyter started it in a place the sandbox hides (a kernel
     /// started without a notebook runs in the Jupyter Server's working directory).
     workdir: Option<PathBuf>,
+    /// Its cgroups are removed when the launcher ends.
+    caps: KernelCaps,
 }
 
 fn prepare(
@@ -230,7 +236,13 @@ fn prepare(
         .ok()
         .filter(|cwd| hidden.iter().any(|path| cwd.starts_with(path)))
         .and_then(|_| policy.writable.first().cloned());
+    let caps = KernelCaps::create(
+        &format!("jupyter-mcp-kernel-{kernel_id}-{}", std::process::id()),
+        policy.memory_mb,
+        policy.processes,
+    );
     Ok(Prepared {
+        caps,
         workdir,
         policy,
         layout,
@@ -328,6 +340,12 @@ impl Prepared {
             let _ = control.send(format!("E{failed}").as_bytes());
             1
         };
+        if let Err(error) = self.caps.join() {
+            return refuse(Failed {
+                step: "joining the kernel's cgroups",
+                error: error.to_string(),
+            });
+        }
         if let Err(failed) = confine::enter_namespaces(
             &self.layout.deny_read(&self.policy),
             &self.layout.empty_file,
@@ -344,14 +362,30 @@ impl Prepared {
             }
         };
         let proxy_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-        let inner_pid = std::process::id();
+        // Its write end lives as long as this process: how the kernel, which cannot see its
+        // parent from inside its PID namespace, knows it is still there.
+        let (parent_alive, alive_while_open) =
+            match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+                Ok(pipe) => pipe,
+                Err(error) => {
+                    return refuse(Failed {
+                        step: "making a pipe",
+                        error: error.to_string(),
+                    });
+                }
+            };
         let kernel = match sys::fork_single_threaded() {
             Ok(ForkResult::Child) => {
                 drop(listener);
                 drop(control);
-                self.exec_kernel(proxy_port, inner_pid)
+                drop(alive_while_open);
+                self.exec_kernel(proxy_port, parent_alive)
             }
-            Ok(ForkResult::Parent { child }) => child,
+            Ok(ForkResult::Parent { child }) => {
+                drop(parent_alive);
+                std::mem::forget(alive_while_open);
+                child
+            }
             Err(error) => {
                 return refuse(Failed {
                     step: "fork",
@@ -368,11 +402,13 @@ impl Prepared {
     }
 
     /// The kernel's process: confined, then replaced by the kernel.
-    fn exec_kernel(&self, proxy_port: u16, inner_pid: u32) -> ! {
+    fn exec_kernel(&self, proxy_port: u16, parent_alive: std::os::fd::OwnedFd) -> ! {
         let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
-        if std::os::unix::process::parent_id() != inner_pid {
+        if sys::closed_by_writer(&parent_alive) {
+            // The inner process died before the death signal was set.
             std::process::exit(1);
         }
+        drop(parent_alive);
         sys::default_action(&FOR_THE_KERNEL);
         let proxy = format!("http://127.0.0.1:{proxy_port}");
         let site_packages = self.policy.state("site-packages");
@@ -425,7 +461,23 @@ impl Prepared {
         if let Some(dir) = &self.workdir {
             let _ = std::env::set_current_dir(dir);
         }
-        if let Err(failed) = confine::restrict_self(&self.layout.writable(&self.policy)) {
+        if let Err(failed) = confine::own_proc() {
+            eprintln!(
+                "jupyter-mcp-server kernel sandbox: kernel {} sees the machine's /proc: {failed}",
+                self.kernel_id
+            );
+        }
+        let memory = self
+            .caps
+            .memory_per_process()
+            .then(|| self.policy.memory_mb.saturating_mul(1 << 20));
+        let processes = self
+            .caps
+            .processes_by_rlimit()
+            .then_some(self.policy.processes);
+        if let Err(failed) = confine::cap_processes(processes, memory)
+            .and_then(|()| confine::restrict_self(&self.layout.writable(&self.policy)))
+        {
             eprintln!(
                 "jupyter-mcp-server kernel sandbox: kernel {} not started: {failed}",
                 self.kernel_id
@@ -474,7 +526,7 @@ impl Prepared {
             }
         };
         let control = Arc::new(std::sync::Mutex::new(control));
-        runtime.block_on(async {
+        let code = runtime.block_on(async {
             let _ = proxy_listener.set_nonblocking(true);
             let policy = Arc::new(egress::proxy::ProxyPolicy {
                 hosts: self.hosts.clone(),
@@ -520,7 +572,22 @@ impl Prepared {
                     1
                 }
             }
-        })
+        });
+        if self.caps.killed_at_cap() {
+            eprintln!(
+                "jupyter-mcp-server kernel sandbox: kernel {} was stopped at its memory cap of \
+                 {} MB",
+                self.kernel_id, self.policy.memory_mb
+            );
+            crate::events::announce(
+                &self.policy.place,
+                &crate::events::SandboxEvent::Stopped(crate::events::KernelStopped {
+                    kernel: self.kernel_id.clone(),
+                    memory_cap_mb: self.policy.memory_mb,
+                }),
+            );
+        }
+        code
     }
 }
 
@@ -569,7 +636,7 @@ impl EgressLog {
             port,
             refused: refused.map(str::to_owned),
         };
-        crate::events::announce(&self.place, &event);
+        crate::events::announce(&self.place, &crate::events::SandboxEvent::Egress(event));
     }
 }
 

@@ -5,7 +5,9 @@
 //! - network: a namespace of its own with loopback only; out only through the egress proxy
 //!   ([`egress::proxy`]), which allows the operator's hosts and never the Jupyter Server;
 //! - other processes: no signal, ptrace or `/proc/PID/environ` outside the sandbox (Landlock
-//!   scopes), no capabilities, and no system call that would undo the rest (seccomp).
+//!   scopes), no capabilities, and no system call that would undo the rest (seccomp);
+//! - the machine: a memory and a process cap per kernel, its subprocesses included
+//!   ([`caps`]), and everything it started gone when it ends (its own PID namespace).
 //!
 //! [`check::check`] tries all of it on this machine, so a server refuses to start with the
 //! capability on where it cannot hold. [`kernelspec`] writes the kernelspec that runs the
@@ -13,6 +15,7 @@
 
 use std::path::PathBuf;
 
+pub mod caps;
 mod channel;
 pub mod check;
 mod confine;
@@ -22,6 +25,7 @@ pub mod launch;
 pub mod policy;
 mod sys;
 
+pub use caps::KernelCaps;
 pub use confine::describe as mechanisms;
 pub use policy::Policy;
 

@@ -39,6 +39,38 @@ pub struct Policy {
     /// The sandbox's own directory: the kernels' caches and state, and each kernel's private
     /// directory (its `TMPDIR`).
     pub place: PathBuf,
+    /// Memory a kernel may use, its subprocesses included (`[kernel_sandbox] memory_mb`).
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u64,
+    /// Processes (and threads) a kernel may have at once (`[kernel_sandbox] processes`).
+    #[serde(default = "default_processes")]
+    pub processes: u64,
+}
+
+/// The default process cap per kernel.
+pub const DEFAULT_PROCESSES: u64 = 256;
+
+fn default_processes() -> u64 {
+    DEFAULT_PROCESSES
+}
+
+/// The default memory cap per kernel: a quarter of the machine's memory (1 GiB when it cannot
+/// be read).
+pub fn default_memory_mb() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("MemTotal:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+        })
+        .map_or(1024, |kib| (kib / 1024 / 4).max(64))
 }
 
 impl Policy {

@@ -117,3 +117,16 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<std::os::fd::OwnedFd> {
     // SAFETY: the descriptor was just returned to us and is owned by nobody else.
     Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
 }
+
+/// Whether every write end of the pipe `read_end` reads from is closed (its writer is gone).
+pub fn closed_by_writer(read_end: &std::os::fd::OwnedFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd as _;
+    let mut fds = [PollFd::new(read_end.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(_) => fds[0]
+            .revents()
+            .is_some_and(|events| events.contains(PollFlags::POLLHUP)),
+        Err(_) => true,
+    }
+}

@@ -57,7 +57,11 @@ fn run() -> anyhow::Result<()> {
                 connection_file,
                 kernel,
             } => std::process::exit(kernel_sandbox::launch::run(policy, connection_file, kernel)),
-            KernelSandboxCommand::Check { policy } => Ok(kernel_sandbox::check::check(policy)?),
+            KernelSandboxCommand::Check { policy } => {
+                let memory_cap = kernel_sandbox::check::check(policy)?;
+                println!("{memory_cap}");
+                Ok(())
+            }
         };
     }
     if let Some(Command::Kernelspec(KernelspecCommand::Install(args))) = &cli.command {

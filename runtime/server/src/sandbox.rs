@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jupyter_client::launcher::{OwnKernelSpecs, kernel_python};
 use kernel_sandbox::Policy;
-use kernel_sandbox::events::{EgressEvent, EventSocket};
+use kernel_sandbox::events::{EgressEvent, EventSocket, SandboxEvent};
 use kernel_sandbox::kernelspec::{self, EMBEDDED_NAME};
 use server_core::capabilities::{Capabilities, KERNEL_SANDBOX};
 use server_core::domain::Domain;
@@ -147,7 +147,7 @@ pub fn prepare(
         data_dir: dir.join("jupyter"),
         only: vec![EMBEDDED_NAME.to_owned()],
     };
-    check(&policy_file).map_err(refused)?;
+    let caps = check(&policy_file).map_err(refused)?;
     let launcher = std::env::current_exe()
         .map_err(|e| refused(format!("kernel.sandbox: cannot find this program: {e}")))?;
     let spec = kernelspec::kernel_json(
@@ -159,14 +159,14 @@ pub fn prepare(
     kernelspec::write(&specs.data_dir.join("kernels"), EMBEDDED_NAME, &spec)
         .map_err(|e| refused(format!("kernel.sandbox: {e}")))?;
     kernels.specs = Some(specs);
-    tracing::info!("kernel.sandbox is on: {}", enforced(&policy));
+    tracing::info!("kernel.sandbox is on: {}; {caps}", enforced(&policy));
     Ok(Some(kernels))
 }
 
 impl SandboxedKernels {
     /// Follows the launchers' egress decisions for the kernels of `domain`: each refusal a log
     /// line and an event on the running execution's span, each allowed connection counted
-    /// there.
+    /// there; and the kernels they saw stopped at their memory cap, for the domain to say so.
     pub fn follow_egress(&mut self, domain: &Arc<Domain>, hooks: &Arc<Hooks>) {
         let Some(socket) = self.events.take() else {
             return;
@@ -175,6 +175,22 @@ impl SandboxedKernels {
         let hooks = hooks.clone();
         tokio::spawn(async move {
             while let Some(event) = socket.next().await {
+                let event = match event {
+                    SandboxEvent::Egress(event) => event,
+                    SandboxEvent::Stopped(stopped) => {
+                        if domain.jupyter().follows(&stopped.kernel).await {
+                            tracing::warn!(
+                                kernel = %stopped.kernel,
+                                "kernel.sandbox stopped a kernel at its memory cap of {} MB",
+                                stopped.memory_cap_mb
+                            );
+                            domain
+                                .kernel_endings
+                                .stopped_at_memory_cap(&stopped.kernel, stopped.memory_cap_mb);
+                        }
+                        continue;
+                    }
+                };
                 // Noted on the span at once: only an execution of ours on that kernel takes
                 // it, and waiting for the kernel table first let an allowed connection land
                 // after its execution had ended.
@@ -293,12 +309,14 @@ fn policy(
         hosts: settings.hosts.clone(),
         never_ports: Vec::new(),
         place: place.to_owned(),
+        memory_mb: settings.memory_mb,
+        processes: settings.processes,
     }
 }
 
 /// Runs this program's `kernel-sandbox check` (a fresh process: the check forks, which a
 /// process with runtime threads must not).
-fn check(policy_file: &Path) -> Result<(), String> {
+fn check(policy_file: &Path) -> Result<String, String> {
     let program = std::env::current_exe()
         .map_err(|e| format!("kernel.sandbox: cannot find this program: {e}"))?;
     let output = std::process::Command::new(program)
@@ -308,7 +326,7 @@ fn check(policy_file: &Path) -> Result<(), String> {
         .output()
         .map_err(|e| format!("kernel.sandbox: cannot run its check: {e}"))?;
     if output.status.success() {
-        return Ok(());
+        return Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned());
     }
     let said = String::from_utf8_lossy(&output.stderr);
     let said = said
@@ -359,15 +377,18 @@ pub fn install_kernelspec(args: &KernelspecInstallArgs) -> Result<String, String
     policy.deny_read.push(dir.clone());
     let policy_file = dir.join("policy.json");
     policy.save(&policy_file).map_err(|e| e.to_string())?;
-    if let Err(why) = check(&policy_file) {
-        let _ = std::fs::remove_dir_all(&dir);
-        return Err(why.replacen("kernel.sandbox is on, but ", "", 1));
-    }
+    let caps = match check(&policy_file) {
+        Ok(caps) => caps,
+        Err(why) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(why.replacen("kernel.sandbox is on, but ", "", 1));
+        }
+    };
     let launcher = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let spec = kernelspec::kernel_json(&launcher, &policy_file, &python, &args.display_name);
     kernelspec::write(&kernels, &args.name, &spec).map_err(|e| e.to_string())?;
     Ok(format!(
-        "Installed kernelspec '{}' (\"{}\") in {}: {}",
+        "Installed kernelspec '{}' (\"{}\") in {}: {}; {caps}",
         args.name,
         args.display_name,
         dir.display(),

@@ -59,8 +59,9 @@ impl Domain {
                 let outcome = kernel.execute(request).await.map_err(|e| match e.gone_reason() {
                     Some(reason) => Error::Failed(say![
                         format!(
-                            "Kernel '{id}' {reason}; every variable, import and definition it held \
-                             is lost. Call "
+                            "Kernel '{id}' {}; every variable, import and definition it held \
+                             is lost. Call ",
+                            self.kernel_endings.or(id, reason)
                         ),
                         Step::ListKernels,
                         " to find a running kernel, or omit kernel_id to use the default kernel."
@@ -106,6 +107,7 @@ impl Domain {
                             return Err(Error::failed(e));
                         };
                         jupyter.default_kernel_loss_reported(kernel.id()).await;
+                        let reason = self.ended_while_running(kernel.id(), reason).await;
                         Err(Error::Failed(say![
                             format!(
                                 "The default kernel {reason} while this code ran; every \
@@ -242,9 +244,15 @@ impl Domain {
     ) -> (Option<String>, Result<ExecutionOutcome, Error>) {
         let auto_restart = self.capabilities.enabled(AUTO_RESTART);
         let outcome = ready.kernel.execute(request).await;
+        let ended = match &outcome {
+            Err(e) if let Some(reason) = e.gone_reason() => {
+                Some(self.ended_while_running(ready.kernel.id(), reason).await)
+            }
+            _ => None,
+        };
         (
             ready.replaced,
-            outcome.map_err(|e| gone_or_failed(e, in_use, auto_restart)),
+            outcome.map_err(|e| gone_or_failed(e, in_use, auto_restart, ended)),
         )
     }
 }
@@ -325,13 +333,37 @@ tokio::task_local! {
     pub(super) static PAST_GATE: Arc<tokio::sync::Notify>;
 }
 
+impl Domain {
+    /// How a kernel lost while it ran code ended. A sandboxed kernel's launcher tells when it
+    /// was killed at its memory cap a moment after it died, so that word is waited for briefly.
+    pub(super) async fn ended_while_running(
+        &self,
+        kernel_id: &str,
+        reason: impl std::fmt::Display,
+    ) -> String {
+        if self
+            .capabilities
+            .enabled(crate::capabilities::KERNEL_SANDBOX)
+        {
+            for _ in 0..10 {
+                if let Some(ended) = self.kernel_endings.of(kernel_id) {
+                    return ended;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        self.kernel_endings.or(kernel_id, reason)
+    }
+}
+
 pub(super) fn gone_or_failed(
     error: KernelError,
     in_use: &NotebookInUse,
     auto_restart: bool,
+    ended: Option<String>,
 ) -> Error {
     if error.gone_reason().is_some() {
-        Error::Kernel(kernel_gone_message(&in_use.name, auto_restart))
+        Error::Kernel(kernel_gone_message(&in_use.name, auto_restart, ended))
     } else {
         Error::Kernel(error.to_string().into())
     }

@@ -50,11 +50,14 @@ impl Domain {
                 (Some(_), _) | (None, Some(_)) => {
                     let in_use = self.notebook(named)?;
                     let kernel = in_use.kernel();
-                    if let Some(Liveness::Gone(_)) = kernel.as_ref().map(|k| k.liveness()) {
+                    if let Some(kernel) = &kernel
+                        && let Liveness::Gone(_) = kernel.liveness()
+                    {
                         let auto_restart = self.capabilities.enabled(AUTO_RESTART);
                         return Err(Error::Kernel(kernel_gone_message(
                             &in_use.name,
                             auto_restart,
+                            self.kernel_endings.of(kernel.id()),
                         )));
                     }
                     (format!("notebook '{}'", in_use.name), kernel)

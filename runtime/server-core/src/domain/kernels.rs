@@ -14,9 +14,47 @@ use crate::say;
 pub use jupyter_client::kernel::Liveness;
 use jupyter_client::kernel::{Kernel, Progress, ProgressSink};
 
+/// Why kernels ended, where something outside the kernel's connection said: a sandboxed
+/// kernel's launcher tells of a kernel killed at its memory cap. Kept until the kernel is
+/// replaced or restarted, so each report in between names it.
+#[derive(Debug, Default)]
+pub struct KernelEndings(std::sync::Mutex<std::collections::HashMap<String, String>>);
+
+impl KernelEndings {
+    pub fn stopped_at_memory_cap(&self, kernel_id: &str, megabytes: u64) {
+        self.0.lock().expect("endings lock").insert(
+            kernel_id.to_owned(),
+            format!(
+                "was stopped at its memory cap of {megabytes} MB; raise kernel_sandbox.memory_mb \
+                 or use less"
+            ),
+        );
+    }
+
+    /// How kernel `kernel_id` ended, in words that follow "the kernel", when known.
+    pub fn of(&self, kernel_id: &str) -> Option<String> {
+        self.0.lock().expect("endings lock").get(kernel_id).cloned()
+    }
+
+    /// `reason` (the connection's words) unless something better is known.
+    pub fn or(&self, kernel_id: &str, reason: impl std::fmt::Display) -> String {
+        self.of(kernel_id).unwrap_or_else(|| reason.to_string())
+    }
+
+    /// Forgotten once the kernel came back or was replaced.
+    pub fn forget(&self, kernel_id: &str) -> Option<String> {
+        self.0.lock().expect("endings lock").remove(kernel_id)
+    }
+}
+
 /// The error every caller gets for a notebook whose kernel state was lost; `auto_restart`:
-/// whether `kernel.auto-restart` is on (then the next call replaces it by itself).
-pub fn kernel_gone_message(notebook_name: &str, auto_restart: bool) -> Message {
+/// whether `kernel.auto-restart` is on (then the next call replaces it by itself); `ended`:
+/// how it ended, when known ([`KernelEndings`]).
+pub fn kernel_gone_message(
+    notebook_name: &str,
+    auto_restart: bool,
+    ended: Option<String>,
+) -> Message {
     let then = if auto_restart {
         " to start a fresh one now; kernel.auto-restart is on, so the next call that runs code \
          starts a replacement by itself."
@@ -24,9 +62,10 @@ pub fn kernel_gone_message(notebook_name: &str, auto_restart: bool) -> Message {
         " to start a fresh one, or enable the 'kernel.auto-restart' capability to have \
          replacements started automatically."
     };
+    let how = ended.unwrap_or_else(|| "is gone".to_owned());
     say![
         format!(
-            "The kernel of '{notebook_name}' is gone, and its session — every variable, import \
+            "The kernel of '{notebook_name}' {how}, and its session — every variable, import \
              and definition — went with it. Call "
         ),
         Step::RestartNotebook,
@@ -92,7 +131,12 @@ impl Domain {
             });
         };
         if !self.capabilities.enabled(AUTO_RESTART) {
-            return Err(Error::Kernel(kernel_gone_message(&in_use.name, false)));
+            let ended = self.kernel_endings.of(kernel.id());
+            return Err(Error::Kernel(kernel_gone_message(
+                &in_use.name,
+                false,
+                ended,
+            )));
         }
         let jupyter = self.jupyter();
         let start_timeout = self.settings.kernel_start.timeout;
@@ -109,6 +153,10 @@ impl Domain {
                 )
             })?;
         in_use.replace_kernel(fresh.clone());
+        let reason = self
+            .kernel_endings
+            .forget(kernel.id())
+            .unwrap_or_else(|| reason.to_string());
         let note = format!(
             "[KERNEL REPLACED: the kernel of '{}' {reason}; a new, empty kernel ('{}') replaced it \
              (kernel.auto-restart is on), so every earlier variable, import and definition is gone.]",

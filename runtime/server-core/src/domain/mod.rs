@@ -144,6 +144,8 @@ pub struct Domain {
     pub executions: executions::Executions,
     /// Whether the Jupyter Server is up yet (the embedded one starts while we serve).
     pub startup: startup::JupyterStartup,
+    /// How kernels ended, where their connection cannot say (a sandbox's memory cap).
+    pub kernel_endings: kernels::KernelEndings,
     /// The `auto` backend settled once the embedded server's environment is known.
     settled_backend: std::sync::OnceLock<DocumentBackend>,
 }
@@ -177,6 +179,7 @@ impl Domain {
             capabilities,
             hooks,
             kept_outputs: Default::default(),
+            kernel_endings: Default::default(),
             executions,
             startup: Default::default(),
             settled_backend: Default::default(),

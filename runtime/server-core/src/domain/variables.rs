@@ -182,6 +182,7 @@ impl Domain {
                     e,
                     in_use,
                     self.capabilities.enabled(crate::capabilities::AUTO_RESTART),
+                    self.kernel_endings.of(kernel.id()),
                 )
             })?,
         };

@@ -113,8 +113,9 @@ struct GrantPromptsEntry {
 }
 
 /// `[kernel_sandbox]`: `hosts` its egress proxy lets through (`HOST[:PORT]`, `*.example.org`),
-/// `write`, directories it may write beyond the root, and `deny_read`, paths it may not read
-/// beyond the defaults. Relative paths are taken from the file's directory; `~/` is the home.
+/// `write`, directories it may write beyond the root, `deny_read`, paths it may not read
+/// beyond the defaults, and each kernel's caps, `memory_mb` and `processes`. Relative paths are
+/// taken from the file's directory; `~/` is the home.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct KernelSandboxEntry {
@@ -124,6 +125,8 @@ struct KernelSandboxEntry {
     write: Vec<PathBuf>,
     #[serde(default)]
     deny_read: Vec<PathBuf>,
+    memory_mb: Option<NonZeroU64>,
+    processes: Option<NonZeroU64>,
 }
 
 impl KernelSandboxEntry {
@@ -167,6 +170,12 @@ impl KernelSandboxEntry {
                 .into_iter()
                 .map(&place)
                 .collect::<Result<_, _>>()?,
+            memory_mb: self
+                .memory_mb
+                .map_or_else(kernel_sandbox::policy::default_memory_mb, NonZeroU64::get),
+            processes: self
+                .processes
+                .map_or(kernel_sandbox::policy::DEFAULT_PROCESSES, NonZeroU64::get),
             config_file: None,
         })
     }

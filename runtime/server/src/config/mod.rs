@@ -94,13 +94,29 @@ pub struct Config {
 }
 
 /// `[kernel_sandbox]` resolved, with the config file's own path (a kernel never reads it).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct KernelSandboxSettings {
     /// Checked entries, as written.
     pub hosts: Vec<String>,
     pub write: Vec<PathBuf>,
     pub deny_read: Vec<PathBuf>,
+    /// Each kernel's caps, its subprocesses included.
+    pub memory_mb: u64,
+    pub processes: u64,
     pub config_file: Option<PathBuf>,
+}
+
+impl Default for KernelSandboxSettings {
+    fn default() -> Self {
+        KernelSandboxSettings {
+            hosts: Vec::new(),
+            write: Vec::new(),
+            deny_read: Vec::new(),
+            memory_mb: kernel_sandbox::policy::default_memory_mb(),
+            processes: kernel_sandbox::policy::DEFAULT_PROCESSES,
+            config_file: None,
+        }
+    }
 }
 
 impl KernelSandboxSettings {

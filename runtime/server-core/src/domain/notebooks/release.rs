@@ -40,6 +40,7 @@ impl Domain {
         let kernel = self.jupyter().restart_kernel(&current).await.map_err(|e| {
             Error::Failed(format!("Failed to restart notebook '{}': {e}", in_use.name).into())
         })?;
+        self.kernel_endings.forget(current.id());
         in_use.replace_kernel(kernel);
         Ok(())
     }
