@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import zipfile
@@ -34,17 +35,21 @@ PERSON = Path(__file__).resolve().parent / "browser" / "person.cjs"
 
 
 class Site:
-    """An HTTP server on loopback that records the paths it was asked for, serving `files`."""
+    """An HTTP server on loopback that records the paths and headers it was asked with, serving
+    `files` (or what `answer` makes of each request); HTTPS with `tls` (certificate, key)."""
 
-    def __init__(self, files: dict[str, bytes] | None = None):
+    def __init__(self, files: dict[str, bytes] | None = None, tls: tuple[Path, Path] | None = None,
+                 answer=None):
         self.files = files or {}
         self.asked: list[str] = []
+        self.headers: list[dict[str, str]] = []
         site = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802
                 site.asked.append(self.path)
-                body = site.files.get(self.path.split("?")[0])
+                site.headers.append({k.lower(): v for k, v in self.headers.items()})
+                body = answer(self) if answer else site.files.get(self.path.split("?")[0])
                 if body is None and not site.files:
                     body = b"hello from the allowed host"
                 if body is None:
@@ -62,6 +67,10 @@ class Site:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        if tls:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

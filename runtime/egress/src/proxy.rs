@@ -1,6 +1,8 @@
 //! The egress proxy a sandboxed kernel is given as `HTTP_PROXY`/`HTTPS_PROXY`: `CONNECT` tunnels
 //! (HTTPS, passed through untouched) and absolute-form plain HTTP requests, each to a host the
-//! operator listed. Everything else is answered `403` with a reason that names the setting.
+//! operator listed. Everything else is answered `403` with a reason that names the setting. A
+//! host with a credential is served by [`crate::credentials`] instead of tunnelled. The policy
+//! is asked for at each connection, so a changed one applies at the next.
 //!
 //! It is the kernel's only way out: the kernel runs in a network namespace of its own, so a
 //! client that ignores the proxy variables reaches nothing at all.
@@ -12,15 +14,16 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::credentials::{Credential, Secrets, clear_text_refusal, serve_with_credential};
 use crate::hosts::{HostRule, default_port, is_internal};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A request head larger than this is refused (no proxy request needs more).
-const MAX_HEAD: usize = 64 * 1024;
-const MAX_HEADERS: usize = 100;
+pub(crate) const MAX_HEAD: usize = 64 * 1024;
+pub(crate) const MAX_HEADERS: usize = 100;
 
 /// What the proxy lets through.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ProxyPolicy {
     pub hosts: Vec<HostRule>,
     /// Ports never reached on an internal address, whatever `hosts` says: the Jupyter Server's
@@ -28,6 +31,34 @@ pub struct ProxyPolicy {
     pub never_ports: Vec<u16>,
     /// How refusals name the setting that would allow a host, e.g. `[kernel_sandbox] hosts`.
     pub setting: String,
+    /// Hosts whose requests get a header from a secret (each also reachable, as if listed).
+    pub credentials: Vec<Credential>,
+    pub secrets: Option<Arc<dyn Secrets>>,
+    /// TLS toward credentialed hosts; `None` when there are none.
+    pub upstream_tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl ProxyPolicy {
+    /// The credential for `host` on `port`, if any.
+    fn credential(&self, host: &str, port: u16) -> Option<&Credential> {
+        self.credentials
+            .iter()
+            .find(|c| c.host == host && c.port == port)
+    }
+}
+
+/// The policy in force now: asked for at each connection.
+pub trait CurrentPolicy: Send + Sync + 'static {
+    fn current(&self) -> Arc<ProxyPolicy>;
+}
+
+/// A policy that never changes.
+pub struct Fixed(pub Arc<ProxyPolicy>);
+
+impl CurrentPolicy for Fixed {
+    fn current(&self) -> Arc<ProxyPolicy> {
+        self.0.clone()
+    }
 }
 
 /// Told of every connection the proxy decides on.
@@ -42,13 +73,17 @@ pub trait EgressEvents: Send + Sync + 'static {
 /// on in origin form with `Connection: close` and the rest of the exchange is piped both ways.
 /// Written over `httparse` rather than hyper's server and client, whose second instantiation for
 /// these types cost the binary 0.4 MB for what is a request line, headers and two pipes.
-pub async fn serve(listener: TcpListener, policy: Arc<ProxyPolicy>, events: Arc<dyn EgressEvents>) {
+pub async fn serve(
+    listener: TcpListener,
+    policy: Arc<dyn CurrentPolicy>,
+    events: Arc<dyn EgressEvents>,
+) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let policy = policy.clone();
+        let policy = policy.current();
         let events = events.clone();
         tokio::spawn(async move {
             let _ = exchange(stream, &policy, &events).await;
@@ -94,6 +129,17 @@ async fn exchange(
             Err(why) => return reply(&mut client, 400, "Bad proxy request", &why).await,
         }
     };
+    let credential = policy.credential(&asked.host, asked.port);
+    if !asked.tunnel
+        && let Some(credential) = policy
+            .credentials
+            .iter()
+            .find(|c| c.host == asked.host && (c.port == asked.port || asked.port == 80))
+    {
+        let why = clear_text_refusal(credential);
+        events.refused(&asked.host, asked.port, &why);
+        return reply(&mut client, 403, "Forbidden by the kernel sandbox", &why).await;
+    }
     let mut server = match open(policy, asked.scheme, &asked.host, asked.port).await {
         Ok(stream) => stream,
         Err(why) => {
@@ -101,6 +147,19 @@ async fn exchange(
             return reply(&mut client, 403, "Forbidden by the kernel sandbox", &why).await;
         }
     };
+    if let (Some(credential), Some(secrets), Some(tls)) =
+        (credential, &policy.secrets, &policy.upstream_tls)
+    {
+        client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await?;
+        match serve_with_credential(client, server, credential, secrets.as_ref(), tls.clone()).await
+        {
+            Ok(()) => events.allowed(&asked.host, asked.port),
+            Err(why) => events.refused(&asked.host, asked.port, &why),
+        }
+        return Ok(());
+    }
     events.allowed(&asked.host, asked.port);
     if asked.tunnel {
         client
@@ -250,14 +309,18 @@ async fn open(
     {
         return Err(jupyter_port_refusal(host, port));
     }
+    let credentialed = policy
+        .credential(host, port)
+        .and_then(|c| HostRule::parse_in("credentials", &format!("{}:{}", c.host, c.port)).ok());
     let rule = policy
         .hosts
         .iter()
         .find(|rule| rule.matches(scheme, host, port))
+        .or(credentialed.as_ref())
         .ok_or_else(|| {
             format!(
                 "connection to {host}:{port} refused: '{shown}' is not in {setting}; the \
-                 operator can add \"{shown}\" there and restart the server"
+                 operator can add \"{shown}\" there (read again at the next connection)"
             )
         })?;
     let resolved: Vec<SocketAddr> = match host.parse::<IpAddr>() {
@@ -384,9 +447,12 @@ mod tests {
                 .collect(),
             never_ports,
             setting: "[kernel_sandbox] hosts".into(),
+            credentials: Vec::new(),
+            secrets: None,
+            upstream_tls: None,
         });
         let seen = Arc::new(Seen::default());
-        tokio::spawn(serve(listener, policy, seen.clone()));
+        tokio::spawn(serve(listener, Arc::new(Fixed(policy)), seen.clone()));
         (port, seen)
     }
 

@@ -151,7 +151,8 @@ struct Prepared {
     outside_ip: IpAddr,
     ports: Vec<u16>,
     argv: Vec<CString>,
-    hosts: Vec<egress::HostRule>,
+    /// The egress proxy's policy, re-read when the policy file changes.
+    proxy: Arc<crate::proxied::FromPolicyFile>,
     /// Where the kernel starts when Jupyter started it in a place the sandbox hides (a kernel
     /// started without a notebook runs in the Jupyter Server's working directory).
     workdir: Option<PathBuf>,
@@ -166,12 +167,6 @@ fn prepare(
 ) -> Result<Prepared, SandboxError> {
     forced_off()?;
     let mut policy = Policy::load(policy_file)?;
-    let hosts = policy
-        .hosts
-        .iter()
-        .map(|entry| egress::HostRule::parse_in("[kernel_sandbox] hosts", entry))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(SandboxError::Hosts)?;
     let connection = read_connection(connection_file)?;
     let transport = connection["transport"].as_str().unwrap_or("tcp");
     if transport != "tcp" {
@@ -231,6 +226,10 @@ fn prepare(
         ));
     }
     policy.never_ports.extend(parent_listening_ports());
+    let proxy = Arc::new(
+        crate::proxied::FromPolicyFile::new(policy_file.to_owned(), &policy, kernel_id.clone())
+            .map_err(SandboxError::Hosts)?,
+    );
     let hidden = layout.deny_read(&policy);
     let workdir = std::env::current_dir()
         .ok()
@@ -250,7 +249,7 @@ fn prepare(
         outside_ip,
         ports,
         argv,
-        hosts,
+        proxy,
     })
 }
 
@@ -443,6 +442,21 @@ impl Prepared {
             ("all_proxy", proxy.into()),
             ("JUPYTER_MCP_KERNEL_SANDBOX", "1".into()),
         ];
+        // With credentials the proxy answers for their hosts with certificates of the server's
+        // authority: every TLS client the kernel runs trusts the bundle that holds it.
+        let mut environment = environment;
+        if let Some(bundle) = &self.policy.ca_bundle {
+            for name in [
+                "SSL_CERT_FILE",
+                "REQUESTS_CA_BUNDLE",
+                "CURL_CA_BUNDLE",
+                "PIP_CERT",
+                "GIT_SSL_CAINFO",
+                "NODE_EXTRA_CA_CERTS",
+            ] {
+                environment.push((name, bundle.clone().into()));
+            }
+        }
         let ours: Vec<&str> = environment.iter().map(|(name, _)| *name).collect();
         let mut env: Vec<CString> = std::env::vars_os()
             .filter(|(name, _)| {
@@ -528,11 +542,7 @@ impl Prepared {
         let control = Arc::new(std::sync::Mutex::new(control));
         let code = runtime.block_on(async {
             let _ = proxy_listener.set_nonblocking(true);
-            let policy = Arc::new(egress::proxy::ProxyPolicy {
-                hosts: self.hosts.clone(),
-                never_ports: self.policy.never_ports.clone(),
-                setting: "[kernel_sandbox] hosts of the server's config file".into(),
-            });
+            let policy: Arc<dyn egress::proxy::CurrentPolicy> = self.proxy.clone();
             let events: Arc<dyn egress::proxy::EgressEvents> = Arc::new(EgressLog {
                 place: self.policy.place.clone(),
                 kernel: self.kernel_id.clone(),

@@ -19,10 +19,12 @@ pub mod caps;
 mod channel;
 pub mod check;
 mod confine;
+pub mod credentials;
 pub mod events;
 pub mod kernelspec;
 pub mod launch;
 pub mod policy;
+mod proxied;
 mod sys;
 
 pub use caps::KernelCaps;

@@ -45,6 +45,17 @@ pub struct Policy {
     /// Processes (and threads) a kernel may have at once (`[kernel_sandbox] processes`).
     #[serde(default = "default_processes")]
     pub processes: u64,
+    /// Hosts whose requests the proxy adds a secret's header to (`[kernel_sandbox]
+    /// credentials`).
+    #[serde(default)]
+    pub credentials: Vec<crate::credentials::PolicyCredential>,
+    /// The operator's secrets file the proxy reads credentials' values from.
+    #[serde(default)]
+    pub secrets_file: Option<PathBuf>,
+    /// The CA bundle the kernel trusts (the machine's roots and the server's authority), when
+    /// there are credentials.
+    #[serde(default)]
+    pub ca_bundle: Option<PathBuf>,
 }
 
 /// The default process cap per kernel.

@@ -127,6 +127,92 @@ struct KernelSandboxEntry {
     deny_read: Vec<PathBuf>,
     memory_mb: Option<NonZeroU64>,
     processes: Option<NonZeroU64>,
+    #[serde(default)]
+    credentials: Vec<CredentialEntry>,
+}
+
+/// One of `[kernel_sandbox] credentials`: requests to `host` get `header` set to `format` with
+/// the secret `secret` in place of `{}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CredentialEntry {
+    host: String,
+    secret: String,
+    #[serde(default = "default_credential_header")]
+    header: String,
+    #[serde(default = "default_credential_format")]
+    format: String,
+}
+
+fn default_credential_header() -> String {
+    "Authorization".into()
+}
+
+fn default_credential_format() -> String {
+    "Bearer {}".into()
+}
+
+impl CredentialEntry {
+    fn resolve(
+        self,
+        fail: &impl Fn(String) -> ConfigError,
+    ) -> Result<super::CredentialSetting, ConfigError> {
+        let bad = |why: String| fail(format!("kernel_sandbox.credentials: {why}"));
+        let written = self.host.as_str();
+        let (host, port) = if let Some(rest) = written.strip_prefix('[') {
+            match rest.split_once(']') {
+                Some((host, "")) => (host, Some(443)),
+                Some((host, port)) => (host, port.strip_prefix(':').and_then(|p| p.parse().ok())),
+                None => (rest, None),
+            }
+        } else if written.matches(':').count() == 1 {
+            let (host, port) = written.split_once(':').unwrap_or((written, ""));
+            (host, port.parse().ok())
+        } else {
+            (written, Some(443))
+        };
+        let Some(port) = port else {
+            return Err(bad(format!(
+                "host {written:?} has a port that is not a number"
+            )));
+        };
+        let host = host.to_ascii_lowercase();
+        if host.is_empty()
+            || host.contains(['*', '/', '@', ' '])
+            || egress::HostRule::parse_in("kernel_sandbox.credentials", &host).is_err()
+        {
+            return Err(bad(format!(
+                "host {:?} is not one host (a name or an address, optionally :PORT; no \
+                 wildcards: each credentialed host gets a certificate of its own)",
+                self.host
+            )));
+        }
+        server_core::secrets::check_name(&self.secret).map_err(|e| bad(e.to_string()))?;
+        if self.header.is_empty()
+            || !self
+                .header
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(bad(format!(
+                "header {:?} is not an HTTP header name (letters, digits, '-')",
+                self.header
+            )));
+        }
+        if self.format.matches("{}").count() != 1 || self.format.contains(['\r', '\n']) {
+            return Err(bad(format!(
+                "format {:?} must hold {{}} exactly once, where the secret goes, on one line",
+                self.format
+            )));
+        }
+        Ok(super::CredentialSetting {
+            host,
+            port,
+            secret: self.secret,
+            header: self.header,
+            format: self.format,
+        })
+    }
 }
 
 impl KernelSandboxEntry {
@@ -176,6 +262,11 @@ impl KernelSandboxEntry {
             processes: self
                 .processes
                 .map_or(kernel_sandbox::policy::DEFAULT_PROCESSES, NonZeroU64::get),
+            credentials: self
+                .credentials
+                .into_iter()
+                .map(|entry| entry.resolve(&fail))
+                .collect::<Result<_, _>>()?,
             config_file: None,
         })
     }

@@ -103,7 +103,19 @@ pub struct KernelSandboxSettings {
     /// Each kernel's caps, its subprocesses included.
     pub memory_mb: u64,
     pub processes: u64,
+    /// Headers the egress proxy fills from secrets, per host.
+    pub credentials: Vec<CredentialSetting>,
     pub config_file: Option<PathBuf>,
+}
+
+/// One `[kernel_sandbox] credentials` entry, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialSetting {
+    pub host: String,
+    pub port: u16,
+    pub secret: String,
+    pub header: String,
+    pub format: String,
 }
 
 impl Default for KernelSandboxSettings {
@@ -114,6 +126,7 @@ impl Default for KernelSandboxSettings {
             deny_read: Vec::new(),
             memory_mb: kernel_sandbox::policy::default_memory_mb(),
             processes: kernel_sandbox::policy::DEFAULT_PROCESSES,
+            credentials: Vec::new(),
             config_file: None,
         }
     }

@@ -15,6 +15,10 @@ use server_core::capabilities::{Capabilities, KERNEL_SANDBOX};
 use server_core::domain::Domain;
 use server_core::hooks::{ExecutionNote, Hooks};
 
+mod policy_file;
+
+use policy_file::PolicyInputs;
+
 use crate::RunError;
 use crate::config::{Config, JupyterSource, KernelSandboxSettings, KernelspecInstallArgs};
 
@@ -31,11 +35,18 @@ pub struct SandboxedKernels {
     pub specs: Option<OwnKernelSpecs>,
     events: Option<EventSocket>,
     events_path: Option<PathBuf>,
+    /// What remakes the policy when the config file changes, and the file it writes.
+    remake: Option<(PolicyInputs, PathBuf)>,
+    /// The kernels' CA bundle, when there are credentials.
+    bundle: Option<PathBuf>,
 }
 
 impl Drop for SandboxedKernels {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(bundle) = &self.bundle {
+            let _ = std::fs::remove_file(bundle);
+        }
         if let Some(path) = &self.events_path {
             let _ = std::fs::remove_file(path);
         }
@@ -104,6 +115,8 @@ pub fn prepare(
         specs: None,
         events: None,
         events_path: None,
+        remake: None,
+        bundle: None,
     };
     let (events, events_path) = match EventSocket::bind(&place) {
         Ok(socket) => {
@@ -132,13 +145,23 @@ pub fn prepare(
         return Ok(Some(kernels));
     };
     let root = root_dir.canonicalize().unwrap_or_else(|_| root_dir.clone());
-    let policy = policy(
-        &root,
-        &config.kernel_sandbox,
+    let bundle = place
+        .join("ca")
+        .join(format!("server-{}.pem", std::process::id()));
+    kernels.bundle = Some(bundle.clone());
+    let mut inputs = PolicyInputs::new(
+        root,
+        config.kernel_sandbox.clone(),
         config.wasm.secrets.as_ref().map(|s| s.path().to_owned()),
         config.state.as_ref().map(|state| state.dir.clone()),
-        &place,
+        place.clone(),
+        dir.clone(),
+        bundle,
+        Vec::new(),
     );
+    let policy = inputs
+        .make()
+        .map_err(|e| refused(format!("kernel.sandbox: {e}")))?;
     let policy_file = dir.join("policy.json");
     policy
         .save(&policy_file)
@@ -159,11 +182,20 @@ pub fn prepare(
     kernelspec::write(&specs.data_dir.join("kernels"), EMBEDDED_NAME, &spec)
         .map_err(|e| refused(format!("kernel.sandbox: {e}")))?;
     kernels.specs = Some(specs);
+    kernels.remake = Some((inputs, policy_file));
     tracing::info!("kernel.sandbox is on: {}; {caps}", enforced(&policy));
     Ok(Some(kernels))
 }
 
 impl SandboxedKernels {
+    /// Rewrites the kernels' policy whenever the config file's `hosts` or `credentials`
+    /// change, until the process ends.
+    pub fn follow_config(&mut self) {
+        if let Some((inputs, policy_file)) = self.remake.take() {
+            inputs.watch(policy_file);
+        }
+    }
+
     /// Follows the launchers' egress decisions for the kernels of `domain`: each refusal a log
     /// line and an event on the running execution's span, each allowed connection counted
     /// there; and the kernels they saw stopped at their memory cap, for the domain to say so.
@@ -263,7 +295,7 @@ fn log_egress(event: &EgressEvent, note: &ExecutionNote) {
 fn enforced(policy: &Policy) -> String {
     format!(
         "kernels confined by {}; writable: {}; reads denied: {}; hosts allowed through the \
-         egress proxy: {}",
+         egress proxy: {}; credentials added there, TLS terminated: {}",
         kernel_sandbox::mechanisms(),
         shown(&policy.writable),
         shown(&policy.deny_read),
@@ -271,6 +303,21 @@ fn enforced(policy: &Policy) -> String {
             "none".to_owned()
         } else {
             policy.hosts.join(", ")
+        },
+        if policy.credentials.is_empty() {
+            "none".to_owned()
+        } else {
+            policy
+                .credentials
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}:{} ({} from secret {})",
+                        c.host, c.port, c.header, c.secret
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     )
 }
@@ -311,6 +358,9 @@ fn policy(
         place: place.to_owned(),
         memory_mb: settings.memory_mb,
         processes: settings.processes,
+        credentials: Vec::new(),
+        secrets_file: None,
+        ca_bundle: None,
     }
 }
 
@@ -372,9 +422,21 @@ pub fn install_kernelspec(args: &KernelspecInstallArgs) -> Result<String, String
         .map_err(|e| format!("--root-dir {}: {e}", root.display()))?;
     let place = place()?;
     let dir = kernels.join(&args.name);
-    let mut policy = policy(&root, &settings, None, default_state_dir(), &place);
-    // The kernelspec itself: a kernel that could rewrite it would start the next one unconfined.
-    policy.deny_read.push(dir.clone());
+    // The kernelspec itself (a kernel that could rewrite it would start the next one
+    // unconfined) holds the policy and the credentials' certificates.
+    let mut inputs = PolicyInputs::new(
+        root,
+        settings,
+        None,
+        default_state_dir(),
+        place.clone(),
+        dir.clone(),
+        place
+            .join("ca")
+            .join(format!("kernelspec-{}.pem", args.name)),
+        vec![dir.clone()],
+    );
+    let policy = inputs.make()?;
     let policy_file = dir.join("policy.json");
     policy.save(&policy_file).map_err(|e| e.to_string())?;
     let caps = match check(&policy_file) {
