@@ -36,6 +36,18 @@ pub struct ProxyPolicy {
     pub secrets: Option<Arc<dyn Secrets>>,
     /// TLS toward credentialed hosts; `None` when there are none.
     pub upstream_tls: Option<Arc<rustls::ClientConfig>>,
+    /// Who is asked about a host not listed (a person, through the server); `None`: refused.
+    pub asker: Option<Arc<dyn Asker>>,
+}
+
+/// Asks whether a host that is not listed may be reached: `Ok` with how it was allowed, `Err`
+/// with why not (words that follow "and ").
+pub trait Asker: Send + Sync + 'static {
+    fn ask(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + '_>>;
 }
 
 impl ProxyPolicy {
@@ -140,7 +152,30 @@ async fn exchange(
         events.refused(&asked.host, asked.port, &why);
         return reply(&mut client, 403, "Forbidden by the kernel sandbox", &why).await;
     }
-    let mut server = match open(policy, asked.scheme, &asked.host, asked.port).await {
+    let listed = credential.is_some()
+        || policy
+            .hosts
+            .iter()
+            .any(|rule| rule.matches(asked.scheme, &asked.host, asked.port));
+    let mut allowed_now = None;
+    if !listed && let Some(asker) = &policy.asker {
+        match asker.ask(&asked.host, asked.port).await {
+            Ok(_) => {
+                allowed_now =
+                    HostRule::parse_in("asked", &format!("{}:{}", asked.host, asked.port)).ok();
+            }
+            Err(why) => {
+                let why = format!(
+                    "connection to {}:{} refused: it is not in {}, and {why}",
+                    asked.host, asked.port, policy.setting
+                );
+                events.refused(&asked.host, asked.port, &why);
+                return reply(&mut client, 403, "Forbidden by the kernel sandbox", &why).await;
+            }
+        }
+    }
+    let opened = open(policy, asked.scheme, &asked.host, asked.port, allowed_now).await;
+    let mut server = match opened {
         Ok(stream) => stream,
         Err(why) => {
             events.refused(&asked.host, asked.port, &why);
@@ -296,6 +331,7 @@ async fn open(
     scheme: &str,
     host: &str,
     port: u16,
+    allowed_now: Option<HostRule>,
 ) -> Result<TcpStream, String> {
     let shown = if port == default_port(scheme) {
         host.to_owned()
@@ -317,6 +353,7 @@ async fn open(
         .iter()
         .find(|rule| rule.matches(scheme, host, port))
         .or(credentialed.as_ref())
+        .or(allowed_now.as_ref())
         .ok_or_else(|| {
             format!(
                 "connection to {host}:{port} refused: '{shown}' is not in {setting}; the \
@@ -450,6 +487,7 @@ mod tests {
             credentials: Vec::new(),
             secrets: None,
             upstream_tls: None,
+            asker: None,
         });
         let seen = Arc::new(Seen::default());
         tokio::spawn(serve(listener, Arc::new(Fixed(policy)), seen.clone()));

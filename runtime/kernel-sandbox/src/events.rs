@@ -35,12 +35,141 @@ pub struct KernelStopped {
     pub memory_cap_mb: u64,
 }
 
+/// A connection to a host not listed, held until the server that owns the kernel says whether
+/// the person allowed it (`kernel.egress-prompts`). The answer goes to `reply`, a socket of the
+/// launcher's in the same directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EgressAsk {
+    pub kernel: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notebook: Option<String>,
+    pub host: String,
+    pub port: u16,
+    pub ask: u64,
+    pub reply: String,
+}
+
+/// A server's answer to an [`EgressAsk`]: first `allowed: None` (taken: the person is being
+/// asked), then the decision and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AskAnswer {
+    pub ask: u64,
+    pub allowed: Option<bool>,
+    #[serde(default)]
+    pub why: String,
+}
+
 /// What a launcher tells the servers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum SandboxEvent {
+    // First: an ask carries every field an egress event does, and more.
+    Ask(EgressAsk),
     Egress(EgressEvent),
     Stopped(KernelStopped),
+}
+
+/// How long a launcher waits for any server to take a question.
+const TAKEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+/// The longest a held connection waits for the person (the server answers at the call's
+/// deadline; this only bounds a server that went away meanwhile).
+const DECIDED_WITHIN: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Answers `answer` to the launcher's socket `reply` (a name in the events directory).
+pub fn answer(place: &Path, reply: &str, answer: &AskAnswer) {
+    if reply.contains('/') || !reply.ends_with(".reply") {
+        return;
+    }
+    let dir = directory(place);
+    let (Ok(handle), Ok(datagram), Ok(socket)) = (
+        std::fs::File::open(&dir),
+        serde_json::to_vec(answer),
+        StdDatagram::unbound(),
+    ) else {
+        return;
+    };
+    let _ = socket.send_to(&datagram, short(&handle, reply.as_ref()));
+}
+
+/// The launcher's side: puts each question to the servers listening and waits for the one that
+/// owns the kernel.
+pub struct ServerAsker {
+    pub place: PathBuf,
+    pub kernel: String,
+    pub notebook: Option<String>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl ServerAsker {
+    pub fn new(place: PathBuf, kernel: String, notebook: Option<String>) -> Self {
+        ServerAsker {
+            place,
+            kernel,
+            notebook,
+            next: Default::default(),
+        }
+    }
+
+    async fn put(&self, host: &str, port: u16) -> Result<String, String> {
+        let ask = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = directory(&self.place);
+        let name = format!("{}-{ask}.reply", std::process::id());
+        let handle = std::fs::File::open(&dir).map_err(|e| format!("no server to ask ({e})"))?;
+        let socket = tokio::net::UnixDatagram::bind(short(&handle, name.as_ref()))
+            .map_err(|e| format!("the person could not be asked ({e})"))?;
+        struct Remove(PathBuf);
+        impl Drop for Remove {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(&self.0);
+            }
+        }
+        let _remove = Remove(dir.join(&name));
+        announce(
+            &self.place,
+            &SandboxEvent::Ask(EgressAsk {
+                kernel: self.kernel.clone(),
+                notebook: self.notebook.clone(),
+                host: host.to_owned(),
+                port,
+                ask,
+                reply: name,
+            }),
+        );
+        let mut buffer = vec![0u8; 8192];
+        let mut wait = TAKEN_WITHIN;
+        loop {
+            let read = match tokio::time::timeout(wait, socket.recv(&mut buffer)).await {
+                Ok(Ok(read)) => read,
+                Ok(Err(e)) => return Err(format!("the question was lost ({e})")),
+                Err(_) if wait == TAKEN_WITHIN => {
+                    return Err("no server with kernel.egress-prompts on runs this kernel, so                                 nobody was asked"
+                        .into());
+                }
+                Err(_) => return Err("no answer came".into()),
+            };
+            let Ok(answer) = serde_json::from_slice::<AskAnswer>(&buffer[..read]) else {
+                continue;
+            };
+            match answer.allowed {
+                _ if answer.ask != ask => {}
+                None => wait = DECIDED_WITHIN,
+                Some(true) => return Ok(answer.why),
+                Some(false) => return Err(answer.why),
+            }
+        }
+    }
+}
+
+impl egress::proxy::Asker for ServerAsker {
+    fn ask(
+        &self,
+        host: &str,
+        port: u16,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + '_>>
+    {
+        let host = host.to_owned();
+        Box::pin(async move { self.put(&host, port).await })
+    }
 }
 
 /// The directory of the servers' event sockets, inside the sandbox's place.

@@ -56,6 +56,10 @@ pub struct Policy {
     /// there are credentials.
     #[serde(default)]
     pub ca_bundle: Option<PathBuf>,
+    /// Whether a host not listed is put to the person through the server
+    /// (`kernel.egress-prompts`) instead of refused at once.
+    #[serde(default)]
+    pub egress_prompts: bool,
 }
 
 /// The default process cap per kernel.

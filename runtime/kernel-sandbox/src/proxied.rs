@@ -29,7 +29,7 @@ fn stamp(path: &PathBuf) -> Stamp {
 
 impl FromPolicyFile {
     pub(crate) fn new(path: PathBuf, policy: &Policy, kernel: String) -> Result<Self, String> {
-        let first = build(policy)?;
+        let first = build(policy, &kernel)?;
         Ok(FromPolicyFile {
             never_ports: policy.never_ports.clone(),
             now: Mutex::new((stamp(&path), Arc::new(first))),
@@ -49,7 +49,7 @@ impl CurrentPolicy for FromPolicyFile {
                 .map_err(|e| e.to_string())
                 .and_then(|mut policy| {
                     policy.never_ports = self.never_ports.clone();
-                    build(&policy)
+                    build(&policy, &self.kernel)
                 });
             match rebuilt {
                 Ok(policy) => {
@@ -73,8 +73,8 @@ impl CurrentPolicy for FromPolicyFile {
     }
 }
 
-/// The proxy's policy for `policy`.
-fn build(policy: &Policy) -> Result<ProxyPolicy, String> {
+/// The proxy's policy for `policy`, for kernel `kernel`.
+fn build(policy: &Policy, kernel: &str) -> Result<ProxyPolicy, String> {
     let hosts = policy
         .hosts
         .iter()
@@ -97,5 +97,12 @@ fn build(policy: &Policy) -> Result<ProxyPolicy, String> {
         credentials,
         secrets,
         upstream_tls,
+        asker: policy.egress_prompts.then(|| {
+            Arc::new(crate::events::ServerAsker::new(
+                policy.place.clone(),
+                kernel.to_owned(),
+                std::env::var("JPY_SESSION_NAME").ok(),
+            )) as Arc<dyn egress::proxy::Asker>
+        }),
     })
 }

@@ -21,6 +21,7 @@ pub const COMPACT_OUTPUT: &str = "output.compact";
 pub const EXECUTION_CONFIRM: &str = "execution.confirm";
 pub const GRANT_PROMPTS: &str = "extensions.grant-prompts";
 pub const KERNEL_SANDBOX: &str = "kernel.sandbox";
+pub const EGRESS_PROMPTS: &str = "kernel.egress-prompts";
 
 /// Name prefixes an extension may not use: they belong to the core.
 const RESERVED_PREFIXES: [&str; 3] = ["kernel", "server", "notebook"];
@@ -194,6 +195,18 @@ impl Default for Table {
                  Server), and cannot signal, trace or read other processes. Subprocesses inherit \
                  it. Linux namespaces, Landlock and seccomp; the server refuses to start with it \
                  on where they are missing, and with a Jupyter it did not start itself.",
+            ),
+            (
+                EGRESS_PROMPTS,
+                false,
+                "With kernel.sandbox: when a sandboxed kernel connects to a host not in \
+                 [kernel_sandbox] hosts, hold the connection and ask the person through the MCP \
+                 client whose call runs the code (host, port, notebook, the code's first line): \
+                 for this run, for this session, or always when [grant_prompts] allow_always \
+                 (written to hosts). No answer before the call's deadline, a decline, a client \
+                 without elicitation or no call running (a background run): refused, saying \
+                 which. `sandbox hosts` lists what was allowed, `sandbox revoke HOST` takes it \
+                 back.",
             ),
         ] {
             declared.insert(

@@ -147,7 +147,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     };
     if let Some(sandboxed) = sandboxed.as_mut() {
         sandboxed.follow_egress(&domain, &hooks);
-        sandboxed.follow_config();
+        sandboxed.follow_config(&domain);
     }
     let (guests, extensions, state) = guests.start(&config, domain.clone(), tools, catalog, hub);
     let stop = CancellationToken::new();

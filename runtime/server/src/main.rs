@@ -4,7 +4,7 @@ use anyhow::Context;
 use clap::Parser;
 use jupyter_mcp_server::config::{
     Cli, Command, Config, ExtensionCommand, GrantArgs, KernelSandboxCommand, KernelspecCommand,
-    RemoteArgs, SecretCommand, warn_if_on_command_line,
+    RemoteArgs, SandboxCommand, SecretCommand, warn_if_on_command_line,
 };
 use jupyter_mcp_server::mcp::control::{extension_entry, remote_control};
 use reqwest::Method;
@@ -131,6 +131,19 @@ fn run() -> anyhow::Result<()> {
         Command::Policy(args) => {
             let path = format!("api/extensions/{}/policy", args.extension);
             Control::new("policy", args.server, Method::GET, path)
+        }
+        Command::Sandbox(SandboxCommand::Hosts(remote)) => {
+            Control::new("sandbox hosts", remote, Method::GET, "api/sandbox/hosts")
+        }
+        Command::Sandbox(SandboxCommand::Revoke(args)) => {
+            let body = serde_json::json!({ "host": args.host });
+            Control::new(
+                "sandbox revoke",
+                args.server,
+                Method::POST,
+                "api/sandbox/revoke",
+            )
+            .with_body(body)
         }
         Command::Stop(remote) => Control::new("stop", remote, Method::DELETE, "api/stop"),
         Command::Secret(command) => return secret(command),

@@ -56,7 +56,12 @@ impl Domain {
                 })?;
                 self.confirmed(&request.code, &format!("kernel {id}"), &request.cancel)
                     .await?;
-                let outcome = kernel.execute(request).await.map_err(|e| match e.gone_reason() {
+                let running = self
+                    .egress_asks
+                    .running(id, &request.code, request.timeout, None);
+                let outcome = kernel.execute(request).await;
+                drop(running);
+                let outcome = outcome.map_err(|e| match e.gone_reason() {
                     Some(reason) => Error::Failed(say![
                         format!(
                             "Kernel '{id}' {}; every variable, import and definition it held \
@@ -97,7 +102,12 @@ impl Domain {
                 let place = format!("the default kernel ({})", kernel.id());
                 self.confirmed(&request.code, &place, &request.cancel)
                     .await?;
-                match kernel.execute(request).await {
+                let running =
+                    self.egress_asks
+                        .running(kernel.id(), &request.code, request.timeout, None);
+                let outcome = kernel.execute(request).await;
+                drop(running);
+                match outcome {
                     Ok(outcome) => Ok(Executed {
                         outcome,
                         replaced: None,
@@ -243,7 +253,14 @@ impl Domain {
         request: ExecutionRequest,
     ) -> (Option<String>, Result<ExecutionOutcome, Error>) {
         let auto_restart = self.capabilities.enabled(AUTO_RESTART);
+        let running = self.egress_asks.running(
+            ready.kernel.id(),
+            &request.code,
+            request.timeout,
+            Some(&in_use.path),
+        );
         let outcome = ready.kernel.execute(request).await;
+        drop(running);
         let ended = match &outcome {
             Err(e) if let Some(reason) = e.gone_reason() => {
                 Some(self.ended_while_running(ready.kernel.id(), reason).await)

@@ -8,6 +8,7 @@
 
 pub mod cells;
 pub mod connect;
+pub mod egress_asks;
 pub mod execution;
 pub mod executions;
 pub mod files;
@@ -146,6 +147,8 @@ pub struct Domain {
     pub startup: startup::JupyterStartup,
     /// How kernels ended, where their connection cannot say (a sandbox's memory cap).
     pub kernel_endings: kernels::KernelEndings,
+    /// Runs on sandboxed kernels, and the hosts people allowed them (`kernel.egress-prompts`).
+    pub egress_asks: egress_asks::EgressAsks,
     /// The `auto` backend settled once the embedded server's environment is known.
     settled_backend: std::sync::OnceLock<DocumentBackend>,
 }
@@ -180,6 +183,7 @@ impl Domain {
             hooks,
             kept_outputs: Default::default(),
             kernel_endings: Default::default(),
+            egress_asks: Default::default(),
             executions,
             startup: Default::default(),
             settled_backend: Default::default(),

@@ -181,7 +181,7 @@ fn keep_decor(table: &mut toml_edit::Table, key: &str, mut value: toml_edit::Ite
 }
 
 /// Writes `text` beside `path` and renames it over, so a reader never sees half a file.
-fn replace_file(path: &Path, text: String) -> std::io::Result<()> {
+pub fn replace_file(path: &Path, text: String) -> std::io::Result<()> {
     let permissions = std::fs::metadata(path)?.permissions();
     let name = path
         .file_name()

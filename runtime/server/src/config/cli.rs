@@ -45,6 +45,9 @@ pub enum Command {
     Revoke(GrantArgs),
     /// Show an extension's policy on a running server.
     Policy(PolicyArgs),
+    /// The hosts people allowed sandboxed kernels on a running server (`kernel.egress-prompts`).
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
     /// Work with WebAssembly extensions without starting the server.
     #[command(subcommand)]
     Extension(ExtensionCommand),
@@ -515,6 +518,22 @@ pub struct GrantArgs {
     /// What to grant or revoke: a host function (`read-cells`, `read-cells:nb1`),
     /// `host:api.example.org`, `storage:data:read` / `storage:data:read-write`, `env:NAME`.
     pub grant: String,
+    #[command(flatten)]
+    pub server: RemoteArgs,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum SandboxCommand {
+    /// List the hosts people allowed, each with the kernel, notebook and how long it holds.
+    Hosts(RemoteArgs),
+    /// Take back what people allowed for HOST (`host` or `host:port`); an "always" answer is
+    /// taken out of the config's hosts too.
+    Revoke(SandboxRevokeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SandboxRevokeArgs {
+    pub host: String,
     #[command(flatten)]
     pub server: RemoteArgs,
 }

@@ -129,6 +129,9 @@ struct KernelSandboxEntry {
     processes: Option<NonZeroU64>,
     #[serde(default)]
     credentials: Vec<CredentialEntry>,
+    /// Whether a person asked about a host (`kernel.egress-prompts`) may allow it always.
+    #[serde(default)]
+    allow_always: bool,
 }
 
 /// One of `[kernel_sandbox] credentials`: requests to `host` get `header` set to `format` with
@@ -267,6 +270,7 @@ impl KernelSandboxEntry {
                 .into_iter()
                 .map(|entry| entry.resolve(&fail))
                 .collect::<Result<_, _>>()?,
+            allow_always: self.allow_always,
             config_file: None,
         })
     }

@@ -20,8 +20,8 @@ use jupyter_client::hub::HubEndpoints;
 pub use cli::{
     Cli, Command, CompileArgs, ConnectArgs, DocumentBackend, ExtensionAddArgs, ExtensionCommand,
     ExtensionNameArgs, GrantArgs, KernelSandboxCommand, KernelspecCommand, KernelspecInstallArgs,
-    PolicyArgs, PythonServerArgs, RemoteArgs, SecretCommand, SecretFileArgs, SecretNameArgs,
-    StartArgs, StopArgs, Transport, humane_duration,
+    PolicyArgs, PythonServerArgs, RemoteArgs, SandboxCommand, SandboxRevokeArgs, SecretCommand,
+    SecretFileArgs, SecretNameArgs, StartArgs, StopArgs, Transport, humane_duration,
 };
 pub use file::ExtensionEntry;
 use file::FileConfig;
@@ -105,6 +105,8 @@ pub struct KernelSandboxSettings {
     pub processes: u64,
     /// Headers the egress proxy fills from secrets, per host.
     pub credentials: Vec<CredentialSetting>,
+    /// Whether `kernel.egress-prompts` may offer "always" (written to `hosts`).
+    pub allow_always: bool,
     pub config_file: Option<PathBuf>,
 }
 
@@ -127,6 +129,7 @@ impl Default for KernelSandboxSettings {
             memory_mb: kernel_sandbox::policy::default_memory_mb(),
             processes: kernel_sandbox::policy::DEFAULT_PROCESSES,
             credentials: Vec::new(),
+            allow_always: false,
             config_file: None,
         }
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use jupyter_client::launcher::{OwnKernelSpecs, kernel_python};
 use kernel_sandbox::Policy;
-use kernel_sandbox::events::{EgressEvent, EventSocket, SandboxEvent};
+use kernel_sandbox::events::{AskAnswer, EgressAsk, EgressEvent, EventSocket, SandboxEvent};
 use kernel_sandbox::kernelspec::{self, EMBEDDED_NAME};
 use server_core::capabilities::{Capabilities, KERNEL_SANDBOX};
 use server_core::domain::Domain;
@@ -37,6 +37,8 @@ pub struct SandboxedKernels {
     events_path: Option<PathBuf>,
     /// What remakes the policy when the config file changes, and the file it writes.
     remake: Option<(PolicyInputs, PathBuf)>,
+    /// The sandbox's place (its event sockets, the launchers' reply sockets).
+    place: PathBuf,
     /// The kernels' CA bundle, when there are credentials.
     bundle: Option<PathBuf>,
 }
@@ -117,6 +119,7 @@ pub fn prepare(
         events_path: None,
         remake: None,
         bundle: None,
+        place: place.clone(),
     };
     let (events, events_path) = match EventSocket::bind(&place) {
         Ok(socket) => {
@@ -159,6 +162,7 @@ pub fn prepare(
         bundle,
         Vec::new(),
     );
+    inputs.prompts = capabilities.enabled(server_core::capabilities::EGRESS_PROMPTS);
     let policy = inputs
         .make()
         .map_err(|e| refused(format!("kernel.sandbox: {e}")))?;
@@ -189,11 +193,22 @@ pub fn prepare(
 
 impl SandboxedKernels {
     /// Rewrites the kernels' policy whenever the config file's `hosts` or `credentials`
-    /// change, until the process ends.
-    pub fn follow_config(&mut self) {
-        if let Some((inputs, policy_file)) = self.remake.take() {
-            inputs.watch(policy_file);
+    /// change or `kernel.egress-prompts` is switched, until the process ends; and lets a
+    /// person's "always" be written to the config when the operator allows it.
+    pub fn follow_config(&mut self, domain: &Arc<Domain>) {
+        let Some((inputs, policy_file)) = self.remake.take() else {
+            return;
+        };
+        if inputs.settings.allow_always
+            && let Some(config) = inputs.settings.config_file.clone()
+        {
+            domain
+                .egress_asks
+                .allow_always(Arc::new(move |host: &str, add: bool| {
+                    policy_file::write_host(&config, host, add)
+                }));
         }
+        inputs.watch(policy_file, domain.capabilities.clone());
     }
 
     /// Follows the launchers' egress decisions for the kernels of `domain`: each refusal a log
@@ -205,10 +220,17 @@ impl SandboxedKernels {
         };
         let domain = domain.clone();
         let hooks = hooks.clone();
+        let place = self.place.clone();
         tokio::spawn(async move {
             while let Some(event) = socket.next().await {
                 let event = match event {
                     SandboxEvent::Egress(event) => event,
+                    SandboxEvent::Ask(ask) => {
+                        if domain.jupyter().follows(&ask.kernel).await {
+                            tokio::spawn(answer_ask(domain.clone(), place.clone(), ask));
+                        }
+                        continue;
+                    }
                     SandboxEvent::Stopped(stopped) => {
                         if domain.jupyter().follows(&stopped.kernel).await {
                             tracing::warn!(
@@ -232,6 +254,31 @@ impl SandboxedKernels {
                 }
             }
         });
+    }
+}
+
+/// Puts a held connection to the person behind the call running code on its kernel, and
+/// answers the launcher: at once that the question is taken, then the decision.
+async fn answer_ask(domain: Arc<Domain>, place: PathBuf, ask: EgressAsk) {
+    let reply = |allowed: Option<bool>, why: String| {
+        kernel_sandbox::events::answer(
+            &place,
+            &ask.reply,
+            &AskAnswer {
+                ask: ask.ask,
+                allowed,
+                why,
+            },
+        );
+    };
+    reply(None, String::new());
+    let decided = domain
+        .egress_asks
+        .decide(&domain.capabilities, &ask.kernel, &ask.host, ask.port)
+        .await;
+    match decided {
+        Ok(how) => reply(Some(true), how),
+        Err(why) => reply(Some(false), why),
     }
 }
 
@@ -361,6 +408,7 @@ fn policy(
         credentials: Vec::new(),
         secrets_file: None,
         ca_bundle: None,
+        egress_prompts: false,
     }
 }
 

@@ -11,6 +11,10 @@ use std::time::{Duration, SystemTime};
 use kernel_sandbox::Policy;
 use kernel_sandbox::credentials::{Authority, PolicyCredential, write_bundle};
 
+use std::sync::Arc;
+
+use server_core::capabilities::{Capabilities, EGRESS_PROMPTS};
+
 use crate::config::KernelSandboxSettings;
 
 /// How often the config file is looked at.
@@ -32,6 +36,8 @@ pub struct PolicyInputs {
     pub also_hidden: Vec<PathBuf>,
     /// Made when the first credential needs it.
     authority: Option<Authority>,
+    /// Whether `kernel.egress-prompts` was on when the policy was last made.
+    pub prompts: bool,
 }
 
 impl std::fmt::Debug for PolicyInputs {
@@ -65,6 +71,7 @@ impl PolicyInputs {
             bundle,
             also_hidden,
             authority: None,
+            prompts: false,
         }
     }
 
@@ -78,6 +85,7 @@ impl PolicyInputs {
             &self.place,
         );
         policy.deny_read.extend(self.also_hidden.iter().cloned());
+        policy.egress_prompts = self.prompts;
         if self.settings.credentials.is_empty() {
             return Ok(policy);
         }
@@ -116,22 +124,41 @@ impl PolicyInputs {
         Ok(policy)
     }
 
-    /// Watches the config file until the process ends; when its `hosts` or `credentials`
-    /// change, rewrites `policy_file`. A config that no longer parses is logged and skipped.
-    pub fn watch(mut self, policy_file: PathBuf) {
-        let Some(config) = self.settings.config_file.clone() else {
-            return;
-        };
+    /// Watches the config file and `kernel.egress-prompts` until the process ends; when the
+    /// file's `hosts` or `credentials` change, or the capability is switched, rewrites
+    /// `policy_file`. A config that no longer parses is logged and skipped.
+    pub fn watch(mut self, policy_file: PathBuf, capabilities: Arc<Capabilities>) {
+        let config = self.settings.config_file.clone();
         tokio::spawn(async move {
-            let mut seen = stamp(&config);
+            let mut seen = config.as_deref().map(stamp);
             loop {
                 tokio::time::sleep(POLL).await;
-                let now = stamp(&config);
+                let prompts = capabilities.enabled(EGRESS_PROMPTS);
+                if prompts != self.prompts {
+                    self.prompts = prompts;
+                    match self
+                        .make()
+                        .and_then(|policy| policy.save(&policy_file).map_err(|e| e.to_string()))
+                    {
+                        Ok(()) => tracing::info!(
+                            "kernel.sandbox: kernel.egress-prompts is {} for running kernels \
+                             from their next connection",
+                            if prompts { "on" } else { "off" }
+                        ),
+                        Err(why) => {
+                            tracing::warn!("kernel.sandbox: the policy was not rewritten: {why}")
+                        }
+                    }
+                }
+                let Some(config) = &config else {
+                    continue;
+                };
+                let now = Some(stamp(config));
                 if now == seen {
                     continue;
                 }
                 seen = now;
-                self.reread(&config, &policy_file);
+                self.reread(config, &policy_file);
             }
         });
     }
@@ -198,4 +225,34 @@ fn stamp(path: &Path) -> (u64, Option<SystemTime>) {
     std::fs::metadata(path)
         .map(|meta| (meta.len(), meta.modified().ok()))
         .unwrap_or((0, None))
+}
+
+/// Adds `host` to the `[kernel_sandbox] hosts` of `config` (`add`), or takes it out, keeping the
+/// rest of the file as written: how a person's "always" lasts, and how `sandbox revoke` takes
+/// it back. The watcher then rewrites the kernels' policy.
+pub fn write_host(config: &Path, host: &str, add: bool) -> Result<(), String> {
+    let text = std::fs::read_to_string(config).map_err(|e| format!("{}: {e}", config.display()))?;
+    let mut document: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", config.display()))?;
+    let table = document
+        .entry("kernel_sandbox")
+        .or_insert_with(toml_edit::table)
+        .as_table_mut()
+        .ok_or_else(|| format!("{}: kernel_sandbox is not a table", config.display()))?;
+    let hosts = table
+        .entry("hosts")
+        .or_insert_with(|| toml_edit::value(toml_edit::Array::new()))
+        .as_array_mut()
+        .ok_or_else(|| format!("{}: kernel_sandbox.hosts is not a list", config.display()))?;
+    let present = hosts.iter().position(|v| v.as_str() == Some(host));
+    match (add, present) {
+        (true, None) => hosts.push(host),
+        (false, Some(at)) => {
+            hosts.remove(at);
+        }
+        _ => return Ok(()),
+    }
+    server_core::extensions::policy::replace_file(config, document.to_string())
+        .map_err(|e| format!("{}: {e}", config.display()))
 }

@@ -74,6 +74,12 @@ impl HttpContext {
                     json!({ "success": true, "message": "stopping" }),
                 )
             }
+            "/api/sandbox/hosts" | "/api/sandbox/revoke" => {
+                if let Err(refusal) = self.admit(&request, true, true) {
+                    return *refusal;
+                }
+                self.sandbox_route(path, method, request).await
+            }
             // Policy routes live under /api/extensions/NAME/policy: matched first.
             _ if super::policy_routes::is_policy_route(path) => {
                 self.policy_route(path, method, request).await
@@ -95,6 +101,56 @@ impl HttpContext {
             _ => json_response(
                 StatusCode::NOT_FOUND,
                 json!({ "error": format!("no route {path}; MCP is served at /mcp") }),
+            ),
+        }
+    }
+
+    /// `GET /api/sandbox/hosts`: what people allowed sandboxed kernels (`kernel.egress-prompts`);
+    /// `POST /api/sandbox/revoke` (body `{"host": "api.example.org"}`) takes it back.
+    async fn sandbox_route(
+        &self,
+        path: &str,
+        method: Method,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
+        let asks = &self.state.domain.egress_asks;
+        match (path, method) {
+            ("/api/sandbox/hosts", Method::GET) => {
+                json_response(StatusCode::OK, json!({ "allowed": asks.list() }))
+            }
+            ("/api/sandbox/revoke", Method::POST) => {
+                let body = match read_body(request.into_body()).await {
+                    Ok(body) => body,
+                    Err(refusal) => return *refusal,
+                };
+                let Some(host) = serde_json::from_slice::<Value>(&body)
+                    .ok()
+                    .and_then(|v| v.get("host").and_then(Value::as_str).map(str::to_owned))
+                    .filter(|h| !h.is_empty())
+                else {
+                    return json_response(
+                        StatusCode::BAD_REQUEST,
+                        json!({ "error": "the body must be {\"host\": \"HOST\"} (or HOST:PORT)" }),
+                    );
+                };
+                match asks.revoke(&host) {
+                    Ok(revoked) => json_response(
+                        StatusCode::OK,
+                        json!({ "host": host, "revoked": revoked, "message": if revoked == 0 {
+                            format!("nothing was allowed for {host}; `sandbox hosts` lists what is")
+                        } else {
+                            format!("{revoked} allowance(s) for {host} taken back; the next connection is asked again")
+                        }}),
+                    ),
+                    Err(why) => json_response(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        json!({ "error": format!("the allowance was taken back, but the config file could not be changed: {why}") }),
+                    ),
+                }
+            }
+            (_, method) => json_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                json!({ "error": format!("{method} is not supported on {path}; GET /api/sandbox/hosts, POST /api/sandbox/revoke") }),
             ),
         }
     }
