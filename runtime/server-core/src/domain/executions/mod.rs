@@ -445,6 +445,14 @@ impl Executions {
     }
 
     /// How long an id stays answerable, for messages.
+    /// When the store cannot write: where it is, since when, and why. Records are kept in
+    /// memory meanwhile and written once it can.
+    pub fn store_failing(&self) -> Option<(String, SystemTime, String)> {
+        let scope = self.scope.as_ref()?;
+        let (since, why) = scope.store.failing()?;
+        Some((scope.store.place(), since, why))
+    }
+
     pub fn kept_for(&self) -> String {
         match &self.scope {
             Some(scope) => format!(

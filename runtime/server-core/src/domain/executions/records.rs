@@ -111,11 +111,19 @@ pub trait Records: Send + Sync + std::fmt::Debug {
     fn sync(&self) -> Result<(), StoreError>;
     /// Removes what is past the retention (and the size cap).
     fn prune(&self, now: SystemTime) -> Result<Pruned, StoreError>;
+    /// Why writes are failing now, and since when (records are kept in memory meanwhile).
+    fn failing(&self) -> Option<(SystemTime, String)> {
+        None
+    }
 }
 
 impl Records for Store {
     fn place(&self) -> String {
         self.path().display().to_string()
+    }
+
+    fn failing(&self) -> Option<(SystemTime, String)> {
+        Store::failing(self)
     }
 
     fn retention(&self) -> Duration {

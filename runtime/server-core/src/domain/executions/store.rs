@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
@@ -154,6 +154,19 @@ fn open_database(path: &Path) -> Result<Database, StoreError> {
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(StoreError::InUse {
             path: path.display().to_string(),
         }),
+        // The disk, not the file: a full disk or a failing device is no reason to move a good
+        // store aside (bytes that are not a store come as invalid data).
+        Err(redb::DatabaseError::Storage(redb::StorageError::Io(e)))
+            if !matches!(
+                e.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Err(StoreError::File {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            })
+        }
         Err(e) => Err(StoreError::Open {
             path: path.display().to_string(),
             reason: e.to_string(),
@@ -163,7 +176,7 @@ fn open_database(path: &Path) -> Result<Database, StoreError> {
 
 /// The database, shared by every domain of the server (Hub mode: each user's records apart).
 pub struct Store {
-    db: Arc<Database>,
+    db: Arc<Slot>,
     path: PathBuf,
     settings: StateSettings,
     /// Records were written since the last commit that reached the disk ([`Store::sync`]).
@@ -174,6 +187,71 @@ pub struct Store {
     /// The writer thread ([`Store::enqueue`]), joined at drop: what is queued is written, and
     /// the database closed, before the store is gone.
     writer: Option<WriterThread>,
+}
+
+/// The open database, which the writer replaces when a write failed (redb refuses every
+/// operation after an I/O error, such as a full disk, until the file is opened again), and why
+/// the store is failing meanwhile.
+#[derive(Default)]
+struct Slot {
+    db: RwLock<Option<Arc<Database>>>,
+    failing: Mutex<Option<(SystemTime, String)>>,
+}
+
+impl Slot {
+    fn new(db: Database) -> Slot {
+        Slot {
+            db: RwLock::new(Some(Arc::new(db))),
+            failing: Mutex::default(),
+        }
+    }
+
+    fn current(&self) -> Result<Arc<Database>, StoreError> {
+        self.db
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| {
+                StoreError::Database(
+                    self.failing()
+                        .map(|(_, why)| format!("it is being reopened after: {why}"))
+                        .unwrap_or_else(|| "it is being reopened".into()),
+                )
+            })
+    }
+
+    fn failing(&self) -> Option<(SystemTime, String)> {
+        self.failing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Closes the database (once no reader holds it) and opens the file again.
+    fn reopen(&self, path: &Path) -> Result<(), StoreError> {
+        let old = self
+            .db
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(mut old) = old {
+            for _ in 0..500 {
+                match Arc::try_unwrap(old) {
+                    Ok(db) => {
+                        drop(db);
+                        break;
+                    }
+                    Err(held) => {
+                        old = held;
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+        let db = open_database(path)?;
+        *self.db.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(db));
+        Ok(())
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -231,7 +309,7 @@ impl Store {
     /// A store over an open database, without its writer thread yet.
     fn over(db: Database, path: PathBuf, settings: StateSettings) -> Store {
         Store {
-            db: Arc::new(db),
+            db: Arc::new(Slot::new(db)),
             path,
             settings,
             unsynced: Arc::default(),
@@ -244,18 +322,20 @@ impl Store {
     /// Starts the writer thread: queued records are committed in batches, off the callers'
     /// path (a commit is a fraction of a millisecond to a few milliseconds).
     fn writing(mut self) -> Store {
-        let (db, unsynced, written) =
-            (self.db.clone(), self.unsynced.clone(), self.written.clone());
+        let (slot, unsynced, written, path) = (
+            self.db.clone(),
+            self.unsynced.clone(),
+            self.written.clone(),
+            self.path.clone(),
+        );
         let started = WriterThread::start("execution-store", move |receiver| {
             while let Ok(first) = receiver.recv() {
                 let mut batch = vec![first];
                 batch.extend(receiver.try_iter());
-                if let Err(e) = put_all(&db, &batch) {
-                    tracing::warn!("could not record {} executions: {e}", batch.len());
-                }
+                let count = write_until_written(&slot, &path, &receiver, &mut batch);
                 unsynced.store(true, Ordering::Release);
-                let (count, changed) = &*written;
-                *count.lock().unwrap_or_else(PoisonError::into_inner) += batch.len() as u64;
+                let (done, changed) = &*written;
+                *done.lock().unwrap_or_else(PoisonError::into_inner) += count;
                 changed.notify_all();
             }
         });
@@ -265,6 +345,11 @@ impl Store {
             Err(e) => tracing::warn!("the execution store writes in place (no thread: {e})"),
         }
         self
+    }
+
+    /// Why the store is failing, and since when: `None` while it writes.
+    pub fn failing(&self) -> Option<(SystemTime, String)> {
+        self.db.failing()
     }
 
     /// Queues a record for the writer thread and returns at once; written in place when there
@@ -313,7 +398,7 @@ impl Store {
     /// flush to the disk itself (an fsync, milliseconds) is left to [`Store::sync`], off the
     /// execution's path, so a power cut may lose the last second's records.
     pub fn put(&self, owner: &str, record: &Record) -> Result<(), StoreError> {
-        put_all(&self.db, &[(owner.to_owned(), record.clone())])?;
+        put_all(&*self.db.current()?, &[(owner.to_owned(), record.clone())])?;
         self.unsynced.store(true, Ordering::Release);
         Ok(())
     }
@@ -325,14 +410,14 @@ impl Store {
         if !self.unsynced.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        let mut txn = self.db.begin_write()?;
+        let mut txn = self.db.current()?.begin_write()?;
         txn.set_durability(Durability::Immediate);
         txn.commit()?;
         Ok(())
     }
 
     pub fn get(&self, owner: &str, id: &str) -> Result<Option<Record>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db.current()?.begin_read()?;
         let records = txn.open_table(RECORDS)?;
         let Some(bytes) = records.get(row(owner, id).as_str())? else {
             return Ok(None);
@@ -343,7 +428,7 @@ impl Store {
     /// The record an earlier call with this idempotency key began.
     pub fn by_key(&self, owner: &str, key: &str) -> Result<Option<Record>, StoreError> {
         let id = {
-            let txn = self.db.begin_read()?;
+            let txn = self.db.current()?.begin_read()?;
             let keys = txn.open_table(KEYS)?;
             let Some(id) = keys.get(row(owner, key).as_str())? else {
                 return Ok(None);
@@ -355,7 +440,7 @@ impl Store {
 
     /// Every record of `owner`, oldest first.
     pub fn list(&self, owner: &str) -> Result<Vec<Record>, StoreError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.db.current()?.begin_read()?;
         let records = txn.open_table(RECORDS)?;
         let prefix = format!("{owner}\0");
         let mut listed = Vec::new();
@@ -373,7 +458,7 @@ impl Store {
 
     /// Prunes by retention and size ([`prune_database`]).
     pub fn prune(&self, now: SystemTime) -> Result<Pruned, StoreError> {
-        prune_database(&self.db, &self.settings, now)
+        prune_database(&*self.db.current()?, &self.settings, now)
     }
 }
 
@@ -444,6 +529,99 @@ fn prune_database(
     }
     txn.commit()?;
     Ok(pruned)
+}
+
+/// The longest wait between two tries of a failing write.
+const MOST_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Writes `batch`, and while that fails (a full disk, a failing device) reopens the file and
+/// tries again with a growing wait, taking what is queued meanwhile into the batch: nothing is
+/// dropped while the process runs. Returns how many records were taken. Gives up only when the
+/// queue closes (the store is dropped) and one more try failed.
+fn write_until_written(
+    slot: &Slot,
+    path: &Path,
+    receiver: &std::sync::mpsc::Receiver<(String, Record)>,
+    batch: &mut Vec<(String, Record)>,
+) -> u64 {
+    let mut taken = batch.len() as u64;
+    let mut backoff = Duration::from_millis(250);
+    let mut closed = false;
+    loop {
+        let written = slot.current().and_then(|db| put_all(&db, batch));
+        match written {
+            Ok(()) => {
+                let was = slot
+                    .failing
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some((since, why)) = was {
+                    let for_s = since.elapsed().map(|d| d.as_secs()).unwrap_or(0);
+                    tracing::info!(
+                        "the execution store {} writes again after {for_s} s ({why}); the {} \
+                         records kept in memory meanwhile are written",
+                        path.display(),
+                        batch.len()
+                    );
+                }
+                return taken;
+            }
+            Err(e) if closed => {
+                tracing::warn!(
+                    "the execution store {} still fails ({e}) as the server stops: {} \
+                     execution records were not written",
+                    path.display(),
+                    batch.len()
+                );
+                return taken;
+            }
+            Err(e) => {
+                let why = e.to_string();
+                {
+                    let mut failing = slot.failing.lock().unwrap_or_else(PoisonError::into_inner);
+                    if failing.is_none() {
+                        tracing::warn!(
+                            "the execution store {} cannot write ({why}); records are kept in \
+                             memory and written when it can (trying again with a growing wait, \
+                             up to {} s)",
+                            path.display(),
+                            MOST_BACKOFF.as_secs()
+                        );
+                        *failing = Some((SystemTime::now(), why));
+                    }
+                }
+                match receiver.recv_timeout(backoff) {
+                    Ok(record) => {
+                        batch.push(record);
+                        let more: Vec<_> = receiver.try_iter().collect();
+                        taken += 1 + more.len() as u64;
+                        batch.extend(more);
+                        latest_only(batch);
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => closed = true,
+                }
+                backoff = (backoff * 2).min(MOST_BACKOFF);
+                if let Err(e) = slot.reopen(path) {
+                    tracing::debug!("the execution store did not reopen yet: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// Keeps the latest of each record in `batch` (a running execution's record is queued anew at
+/// each change), so a long outage holds one copy per execution.
+fn latest_only(batch: &mut Vec<(String, Record)>) {
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<(String, Record)> = batch
+        .drain(..)
+        .rev()
+        .filter(|(owner, record)| seen.insert((owner.clone(), record.id.clone())))
+        .collect();
+    kept.reverse();
+    *batch = kept;
 }
 
 /// Commits records (later ones replacing earlier ones of the same id) in one transaction, into

@@ -199,7 +199,7 @@ impl HttpContext {
                 "unhealthy"
             }
         };
-        json!({
+        let mut health = json!({
             "success": true,
             "service": "jupyter-mcp-server",
             "message": "Jupyter MCP Server is running.",
@@ -207,7 +207,20 @@ impl HttpContext {
             "kernel_status": kernel_status,
             "version": env!("CARGO_PKG_VERSION"),
             "jupyter": shown,
-        })
+        });
+        // A store that cannot write (a full disk): serving goes on, records wait in memory.
+        if let Some((place, since, why)) = self.state.domain.executions.store_failing() {
+            if status == "healthy" {
+                health["status"] = json!("degraded");
+            }
+            health["state_store"] = json!({
+                "status": "failing",
+                "place": place,
+                "error": why,
+                "since_seconds": since.elapsed().map(|d| d.as_secs()).unwrap_or(0),
+            });
+        }
+        health
     }
 
     async fn connect(&self, request: Request<Incoming>) -> Response<Body> {
