@@ -503,3 +503,60 @@ async def test_in_hub_mode_a_users_run_on_a_killed_replica_is_followed_by_the_ot
             if server:
                 server.stop()
         stop_hub(hub)
+
+
+async def test_records_and_key_claims_made_while_redis_is_away_are_replayed(jupyter_server, tmp_path, redis):
+    """Redis paused (SIGSTOP) for a while: both replicas keep answering, /api/healthz says the
+    store is failing, and once Redis answers again what each recorded meanwhile reaches it (the
+    other replica reads it); one idempotency key run on both during the outage is reported as a
+    conflict on the replica that claimed it second."""
+    import urllib.request
+
+    a = replica(jupyter_server, tmp_path, "a", redis.url())
+    b = replica(jupyter_server, tmp_path, "b", redis.url())
+    key = f"outage-{uuid.uuid4().hex[:8]}"
+    try:
+        async with http_client(a, "auto") as client_a, http_client(b, "auto") as client_b:
+            os.kill(redis.process.pid, signal.SIGSTOP)
+            try:
+                on_a = await started(client_a, "execute_code", code="print('ran on a while redis was away')",
+                                     timeout=60)
+                keyed_a = await started(client_a, "execute_code", code="print('keyed on a')",
+                                        idempotency_key=key, timeout=60)
+                keyed_b = await started(client_b, "execute_code", code="print('keyed on b')",
+                                        idempotency_key=key, timeout=60)
+                assert keyed_a != keyed_b, "neither could know of the other's run"
+                for client, execution_id in ((client_a, on_a), (client_a, keyed_a), (client_b, keyed_b)):
+                    await until_ended(client, execution_id, within=60)
+                with urllib.request.urlopen(a.base + "/api/healthz", timeout=30) as response:
+                    shown = json.load(response)
+                assert shown["status"] == "degraded" and shown["state_store"]["status"] == "failing", shown
+            finally:
+                os.kill(redis.process.pid, signal.SIGCONT)
+            # Replayed: B reads what A ran while Redis was away.
+            deadline = time.monotonic() + 60
+            text = ""
+            while time.monotonic() < deadline:
+                # Unknown to B until A's writer has replayed it.
+                text = joined(await client_b.call_tool("get_execution", {"execution_id": on_a}))
+                if "ran on a while redis was away" in text:
+                    break
+                await anyio.sleep(1)
+            assert "ran on a while redis was away" in text, text
+            # The key: one replica claimed it on replay, the other reports the conflict.
+            conflicts = []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not conflicts:
+                for client, execution_id in ((client_a, keyed_a), (client_b, keyed_b)):
+                    _, shown_text = await get(client, execution_id)
+                    if "[KEY CONFLICT" in shown_text:
+                        conflicts.append((execution_id, shown_text))
+                await anyio.sleep(1)
+            assert len(conflicts) == 1, conflicts
+            (loser, said), = conflicts
+            winner = keyed_b if loser == keyed_a else keyed_a
+            assert f"as execution {winner}" in said and "ran twice" in said, said
+            assert "the state store (Redis at" in log_of(a) and "answers again" in log_of(a)
+    finally:
+        b.stop()
+        a.stop()

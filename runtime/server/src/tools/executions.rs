@@ -178,11 +178,14 @@ async fn get_execution(context: ToolContext, args: GetExecutionArgs) -> ToolResu
             ToolOutput::content(outputs::to_content(rendered))
         }
     };
+    if let Some(conflict) = domain.executions.conflict(&execution.id) {
+        header.push_str(&format!("\n[KEY CONFLICT: {conflict}.]"));
+    }
     if let Some((place, since, why)) = domain.executions.store_failing() {
         header.push_str(&format!(
-            "\n[STORE FAILING: the execution store {place} cannot write ({why}) since {} s ago; \
-             this record is kept in memory and written once it can, so it is lost only if the \
-             server stops first. Free space on that disk (or fix it); nothing else to do.]",
+            "\n[STORE FAILING: the execution store ({place}) cannot write ({why}) since {} s ago; \
+             this record is kept in memory and written once the store works again, so it is \
+             lost only if the server stops first. Free space on its disk, or bring it back.]",
             since.elapsed().map(|d| d.as_secs()).unwrap_or(0)
         ));
     }

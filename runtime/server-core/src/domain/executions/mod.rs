@@ -453,6 +453,12 @@ impl Executions {
         Some((scope.store.place(), since, why))
     }
 
+    /// What to say of execution `id` when its idempotency key also ran elsewhere.
+    pub fn conflict(&self, id: &str) -> Option<String> {
+        let scope = self.scope.as_ref()?;
+        scope.store.conflict(&scope.owner, id)
+    }
+
     pub fn kept_for(&self) -> String {
         match &self.scope {
             Some(scope) => format!(

@@ -115,6 +115,11 @@ pub trait Records: Send + Sync + std::fmt::Debug {
     fn failing(&self) -> Option<(SystemTime, String)> {
         None
     }
+    /// What to say of an execution whose idempotency key another process also ran while the
+    /// store was away.
+    fn conflict(&self, _owner: &str, _id: &str) -> Option<String> {
+        None
+    }
 }
 
 impl Records for Store {

@@ -24,7 +24,8 @@
 //! (redis-rs's blocking client): they run in `block_in_place` on the runtime's workers, keeping
 //! the domain's record API the same for both stores.
 
-use std::sync::{Mutex, PoisonError, mpsc};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
 use redis::{Commands, Connection};
@@ -57,6 +58,33 @@ end
 return redis.call('GET', ARGV[5] .. redis.call('GET', KEYS[1]))
 ";
 
+/// The most records and key claims kept while Redis does not answer; past it the oldest are
+/// dropped, and the log says how many.
+const MOST_KEPT: usize = 10_000;
+
+/// An idempotency key claimed while Redis did not answer: the run went ahead, and the key is
+/// claimed when Redis answers again.
+struct Claim {
+    owner: String,
+    key: String,
+    id: String,
+    ttl: u64,
+}
+
+/// What the writer holds for Redis while it does not answer, and what replaying it found.
+#[derive(Default)]
+struct Outage {
+    claims: Mutex<Vec<Claim>>,
+    /// Since when, and why, writes fail.
+    failing: Mutex<Option<(SystemTime, String)>>,
+    /// Executions whose key another replica took meanwhile: (owner, id) → what to say.
+    conflicts: Mutex<HashMap<(String, String), String>>,
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The records in Redis.
 pub struct SharedStore {
     client: redis::Client,
@@ -65,6 +93,7 @@ pub struct SharedStore {
     runner: String,
     retention: Duration,
     reads: Mutex<Option<Connection>>,
+    outage: Arc<Outage>,
     /// Joined at drop: what is queued is written, and the liveness mark taken back so the
     /// others follow this replica's runs at once.
     writer: Option<WriterThread>,
@@ -150,6 +179,7 @@ impl SharedStore {
             runner,
             retention: settings.retention,
             reads: Mutex::new(Some(reads)),
+            outage: Arc::default(),
             writer: None,
         };
         store.start_writer()?;
@@ -161,8 +191,9 @@ impl SharedStore {
         let runner = self.runner.clone();
         let retention = self.retention;
         let target = self.target.clone();
+        let outage = self.outage.clone();
         let writer = WriterThread::start("execution-store-redis", move |receiver| {
-            write_until_closed(client, runner, retention, target, receiver)
+            write_until_closed(client, runner, retention, target, outage, receiver)
         })
         .map_err(|e| StoreError::Database(format!("no writer thread: {e}")))?;
         self.writer = Some(writer);
@@ -271,56 +302,36 @@ fn ttl(record: &Record, retention: Duration) -> u64 {
     ms(retention.saturating_add(running)).max(1)
 }
 
-/// The writer thread: commits queued records in pipelined batches and renews the liveness mark;
-/// a failed batch is retried once on a new connection, then logged and dropped (durability
-/// lost, never a call).
+/// The writer thread: commits queued records in pipelined batches and renews the liveness mark.
+/// While Redis does not answer, records (the latest of each) and key claims are kept, bounded,
+/// and replayed when it answers again: claims first, each only if no other replica took its key
+/// meanwhile (a conflict is kept for the execution's answer), then the records.
 fn write_until_closed(
     client: redis::Client,
     runner: String,
     retention: Duration,
     target: String,
+    outage: Arc<Outage>,
     receiver: mpsc::Receiver<(String, Record)>,
 ) {
     let mut connection: Option<Connection> = None;
     let mut last_beat = Instant::now();
-    loop {
-        let batch = match receiver.recv_timeout(BEAT_EVERY) {
+    let mut kept: Vec<(String, Record)> = Vec::new();
+    let mut closed = false;
+    while !closed {
+        let mut batch = std::mem::take(&mut kept);
+        match receiver.recv_timeout(BEAT_EVERY) {
             Ok(first) => {
-                let mut batch = vec![first];
+                batch.push(first);
                 batch.extend(receiver.try_iter());
-                batch
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => Vec::new(),
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        };
-        let beat_due = last_beat.elapsed() >= BEAT_EVERY;
-        let mut pipe = redis::pipe();
-        for (owner, record) in &batch {
-            let Ok(json) = serde_json::to_vec(record) else {
-                continue;
-            };
-            let ttl = ttl(record, retention);
-            pipe.pset_ex(record_key(owner, &record.id), json, ttl)
-                .ignore()
-                .zadd(index_key(owner), &record.id, record.started_ms)
-                .ignore();
-            if record.end.is_none() {
-                pipe.sadd(running_key(owner), &record.id).ignore();
-            } else {
-                pipe.srem(running_key(owner), &record.id).ignore();
-            }
-            if let Some(key) = &record.idempotency_key {
-                pipe.pset_ex(idempotency_key(owner, key), &record.id, ttl)
-                    .ignore();
-            }
-            if let Some(task_id) = &record.task_id {
-                pipe.pset_ex(task_key(owner, task_id), &record.id, ttl)
-                    .ignore();
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => closed = true,
         }
-        if beat_due || !batch.is_empty() {
-            pipe.pset_ex(runner_key(&runner), "running", ms(RUNNER_GONE_AFTER))
-                .ignore();
+        latest_only(&mut batch);
+        let beat_due = last_beat.elapsed() >= BEAT_EVERY;
+        if !beat_due && batch.is_empty() && locked(&outage.claims).is_empty() {
+            continue;
         }
         let mut written = false;
         for _attempt in 0..2 {
@@ -330,7 +341,9 @@ fn write_until_closed(
             let Some(open) = connection.as_mut() else {
                 continue;
             };
-            match pipe.query::<()>(open) {
+            let replayed = replay_claims(open, &outage, &target)
+                .and_then(|()| write_batch(open, &batch, &runner, retention, &outage));
+            match replayed {
                 Ok(()) => {
                     written = true;
                     break;
@@ -343,18 +356,142 @@ fn write_until_closed(
         }
         if written {
             last_beat = Instant::now();
-        } else {
+            if let Some((since, _)) = locked(&outage.failing).take() {
+                tracing::info!(
+                    "the state store (Redis at {target}) answers again after {} s; the records \
+                     and key claims kept meanwhile are written",
+                    since.elapsed().map(|d| d.as_secs()).unwrap_or(0)
+                );
+            }
+            continue;
+        }
+        if closed {
             tracing::warn!(
-                "could not write {} execution record(s) to the state store (Redis at {target}); \
-                 other replicas do not see them until it answers again",
+                "the state store (Redis at {target}) does not answer as the server stops: {} \
+                 execution record(s) were not written",
                 batch.len()
             );
+            break;
         }
+        {
+            let mut failing = locked(&outage.failing);
+            if failing.is_none() {
+                tracing::warn!(
+                    "the state store (Redis at {target}) does not answer; records and key claims \
+                     are kept here (at most {MOST_KEPT}) and written when it answers again"
+                );
+                *failing = Some((SystemTime::now(), "Redis does not answer".into()));
+            }
+        }
+        if batch.len() > MOST_KEPT {
+            let dropped = batch.len() - MOST_KEPT;
+            tracing::warn!("{dropped} execution record(s) dropped: the state store is still away");
+            batch.drain(..dropped);
+        }
+        kept = batch;
     }
     // Stopping cleanly: the others need not wait for the mark to expire.
     if let Some(mut connection) = connection.or_else(|| open(&client).ok()) {
         let _: redis::RedisResult<()> = connection.del(runner_key(&runner));
     }
+}
+
+/// Keeps the latest of each record in `batch`, in order.
+fn latest_only(batch: &mut Vec<(String, Record)>) {
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<(String, Record)> = batch
+        .drain(..)
+        .rev()
+        .filter(|(owner, record)| seen.insert((owner.clone(), record.id.clone())))
+        .collect();
+    kept.reverse();
+    *batch = kept;
+}
+
+/// Claims the keys taken while Redis was away, each only where no other replica took it.
+fn replay_claims(
+    connection: &mut Connection,
+    outage: &Outage,
+    target: &str,
+) -> redis::RedisResult<()> {
+    loop {
+        let Some(claim) = locked(&outage.claims)
+            .first()
+            .map(|c| (c.owner.clone(), c.key.clone(), c.id.clone(), c.ttl))
+        else {
+            return Ok(());
+        };
+        let (owner, key, id, ttl) = claim;
+        let name = idempotency_key(&owner, &key);
+        let set: Option<String> = redis::cmd("SET")
+            .arg(&name)
+            .arg(&id)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl)
+            .query(connection)?;
+        if set.is_none() {
+            let holder: Option<String> = connection.get(&name)?;
+            if let Some(holder) = holder.filter(|holder| *holder != id) {
+                tracing::warn!(
+                    "idempotency key {key:?}: while the state store (Redis at {target}) was away \
+                     this replica ran it as execution {id}, and another replica ran it as \
+                     {holder}; both ran"
+                );
+                locked(&outage.conflicts).insert(
+                    (owner.clone(), id.clone()),
+                    format!(
+                        "while the state store was unreachable, this run's idempotency key \
+                         {key:?} was also run by another replica, as execution {holder}: the code \
+                         ran twice. Check what both did; get_execution {holder} shows the other"
+                    ),
+                );
+            }
+        }
+        locked(&outage.claims).remove(0);
+    }
+}
+
+/// One pipelined write of `batch` (and the liveness mark). A record whose key another replica
+/// holds does not take the key over.
+fn write_batch(
+    connection: &mut Connection,
+    batch: &[(String, Record)],
+    runner: &str,
+    retention: Duration,
+    outage: &Outage,
+) -> redis::RedisResult<()> {
+    let conflicts = locked(&outage.conflicts);
+    let mut pipe = redis::pipe();
+    for (owner, record) in batch {
+        let Ok(json) = serde_json::to_vec(record) else {
+            continue;
+        };
+        let ttl = ttl(record, retention);
+        pipe.pset_ex(record_key(owner, &record.id), json, ttl)
+            .ignore()
+            .zadd(index_key(owner), &record.id, record.started_ms)
+            .ignore();
+        if record.end.is_none() {
+            pipe.sadd(running_key(owner), &record.id).ignore();
+        } else {
+            pipe.srem(running_key(owner), &record.id).ignore();
+        }
+        if let Some(key) = &record.idempotency_key
+            && !conflicts.contains_key(&(owner.clone(), record.id.clone()))
+        {
+            pipe.pset_ex(idempotency_key(owner, key), &record.id, ttl)
+                .ignore();
+        }
+        if let Some(task_id) = &record.task_id {
+            pipe.pset_ex(task_key(owner, task_id), &record.id, ttl)
+                .ignore();
+        }
+    }
+    drop(conflicts);
+    pipe.pset_ex(runner_key(runner), "running", ms(RUNNER_GONE_AFTER))
+        .ignore();
+    pipe.query::<()>(connection)
 }
 
 fn decode(bytes: &[u8]) -> Option<Record> {
@@ -435,7 +572,7 @@ impl Records for SharedStore {
             running_key(owner),
         );
         let prefix = record_key(owner, "");
-        let earlier: Option<Vec<u8>> = self.read(|c| {
+        let claimed: Result<Option<Vec<u8>>, StoreError> = self.read(|c| {
             redis::cmd("EVAL")
                 .arg(CLAIM_KEY)
                 .arg(4)
@@ -449,8 +586,39 @@ impl Records for SharedStore {
                 .arg(record.started_ms)
                 .arg(&prefix)
                 .query(c)
-        })?;
-        Ok(earlier.as_deref().and_then(decode))
+        });
+        match claimed {
+            Ok(earlier) => Ok(earlier.as_deref().and_then(decode)),
+            Err(e) => {
+                // Redis is away: the run goes ahead here, its key claimed when Redis answers
+                // (then a key another replica took meanwhile is a conflict, reported).
+                let mut claims = locked(&self.outage.claims);
+                if claims.len() >= MOST_KEPT {
+                    claims.remove(0);
+                }
+                claims.push(Claim {
+                    owner: owner.to_owned(),
+                    key: key.to_owned(),
+                    id: record.id.clone(),
+                    ttl: ttl(&record, self.retention),
+                });
+                drop(claims);
+                locked(&self.outage.failing)
+                    .get_or_insert_with(|| (SystemTime::now(), e.to_string()));
+                Records::enqueue(self, owner, record)?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn failing(&self) -> Option<(SystemTime, String)> {
+        locked(&self.outage.failing).clone()
+    }
+
+    fn conflict(&self, owner: &str, id: &str) -> Option<String> {
+        locked(&self.outage.conflicts)
+            .get(&(owner.to_owned(), id.to_owned()))
+            .cloned()
     }
 
     fn runner(&self) -> Option<&str> {
