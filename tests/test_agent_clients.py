@@ -77,3 +77,53 @@ async def test_openai_agents_sdk_takes_every_tool_in_strict_mode(jupyter_server)
         assert tools[name].params_json_schema["additionalProperties"] is False, name
     assert "42" in seen["output"], seen["output"]
     assert "42" in result.final_output
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_pydantic_ai_test_model_calls_every_tool_and_a_scripted_model_gets_42(tmp_path, transport):
+    """pydantic-ai's own TestModel calls each of our tools once with arguments it makes from the
+    tool's schema (so every schema must be one it can fill, and every answer one it can read);
+    then a FunctionModel calls execute_code as a model would and reads 42 back."""
+    from fastmcp.client.transports import StdioTransport
+    from pydantic_ai import Agent
+    from pydantic_ai.mcp import MCPToolset
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.test import TestModel
+
+    from conftest import start_http_server
+
+    server = None
+    if transport == "stdio":
+        def connect():
+            return MCPToolset(StdioTransport(command=server_binary(), args=["start"], env=server_env(),
+                                             cwd=str(tmp_path)), tool_error_behavior="failed", init_timeout=60)
+    else:
+        server = start_http_server(["start", "--root-dir", str(tmp_path)])
+
+        def connect():
+            return MCPToolset(server.mcp_url, headers={"Authorization": f"Bearer {server.token}"},
+                              tool_error_behavior="failed", init_timeout=60)
+    try:
+        toolset = connect()
+        agent = Agent(TestModel(call_tools="all"), toolsets=[toolset])
+        async with agent:
+            result = await agent.run("use every tool")
+        called = json.loads(result.output)
+        assert len(called) == 26, sorted(called)
+        assert "NameError" in json.dumps(called["execute_code"]), called["execute_code"]
+
+        def model(messages, info):
+            returned = [part for message in messages for part in getattr(message, "parts", [])
+                        if isinstance(part, ToolReturnPart)]
+            if not returned:
+                return ModelResponse(parts=[ToolCallPart("execute_code", {"code": "6 * 7"})])
+            return ModelResponse(parts=[TextPart(f"it is {returned[-1].model_response_str()}")])
+
+        scripted = Agent(FunctionModel(model), toolsets=[connect()])
+        async with scripted:
+            answer = await scripted.run("six times seven?")
+        assert "42" in answer.output, answer.output
+    finally:
+        if server is not None:
+            server.stop()

@@ -137,3 +137,39 @@ async def test_live_edits_whose_save_cannot_land_say_so(jupyter_server):
     saved = (jupyter_server.root / path).read_text()
     assert all(s in saved for s in ("x = 1", "y = 2", "z = 3", "w = 4")), saved
     assert "unused successfully" in said and unused.meta["io.jupyter-mcp/persisted"] is True, said
+
+
+async def test_live_edits_to_a_file_that_cannot_be_written_say_so(jupyter_server):
+    """F3: the notebook file made immutable (`chattr +i`: root writes through a read-only mode)
+    while the live backend edits it: later edits and unuse_notebook say NOT saved with the
+    reason, never "successfully"; writable again, leaving saves it whole."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("chattr"):
+        pytest.skip("chattr +i needs root")
+    path = f"frozen-{uuid.uuid4().hex[:6]}.ipynb"
+    file = jupyter_server.root / path
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]), file)
+    try:
+        async with client_for(jupyter_server, "legacy", "--document-backend", "live") as client:
+            used = await client.call_tool("use_notebook", {"notebook_name": "f", "notebook_path": path})
+            assert not used.is_error, joined(used)
+            await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": "y = 2"})
+            for _ in range(100):
+                if "y = 2" in file.read_text():
+                    break
+                await anyio.sleep(0.1)
+            subprocess.run(["chattr", "+i", str(file)], check=True)
+            await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": "z = 3"})
+            await anyio.sleep(8)
+            later = await client.call_tool("insert_cell", {"cell_index": -1, "cell_type": "code", "cell_source": "w = 4"})
+            text = joined(later)
+            assert later.meta["io.jupyter-mcp/persisted"] is False, later.meta
+            assert "NOT saved" in text and "has not written the file" in text, text
+            unused = await client.call_tool("unuse_notebook", {"notebook_name": "f"})
+            said = joined(unused)
+            assert "successfully" not in said and unused.meta["io.jupyter-mcp/persisted"] is False, said
+            assert "z = 3" not in file.read_text()
+    finally:
+        subprocess.run(["chattr", "-i", str(file)], check=False)

@@ -15,6 +15,8 @@ use crate::rest::{JupyterRest, RestError};
 /// How long past the room's save delay a change may wait for its save before the file is looked
 /// at (the room saves `document_save_delay` after the last change, 1 s by default).
 const LOOK_AFTER: Duration = Duration::from_secs(6);
+/// A pause between two of our changes long enough for the room to have saved the first.
+const SAVE_PAUSE: Duration = Duration::from_millis(900);
 
 pub(super) struct Landing {
     changed: watch::Sender<Option<Instant>>,
@@ -62,10 +64,20 @@ async fn look_after_changes(
             return;
         }
         // The file as it was when the burst began: a save changes its modification time.
-        let before = modified(&rest, &path).await;
+        let mut before = modified(&rest, &path).await;
+        let mut previous: Option<Instant> = None;
         // Until no change of ours has come for LOOK_AFTER.
         loop {
             let last = changes.borrow_and_update().unwrap_or_else(Instant::now);
+            // A change after a pause the room may have saved in: judged from the file as it is
+            // now, so a save that landed for the earlier changes does not vouch for this one.
+            if previous.is_some_and(|previous| last.duration_since(previous) >= SAVE_PAUSE) {
+                let now = modified(&rest, &path).await;
+                if matches!((&before, &now), (Ok(then), Ok(now)) if then != now) {
+                    before = now;
+                }
+            }
+            previous = Some(last);
             tokio::select! {
                 _ = tokio::time::sleep_until(last + LOOK_AFTER) => {
                     if !changes.has_changed().unwrap_or(false) {
