@@ -117,7 +117,10 @@ impl Domain {
                             return Err(Error::failed(e));
                         };
                         jupyter.default_kernel_loss_reported(kernel.id()).await;
-                        let reason = self.ended_while_running(kernel.id(), reason).await;
+                        let reason = self
+                            .ended_while_running(kernel.id())
+                            .await
+                            .unwrap_or_else(|| reason.to_string());
                         Err(Error::Failed(say![
                             format!(
                                 "The default kernel {reason} while this code ran; every \
@@ -262,8 +265,8 @@ impl Domain {
         let outcome = ready.kernel.execute(request).await;
         drop(running);
         let ended = match &outcome {
-            Err(e) if let Some(reason) = e.gone_reason() => {
-                Some(self.ended_while_running(ready.kernel.id(), reason).await)
+            Err(e) if e.gone_reason().is_some() => {
+                self.ended_while_running(ready.kernel.id()).await
             }
             _ => None,
         };
@@ -351,25 +354,22 @@ tokio::task_local! {
 }
 
 impl Domain {
-    /// How a kernel lost while it ran code ended. A sandboxed kernel's launcher tells when it
-    /// was killed at its memory cap a moment after it died, so that word is waited for briefly.
-    pub(super) async fn ended_while_running(
-        &self,
-        kernel_id: &str,
-        reason: impl std::fmt::Display,
-    ) -> String {
+    /// How a kernel lost while it ran code ended, when something beyond its connection said:
+    /// a sandboxed kernel's launcher tells of a kill at its memory cap a moment after the death,
+    /// so that word is waited for briefly.
+    pub(super) async fn ended_while_running(&self, kernel_id: &str) -> Option<String> {
         if self
             .capabilities
             .enabled(crate::capabilities::KERNEL_SANDBOX)
         {
             for _ in 0..10 {
                 if let Some(ended) = self.kernel_endings.of(kernel_id) {
-                    return ended;
+                    return Some(ended);
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
         }
-        self.kernel_endings.or(kernel_id, reason)
+        self.kernel_endings.of(kernel_id)
     }
 }
 
