@@ -40,6 +40,19 @@ impl WriterThread {
     }
 }
 
+/// Keeps the latest of each record in `batch`, in order: a running execution's record is queued
+/// anew at each change, so a writer holding records through an outage keeps one of each.
+pub(super) fn latest_only(batch: &mut Vec<(String, Record)>) {
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<(String, Record)> = batch
+        .drain(..)
+        .rev()
+        .filter(|(owner, record)| seen.insert((owner.clone(), record.id.clone())))
+        .collect();
+    kept.reverse();
+    *batch = kept;
+}
+
 impl Drop for WriterThread {
     fn drop(&mut self) {
         self.queue

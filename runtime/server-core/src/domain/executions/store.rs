@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
@@ -28,6 +28,7 @@ use crate::domain::execution::Executed;
 use crate::settings::StateSettings;
 use jupyter_client::kernel::{ExecutionOutcome, Sent};
 use notebook_format::outputs::Output;
+use writing::{Slot, write_until_written};
 
 /// owner \0 execution id → the record as JSON.
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("executions");
@@ -144,7 +145,7 @@ pub struct Pruned {
 
 /// The database file at `path`, created when there is none. `Open` when it is not a store we
 /// can read (damaged, or not redb's).
-fn open_database(path: &Path) -> Result<Database, StoreError> {
+pub(super) fn open_database(path: &Path) -> Result<Database, StoreError> {
     let file = jupyter_client::private_file::open_rw(path).map_err(|e| StoreError::File {
         path: path.display().to_string(),
         reason: e.to_string(),
@@ -187,71 +188,6 @@ pub struct Store {
     /// The writer thread ([`Store::enqueue`]), joined at drop: what is queued is written, and
     /// the database closed, before the store is gone.
     writer: Option<WriterThread>,
-}
-
-/// The open database, which the writer replaces when a write failed (redb refuses every
-/// operation after an I/O error, such as a full disk, until the file is opened again), and why
-/// the store is failing meanwhile.
-#[derive(Default)]
-struct Slot {
-    db: RwLock<Option<Arc<Database>>>,
-    failing: Mutex<Option<(SystemTime, String)>>,
-}
-
-impl Slot {
-    fn new(db: Database) -> Slot {
-        Slot {
-            db: RwLock::new(Some(Arc::new(db))),
-            failing: Mutex::default(),
-        }
-    }
-
-    fn current(&self) -> Result<Arc<Database>, StoreError> {
-        self.db
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| {
-                StoreError::Database(
-                    self.failing()
-                        .map(|(_, why)| format!("it is being reopened after: {why}"))
-                        .unwrap_or_else(|| "it is being reopened".into()),
-                )
-            })
-    }
-
-    fn failing(&self) -> Option<(SystemTime, String)> {
-        self.failing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Closes the database (once no reader holds it) and opens the file again.
-    fn reopen(&self, path: &Path) -> Result<(), StoreError> {
-        let old = self
-            .db
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(mut old) = old {
-            for _ in 0..500 {
-                match Arc::try_unwrap(old) {
-                    Ok(db) => {
-                        drop(db);
-                        break;
-                    }
-                    Err(held) => {
-                        old = held;
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                }
-            }
-        }
-        let db = open_database(path)?;
-        *self.db.write().unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(db));
-        Ok(())
-    }
 }
 
 impl std::fmt::Debug for Store {
@@ -531,102 +467,9 @@ fn prune_database(
     Ok(pruned)
 }
 
-/// The longest wait between two tries of a failing write.
-const MOST_BACKOFF: Duration = Duration::from_secs(30);
-
-/// Writes `batch`, and while that fails (a full disk, a failing device) reopens the file and
-/// tries again with a growing wait, taking what is queued meanwhile into the batch: nothing is
-/// dropped while the process runs. Returns how many records were taken. Gives up only when the
-/// queue closes (the store is dropped) and one more try failed.
-fn write_until_written(
-    slot: &Slot,
-    path: &Path,
-    receiver: &std::sync::mpsc::Receiver<(String, Record)>,
-    batch: &mut Vec<(String, Record)>,
-) -> u64 {
-    let mut taken = batch.len() as u64;
-    let mut backoff = Duration::from_millis(250);
-    let mut closed = false;
-    loop {
-        let written = slot.current().and_then(|db| put_all(&db, batch));
-        match written {
-            Ok(()) => {
-                let was = slot
-                    .failing
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .take();
-                if let Some((since, why)) = was {
-                    let for_s = since.elapsed().map(|d| d.as_secs()).unwrap_or(0);
-                    tracing::info!(
-                        "the execution store {} writes again after {for_s} s ({why}); the {} \
-                         records kept in memory meanwhile are written",
-                        path.display(),
-                        batch.len()
-                    );
-                }
-                return taken;
-            }
-            Err(e) if closed => {
-                tracing::warn!(
-                    "the execution store {} still fails ({e}) as the server stops: {} \
-                     execution records were not written",
-                    path.display(),
-                    batch.len()
-                );
-                return taken;
-            }
-            Err(e) => {
-                let why = e.to_string();
-                {
-                    let mut failing = slot.failing.lock().unwrap_or_else(PoisonError::into_inner);
-                    if failing.is_none() {
-                        tracing::warn!(
-                            "the execution store {} cannot write ({why}); records are kept in \
-                             memory and written when it can (trying again with a growing wait, \
-                             up to {} s)",
-                            path.display(),
-                            MOST_BACKOFF.as_secs()
-                        );
-                        *failing = Some((SystemTime::now(), why));
-                    }
-                }
-                match receiver.recv_timeout(backoff) {
-                    Ok(record) => {
-                        batch.push(record);
-                        let more: Vec<_> = receiver.try_iter().collect();
-                        taken += 1 + more.len() as u64;
-                        batch.extend(more);
-                        latest_only(batch);
-                    }
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => closed = true,
-                }
-                backoff = (backoff * 2).min(MOST_BACKOFF);
-                if let Err(e) = slot.reopen(path) {
-                    tracing::debug!("the execution store did not reopen yet: {e}");
-                }
-            }
-        }
-    }
-}
-
-/// Keeps the latest of each record in `batch` (a running execution's record is queued anew at
-/// each change), so a long outage holds one copy per execution.
-fn latest_only(batch: &mut Vec<(String, Record)>) {
-    let mut seen = std::collections::HashSet::new();
-    let mut kept: Vec<(String, Record)> = batch
-        .drain(..)
-        .rev()
-        .filter(|(owner, record)| seen.insert((owner.clone(), record.id.clone())))
-        .collect();
-    kept.reverse();
-    *batch = kept;
-}
-
 /// Commits records (later ones replacing earlier ones of the same id) in one transaction, into
 /// the file but not yet flushed to the disk (`Store::sync` does that).
-fn put_all(db: &Database, records: &[(String, Record)]) -> Result<(), StoreError> {
+pub(super) fn put_all(db: &Database, records: &[(String, Record)]) -> Result<(), StoreError> {
     let mut txn = db.begin_write()?;
     txn.set_durability(Durability::Eventual);
     {
@@ -667,6 +510,8 @@ pub fn outcome_of(outputs: Vec<Output>, elapsed: Duration) -> ExecutionOutcome {
         widgets: None,
     }
 }
+
+mod writing;
 
 #[cfg(test)]
 mod tests;
