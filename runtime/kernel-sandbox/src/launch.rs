@@ -20,7 +20,6 @@ use std::ffi::{CString, OsString};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::{AsFd as _, AsRawFd as _};
 use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
-use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,6 +32,8 @@ use serde_json::Value;
 use crate::caps::KernelCaps;
 use crate::channel::{bridge, control_pair, exit_code, recv_fd, send_fd, serve_sockets};
 use crate::confine::{self, Failed};
+use crate::egress_log::EgressLog;
+pub(crate) use crate::layout::Layout;
 use crate::policy::Policy;
 use crate::{SandboxError, sys};
 
@@ -76,69 +77,6 @@ pub fn run(policy_file: &Path, connection_file: &Path, argv: &[OsString]) -> i32
             eprintln!("jupyter-mcp-server kernel sandbox: {error}");
             1
         }
-    }
-}
-
-/// The directories a kernel of this sandbox uses, made before anything forks.
-pub(crate) struct Layout {
-    private: PathBuf,
-    tmp: PathBuf,
-    runtime: PathBuf,
-    pub(crate) empty_file: PathBuf,
-    /// Connection files' directory (Jupyter's runtime directory): other kernels' keys.
-    jupyter_runtime: Option<PathBuf>,
-}
-
-impl Layout {
-    pub(crate) fn create(policy: &Policy, private: &Path) -> Result<Self, SandboxError> {
-        let dir = |path: &Path| -> Result<(), SandboxError> {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(path)
-                .map_err(|e| SandboxError::Place {
-                    path: path.to_owned(),
-                    why: e.to_string(),
-                })
-        };
-        for state in ["ipython", "matplotlib", "cache", "site-packages"] {
-            dir(&policy.state(state))?;
-        }
-        dir(private)?;
-        let tmp = private.join("tmp");
-        let runtime = private.join("runtime");
-        dir(&tmp)?;
-        dir(&runtime)?;
-        let empty_file = private.join("empty");
-        std::fs::write(&empty_file, b"").map_err(|e| SandboxError::Place {
-            path: empty_file.clone(),
-            why: e.to_string(),
-        })?;
-        let _ = std::fs::set_permissions(&empty_file, std::fs::Permissions::from_mode(0o000));
-        Ok(Layout {
-            private: private.to_owned(),
-            tmp,
-            runtime,
-            empty_file,
-            jupyter_runtime: None,
-        })
-    }
-
-    pub(crate) fn deny_read(&self, policy: &Policy) -> Vec<PathBuf> {
-        let mut paths = policy.deny_read.clone();
-        paths.extend(self.jupyter_runtime.iter().cloned());
-        // Whatever the policy file says: the servers' policies, kernelspecs and event sockets.
-        paths.extend(crate::events::hidden(&policy.place));
-        paths
-    }
-
-    pub(crate) fn writable(&self, policy: &Policy) -> Vec<PathBuf> {
-        let mut paths = policy.writable.clone();
-        paths.push(self.private.clone());
-        for state in ["ipython", "matplotlib", "cache", "site-packages"] {
-            paths.push(policy.state(state));
-        }
-        paths
     }
 }
 
@@ -543,12 +481,11 @@ impl Prepared {
         let code = runtime.block_on(async {
             let _ = proxy_listener.set_nonblocking(true);
             let policy: Arc<dyn egress::proxy::CurrentPolicy> = self.proxy.clone();
-            let events: Arc<dyn egress::proxy::EgressEvents> = Arc::new(EgressLog {
-                place: self.policy.place.clone(),
-                kernel: self.kernel_id.clone(),
-                notebook: std::env::var("JPY_SESSION_NAME").ok(),
-                allowed: Default::default(),
-            });
+            let events: Arc<dyn egress::proxy::EgressEvents> = Arc::new(EgressLog::new(
+                self.policy.place.clone(),
+                self.kernel_id.clone(),
+                std::env::var("JPY_SESSION_NAME").ok(),
+            ));
             if let Ok(listener) = tokio::net::TcpListener::from_std(proxy_listener) {
                 tokio::spawn(egress::proxy::serve(listener, policy, events));
             }
@@ -611,59 +548,5 @@ async fn parent_gone() {
         if std::os::unix::process::parent_id() != parent {
             return;
         }
-    }
-}
-
-/// Refused and allowed egress: on the launcher's stderr (the Jupyter Server's log), and told
-/// to the servers listening in the sandbox's place (the one that owns the kernel logs it and
-/// notes it on the running execution's span).
-struct EgressLog {
-    place: PathBuf,
-    kernel: String,
-    notebook: Option<String>,
-    allowed: std::sync::atomic::AtomicU64,
-}
-
-impl Drop for EgressLog {
-    fn drop(&mut self) {
-        let allowed = self.allowed.load(std::sync::atomic::Ordering::Relaxed);
-        if allowed > 0 {
-            eprintln!(
-                "jupyter-mcp-server kernel sandbox: kernel {} made {allowed} allowed egress \
-                 connection(s)",
-                self.kernel
-            );
-        }
-    }
-}
-
-impl EgressLog {
-    fn announce(&self, host: &str, port: u16, refused: Option<&str>) {
-        let event = crate::events::EgressEvent {
-            kernel: self.kernel.clone(),
-            notebook: self.notebook.clone(),
-            host: host.to_owned(),
-            port,
-            refused: refused.map(str::to_owned),
-        };
-        crate::events::announce(&self.place, &crate::events::SandboxEvent::Egress(event));
-    }
-}
-
-impl egress::proxy::EgressEvents for EgressLog {
-    fn allowed(&self, host: &str, port: u16) {
-        self.allowed
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.announce(host, port, None);
-    }
-
-    fn refused(&self, host: &str, port: u16, why: &str) {
-        let notebook = self.notebook.as_deref().unwrap_or("-");
-        eprintln!(
-            "jupyter-mcp-server kernel sandbox: egress refused: host={host} port={port} \
-             kernel={} notebook={notebook}: {why}",
-            self.kernel
-        );
-        self.announce(host, port, Some(why));
     }
 }
