@@ -12,7 +12,7 @@ import uuid
 import pytest
 from PIL import Image
 
-from conftest import client_for, joined, texts
+from conftest import call, client_for, joined, texts
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +150,31 @@ async def test_capability_off_gives_whole_outputs(jupyter_server):
         assert Image.open(io.BytesIO(base64.b64decode(image.data))).size[0] > 2000, "the image as the kernel drew it"
         cell = texts(await client.call_tool("read_cell", {"cell_index": 0, "include_outputs": True}))
         assert not any(t.startswith("[Ran") or t.startswith("[Not run") for t in cell)
+
+
+PRINT_600K = "print('y' * 600_000)"
+
+
+@pytest.mark.parametrize("store", ["none", "dir"])
+async def test_ended_runs_outputs_stay_within_the_memory_budget(jupyter_server, store, tmp_path):
+    """--execution-memory-mb bounds the outputs ended records hold in memory: past it the oldest
+    runs' outputs leave memory, read back whole from the execution store when there is one, else
+    replaced by a note that says so and where the output is (nowhere, for execute_code)."""
+    env = {"JUPYTER_MCP_STATE_DIR": "none" if store == "none" else str(tmp_path / "state")}
+    async with client_for(jupyter_server, "legacy", "--document-backend", "file",
+                          "--execution-memory-mb", "1", env=env) as client:
+        uris = [named_uri(joined(await client.call_tool("execute_code", {"code": PRINT_600K})))
+                for _ in range(3)]
+        ids = [uri.removeprefix("execution://").split("/")[0] for uri in uris]
+        assert len(set(ids)) == 3, uris
+        # The newest run keeps its output whole in memory.
+        assert (await whole(client, uris[2])).strip() == "y" * 600_000
+        oldest = joined(await call(client, "get_execution", execution_id=ids[0]))
+        if store == "none":
+            assert "left the server's memory" in oldest and "--execution-memory-mb" in oldest, oldest
+            assert "no store keeps them" in oldest, oldest
+            with pytest.raises(Exception, match="left the server's memory"):
+                await client.read_resource(uris[0])
+        else:
+            assert "left the server's memory" not in oldest, oldest
+            assert (await whole(client, uris[0])).strip() == "y" * 600_000, "read back from the store"

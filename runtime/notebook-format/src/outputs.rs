@@ -274,6 +274,68 @@ impl Output {
         }
     }
 
+    /// About how many bytes the output holds in memory: its text and data, not the
+    /// bookkeeping around them. Cheap (no serialising), for memory budgets.
+    pub fn approx_bytes(&self) -> usize {
+        let map_bytes = |map: &Map<String, Value>| -> usize {
+            map.iter().map(|(k, v)| k.len() + json_bytes(v)).sum()
+        };
+        match self {
+            Output::Stream { text, extra, .. } => text.len() + map_bytes(extra),
+            Output::DisplayData {
+                data,
+                metadata,
+                extra,
+            }
+            | Output::ExecuteResult {
+                data,
+                metadata,
+                extra,
+                ..
+            } => map_bytes(&data.0) + map_bytes(metadata) + map_bytes(extra),
+            Output::Error {
+                ename,
+                evalue,
+                traceback,
+                extra,
+            } => {
+                ename.len()
+                    + evalue.len()
+                    + traceback.iter().map(String::len).sum::<usize>()
+                    + map_bytes(extra)
+            }
+            Output::Other(value) => json_bytes(value),
+        }
+    }
+
+    /// Makes `kept` equal to `now` while copying only what changed: a stream whose text grew
+    /// gets the new tail, an output unchanged is left alone. A running cell's outputs mostly
+    /// grow at the end, so a progress copy taken often costs what is new, not the whole again.
+    pub fn sync_into(kept: &mut Vec<Output>, now: &[Output]) {
+        kept.truncate(now.len());
+        for (kept, now) in kept.iter_mut().zip(now) {
+            if let (
+                Output::Stream {
+                    name: kept_name,
+                    text: kept_text,
+                    extra: kept_extra,
+                },
+                Output::Stream { name, text, extra },
+            ) = (&mut *kept, now)
+                && kept_name == name
+                && kept_extra == extra
+                && text.len() >= kept_text.len()
+                && text.as_bytes().starts_with(kept_text.as_bytes())
+            {
+                kept_text.push_str(&text[kept_text.len()..]);
+            } else if kept != now {
+                *kept = now.clone();
+            }
+        }
+        let have = kept.len();
+        kept.extend(now[have..].iter().cloned());
+    }
+
     /// The text an error shows: its traceback, a line each, or `ename: evalue` when it has none.
     pub fn error_text(ename: &str, evalue: &str, traceback: &[String]) -> String {
         if traceback.is_empty() {
@@ -282,6 +344,21 @@ impl Output {
         } else {
             traceback.join("\n")
         }
+    }
+}
+
+/// About how many bytes a JSON value holds: its strings and keys, a word per other node.
+fn json_bytes(value: &Value) -> usize {
+    match value {
+        Value::String(text) => text.len(),
+        Value::Array(items) => items.iter().map(json_bytes).sum::<usize>() + 8,
+        Value::Object(map) => {
+            map.iter()
+                .map(|(k, v)| k.len() + json_bytes(v))
+                .sum::<usize>()
+                + 8
+        }
+        _ => 8,
     }
 }
 
@@ -309,6 +386,25 @@ impl<'de> Deserialize<'de> for Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sync_into_copies_what_changed() {
+        let stream = |text: &str| Output::stream(StreamName::Stdout, text);
+        let mut kept = vec![stream("a\n")];
+        let now = [
+            stream("a\nb\n"),
+            Output::from_json(
+                &json!({"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": {}}),
+            ),
+        ];
+        Output::sync_into(&mut kept, &now);
+        assert_eq!(kept, now);
+        // A cleared and rewritten stream (not a growth of the old text) is replaced whole.
+        let now = [stream("c\n")];
+        Output::sync_into(&mut kept, &now);
+        assert_eq!(kept, now);
+        assert!(now[0].approx_bytes() >= 2);
+    }
 
     #[test]
     fn every_kind_round_trips_through_json() {

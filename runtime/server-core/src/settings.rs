@@ -18,6 +18,9 @@ pub struct ExecutionLimits {
     pub max_timeout: Duration,
     /// `--progress-interval`: the longest silence towards a client that asked for progress.
     pub keepalive: Duration,
+    /// `--execution-memory-mb`: the bytes of output ended execution records may hold in memory
+    /// together.
+    pub memory_budget: usize,
 }
 
 impl ExecutionLimits {

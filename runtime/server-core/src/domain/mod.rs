@@ -139,8 +139,6 @@ pub struct Domain {
     /// declares late reaches them all.
     pub capabilities: Arc<Capabilities>,
     pub hooks: Arc<Hooks>,
-    /// The whole outputs of recent executions that no notebook keeps.
-    pub kept_outputs: outputs::KeptOutputs,
     /// The runs of the execution tools, background ones included.
     pub executions: executions::Executions,
     /// Whether the Jupyter Server is up yet (the embedded one starts while we serve).
@@ -174,14 +172,14 @@ impl Domain {
         hooks: Arc<Hooks>,
     ) -> Arc<Self> {
         let jupyter = jupyter.with_kernel_start(settings.kernel_start.clone());
-        let executions = executions::Executions::new(settings.store.clone());
+        let executions =
+            executions::Executions::new(settings.store.clone(), settings.execution.memory_budget);
         Arc::new(Domain {
             settings,
             jupyter: RwLock::new(Arc::new(jupyter)),
             notebooks: Notebooks::default(),
             capabilities,
             hooks,
-            kept_outputs: Default::default(),
             kernel_endings: Default::default(),
             egress_asks: Default::default(),
             executions,

@@ -269,7 +269,7 @@ impl Domain {
 /// foreground one's result once it ended.
 async fn repeated(earlier: Arc<Execution>) -> Result<Ran, Error> {
     if earlier.background {
-        let state = earlier.snapshot().state;
+        let (state, _) = earlier.status();
         return Ok(Ran::Started {
             execution: earlier,
             repeated: Some(state),

@@ -383,6 +383,12 @@ pub struct StartArgs {
     #[arg(long, env = "JUPYTER_MCP_STATE_MAX_MB", value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub state_max_mb: u64,
 
+    /// The most output, in MiB, that ended execution records hold in memory together; past
+    /// it the oldest runs' outputs leave memory (read back from the execution store when there
+    /// is one, else replaced by a note saying where the whole output is).
+    #[arg(long, env = "JUPYTER_MCP_EXECUTION_MEMORY_MB", value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub execution_memory_mb: u64,
+
     /// Expose only these tools (names, or the toolset `notebooks` for every core tool);
     /// extension tools count. An unknown name stops the server.
     #[arg(

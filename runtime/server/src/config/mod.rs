@@ -487,6 +487,8 @@ impl Config {
                 default_timeout: Duration::from_secs(args.execution_timeout),
                 max_timeout: Duration::from_secs(args.max_execution_timeout),
                 keepalive: Duration::from_secs(args.progress_interval),
+                memory_budget: usize::try_from(args.execution_memory_mb << 20)
+                    .unwrap_or(usize::MAX),
             },
             output: OutputLimits {
                 max_chars: args.max_output_chars,

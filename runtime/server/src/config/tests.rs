@@ -29,6 +29,7 @@ fn timeouts_resolve_and_clamp() {
         default_timeout: Duration::from_secs(120),
         max_timeout: Duration::from_secs(3600),
         keepalive: Duration::from_secs(30),
+        memory_budget: server_core::domain::executions::DEFAULT_MEMORY_BUDGET,
     };
     assert_eq!(limits.resolve(0.0), Duration::from_secs(120));
     assert_eq!(limits.resolve(30.0), Duration::from_secs(30));

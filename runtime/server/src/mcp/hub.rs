@@ -84,6 +84,7 @@ mod tests {
                     default_timeout: std::time::Duration::from_secs(1),
                     max_timeout: std::time::Duration::from_secs(1),
                     keepalive: std::time::Duration::from_secs(1),
+                    memory_budget: server_core::domain::executions::DEFAULT_MEMORY_BUDGET,
                 },
                 output: crate::config::OutputLimits::text(0, true),
                 max_file_bytes: 1,

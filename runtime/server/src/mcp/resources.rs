@@ -226,16 +226,36 @@ fn output_contents(uri: &str, cell: &Cell, position: &str) -> Result<ResourceCon
 /// `execution://{id}/outputs/{index}`: one output an execute_code call's result pointed to.
 fn read_execution(domain: &Domain, uri: &str, rest: &str) -> Result<ResourceContents, McpError> {
     let (id, position) = rest.split_once("/outputs/").unwrap_or((rest, ""));
-    let Some(outputs) = domain.kept_outputs.get(id) else {
-        return Err(not_found(
+    let gone = || {
+        not_found(
             uri,
             format!(
                 "No kept outputs for execution '{id}': the server keeps the outputs of recent \
-                 execute_code calls within a memory bound, and these are gone or never were. Run \
-                 the code again, or in a notebook cell so the notebook keeps them."
+                 executions (see list_executions), and these are gone or never were. Run the \
+                 code again, or in a notebook cell so the notebook keeps them."
             ),
+        )
+    };
+    let execution = domain.executions.get(id).ok_or_else(gone)?;
+    let result = execution.snapshot().result.ok_or_else(|| {
+        not_found(
+            uri,
+            format!(
+                "Execution '{id}' is still running: its outputs are kept once it ends \
+                 (get_execution shows them so far)."
+            ),
+        )
+    })?;
+    let Ok(executed) = result.as_ref() else {
+        return Err(not_found(
+            uri,
+            format!("Execution '{id}' ended without outputs: get_execution says how."),
         ));
     };
+    if let Some(note) = execution.shed_note() {
+        return Err(not_found(uri, note.to_owned()));
+    }
+    let outputs = &executed.outcome.outputs;
     let output = position.parse::<usize>().ok().and_then(|i| outputs.get(i));
     let Some(output) = output else {
         return Err(not_found(

@@ -75,7 +75,7 @@ pub async fn from_record(
     );
     task.ttl_ms = u64::try_from(ttl(&domain.settings.execution).as_millis()).ok();
     task.poll_interval_ms = Some(500);
-    if execution.snapshot().state == State::Running {
+    if execution.status().0 == State::Running {
         task.status_message = Some(format!(
             "execution {} runs (get_execution with its id shows its outputs so far)",
             execution.id
@@ -142,6 +142,7 @@ mod tests {
             default_timeout: Duration::from_secs(30),
             max_timeout: Duration::from_secs(3600),
             keepalive: Duration::from_secs(30),
+            memory_budget: server_core::domain::executions::DEFAULT_MEMORY_BUDGET,
         };
         assert_eq!(ttl(&limits), Duration::from_secs(7800));
     }

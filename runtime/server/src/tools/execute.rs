@@ -110,15 +110,15 @@ pub fn present(domain: &Domain, execution: &Execution, executed: &Executed) -> T
     let timeout = execution.timeout;
     let limits = domain.settings.output;
     let outputs = &outcome.outputs;
-    // Shortened outputs point to their whole, which only the server can keep for execute_code.
+    // Shortened outputs point to their whole, which only the server keeps for execute_code:
+    // the execution's own record (`execution://ID`), no second copy.
     let kept = execution
         .kept
         .get_or_init(|| {
             domain
                 .capabilities
                 .enabled(COMPACT_OUTPUT)
-                .then(|| domain.kept_outputs.keep(outputs.clone()))
-                .flatten()
+                .then(|| execution.id.clone())
         })
         .as_ref()
         .map(|id| format!("{EXECUTION_SCHEME}{id}"));

@@ -223,7 +223,7 @@ async fn waited(context: &ToolContext, execution: &Execution, wait: Duration) {
                 execution.id,
                 waited.as_secs_f64(),
                 format_secs(wait),
-                execution.snapshot().elapsed.as_secs_f64()
+                execution.status().1.as_secs_f64()
             ),
         );
     }
@@ -253,14 +253,14 @@ async fn list_executions(context: ToolContext, _args: ListExecutionsArgs) -> Too
     let lines: Vec<String> = executions
         .iter()
         .map(|execution| {
-            let snapshot = execution.snapshot();
+            let (state, elapsed) = execution.status();
             format!(
                 "{}\t{}\t{}\t{}\t{:.1}s",
                 execution.id,
-                snapshot.state.name(),
+                state.name(),
                 execution.place.describe(),
                 started_at(execution),
-                snapshot.elapsed.as_secs_f64()
+                elapsed.as_secs_f64()
             )
         })
         .collect();

@@ -6,7 +6,10 @@
 //! [`Executions`] is the one owner of the records of a domain (the server's, or in Hub mode one
 //! user's): the newest [`KEPT`] in memory, and with `--state-dir` every one within the retention
 //! in the store (`store.rs`), which its reads fall back to, so an id this server handed out is
-//! answered after a restart too. A run a previous process left running is followed again or
+//! answered after a restart too. An ended record holds its outputs once (its result); the ended
+//! records' outputs together stay within a byte budget (`--execution-memory-mb`): past it the
+//! oldest are shed from memory, read back from the store when there is one, else replaced by a
+//! note saying where the whole output is. A run a previous process left running is followed again or
 //! reported lost at start (`resume.rs`). The code itself runs through `execution.rs`'s paths
 //! (kernel readiness, the `execution.confirm` gate, hooks), which this module only wraps.
 
@@ -21,7 +24,8 @@ pub use state::{Place, State};
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::{Notify, watch};
@@ -75,6 +79,12 @@ pub struct Execution {
     scope: Option<Scope>,
     /// When the outputs were last written to the store.
     flushed: Mutex<Option<Instant>>,
+    /// Bytes of output the ended record holds in memory (0 while running, and once shed).
+    held: AtomicUsize,
+    /// Set once its outputs were shed from memory: what was said in their place.
+    shed: OnceLock<String>,
+    /// The table that remembers it, told when it ends (so the budget is kept).
+    table: Weak<Mutex<Table>>,
 }
 
 /// How often a running execution's outputs are written to the store, at most.
@@ -107,7 +117,12 @@ pub struct Snapshot {
 }
 
 impl Execution {
-    fn new(id: String, new: NewExecution, scope: Option<Scope>) -> Execution {
+    fn new(
+        id: String,
+        new: NewExecution,
+        scope: Option<Scope>,
+        table: Weak<Mutex<Table>>,
+    ) -> Execution {
         let cell_version = matches!(new.place, Place::Cell { .. }).then(|| {
             super::versions::cell_version(&notebook_format::notebook::Cell::new(
                 notebook_format::notebook::CellType::Code,
@@ -131,6 +146,9 @@ impl Execution {
             kept: OnceLock::new(),
             scope,
             flushed: Mutex::new(None),
+            held: AtomicUsize::new(0),
+            shed: OnceLock::new(),
+            table,
         }
     }
 
@@ -171,6 +189,9 @@ impl Execution {
             kept: OnceLock::new(),
             scope,
             flushed: Mutex::new(None),
+            held: AtomicUsize::new(0),
+            shed: OnceLock::new(),
+            table: Weak::new(),
         }
     }
 
@@ -250,7 +271,9 @@ impl Execution {
         let execution = Arc::downgrade(self);
         Arc::new(move |outputs: &[Output], _count| {
             if let Some(execution) = execution.upgrade() {
-                execution.live.lock().expect("execution lock").outputs = outputs.to_vec();
+                let mut live = execution.live.lock().expect("execution lock");
+                Output::sync_into(&mut live.outputs, outputs);
+                drop(live);
                 execution.flush();
             }
         })
@@ -292,15 +315,71 @@ impl Execution {
         state: State,
     ) -> Arc<Result<Executed, Error>> {
         let result = Arc::new(result);
+        let held = output_bytes(&result);
         let ended = Ended {
             elapsed: self.clock.elapsed(),
             state,
             result: result.clone(),
         };
-        self.live.lock().expect("execution lock").end = Some(ended);
+        {
+            let mut live = self.live.lock().expect("execution lock");
+            live.end = Some(ended);
+            // The result holds them whole now: one copy per record.
+            live.outputs = Vec::new();
+        }
+        self.held.store(held, Ordering::Relaxed);
         self.write();
         self.ended.send_replace(true);
+        if let Some(table) = self.table.upgrade() {
+            table.lock().expect("executions lock").keep_budget();
+        }
         result
+    }
+
+    /// Its state and how long it ran or has run, without copying its outputs.
+    pub fn status(&self) -> (State, Duration) {
+        let live = self.live.lock().expect("execution lock");
+        match &live.end {
+            Some(end) => (end.state.clone(), end.elapsed),
+            None => (State::Running, self.clock.elapsed()),
+        }
+    }
+
+    /// What was said in place of its outputs once they were shed from memory, if they were.
+    pub fn shed_note(&self) -> Option<&str> {
+        self.shed.get().map(String::as_str)
+    }
+
+    /// Drops the ended record's outputs from memory, leaving `note` in their place; returns
+    /// the bytes freed. The caller (the table) decides when.
+    fn shed_outputs(&self, note: String) -> usize {
+        let mut live = self.live.lock().expect("execution lock");
+        let Some(end) = live.end.as_mut() else {
+            return 0;
+        };
+        let Ok(executed) = end.result.as_ref() else {
+            return 0;
+        };
+        let outcome = &executed.outcome;
+        let stub = Executed {
+            outcome: jupyter_client::kernel::ExecutionOutcome {
+                outputs: vec![Output::stream(
+                    notebook_format::outputs::StreamName::Stdout,
+                    format!("{note}\n"),
+                )],
+                execution_count: outcome.execution_count,
+                reply_status: outcome.reply_status.clone(),
+                completion: outcome.completion,
+                elapsed: outcome.elapsed,
+                user_expressions: None,
+                widgets: None,
+            },
+            replaced: executed.replaced.clone(),
+        };
+        end.result = Arc::new(Ok(stub));
+        drop(live);
+        let _ = self.shed.set(note);
+        self.held.swap(0, Ordering::Relaxed)
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -409,19 +488,24 @@ fn record_started(record: &Record) -> SystemTime {
 }
 
 /// The executions of one domain (the server's, or in Hub mode one user's).
-#[derive(Default)]
 pub struct Executions {
-    table: Mutex<Table>,
+    table: Arc<Mutex<Table>>,
     /// The store behind the memory (`--state-dir`), if any.
     scope: Option<Scope>,
 }
 
-#[derive(Default)]
 struct Table {
     by_id: HashMap<String, Arc<Execution>>,
     by_key: HashMap<String, String>,
     order: VecDeque<String>,
+    /// The bytes of output ended records may hold in memory together.
+    budget: usize,
+    /// Where shed outputs can still be read (the store's place), if anywhere.
+    store: Option<String>,
 }
+
+/// The default of `--execution-memory-mb`, in bytes.
+pub const DEFAULT_MEMORY_BUDGET: usize = 64 << 20;
 
 /// What [`Executions::begin`] found.
 pub enum Begun {
@@ -431,13 +515,37 @@ pub enum Begun {
     Repeated(Arc<Execution>),
 }
 
+impl Default for Executions {
+    fn default() -> Self {
+        Executions::new(None, DEFAULT_MEMORY_BUDGET)
+    }
+}
+
 impl Executions {
-    /// Records kept in memory, and in the store when there is one.
-    pub fn new(scope: Option<Scope>) -> Self {
+    /// Records kept in memory, and in the store when there is one; the ended ones' outputs in
+    /// memory within `budget` bytes together.
+    pub fn new(scope: Option<Scope>, budget: usize) -> Self {
+        let store = scope.as_ref().map(|scope| scope.store.place());
         Executions {
-            table: Mutex::default(),
+            table: Arc::new(Mutex::new(Table {
+                by_id: HashMap::new(),
+                by_key: HashMap::new(),
+                order: VecDeque::new(),
+                budget,
+                store,
+            })),
             scope,
         }
+    }
+
+    /// The bytes of output the ended records hold in memory now.
+    pub fn held_bytes(&self) -> usize {
+        let table = self.table.lock().expect("executions lock");
+        table
+            .by_id
+            .values()
+            .map(|e| e.held.load(Ordering::Relaxed))
+            .sum()
     }
 
     pub fn scope(&self) -> Option<&Scope> {
@@ -479,7 +587,12 @@ impl Executions {
         }
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let key = new.idempotency_key.clone();
-        let execution = Arc::new(Execution::new(id.clone(), new, self.scope.clone()));
+        let execution = Arc::new(Execution::new(
+            id.clone(),
+            new,
+            self.scope.clone(),
+            Arc::downgrade(&self.table),
+        ));
         // A key is claimed in the store with the first record, so of two processes (replicas)
         // asked at once only one runs the code.
         let earlier = match (&key, &self.scope) {
@@ -555,7 +668,19 @@ impl Executions {
             let table = self.table.lock().expect("executions lock");
             table.by_id.get(id).cloned()
         };
-        found.or_else(|| Some(self.read(self.scope.as_ref()?.get(id)?)))
+        match found {
+            // Its outputs left memory for the store: read it whole from there.
+            Some(execution) if execution.shed_note().is_some() => Some(
+                self.scope
+                    .as_ref()
+                    .and_then(|scope| scope.get(id))
+                    .filter(|record| record.end.is_some())
+                    .map(|record| self.read(record))
+                    .unwrap_or(execution),
+            ),
+            Some(execution) => Some(execution),
+            None => Some(self.read(self.scope.as_ref()?.get(id)?)),
+        }
     }
 
     /// Every remembered execution, oldest first: the store's, and those in memory.
@@ -590,11 +715,11 @@ impl Table {
     /// Drops the oldest ended executions beyond `bound` (running ones stay: their ids are out).
     fn forget_beyond(&mut self, bound: usize) {
         while self.order.len() > bound {
-            let Some(position) = self.order.iter().position(|id| {
-                self.by_id
-                    .get(id)
-                    .is_none_or(|e| e.snapshot().state != State::Running)
-            }) else {
+            let Some(position) = self
+                .order
+                .iter()
+                .position(|id| self.by_id.get(id).is_none_or(|e| e.done()))
+            else {
                 return;
             };
             let Some(id) = self.order.remove(position) else {
@@ -603,6 +728,80 @@ impl Table {
             self.by_id.remove(&id);
             self.by_key.retain(|_, kept| *kept != id);
         }
+    }
+
+    /// Sheds the oldest ended records' outputs from memory until those left fit the budget.
+    /// The newest ended record keeps its own, whatever their size: it is the one most likely
+    /// read next, and shedding it would not make the next run any smaller.
+    fn keep_budget(&mut self) {
+        let held = |e: &Execution| e.held.load(Ordering::Relaxed);
+        let mut total: usize = self.by_id.values().map(|e| held(e)).sum();
+        if total <= self.budget {
+            return;
+        }
+        let newest = self
+            .order
+            .iter()
+            .rev()
+            .find(|id| self.by_id.get(*id).is_some_and(|e| e.done()))
+            .cloned();
+        for id in &self.order {
+            if total <= self.budget {
+                break;
+            }
+            let Some(execution) = self.by_id.get(id) else {
+                continue;
+            };
+            let bytes = held(execution);
+            if bytes == 0 || Some(id) == newest.as_ref() || !execution.done() {
+                continue;
+            }
+            let note = shed_note(execution, bytes, self.budget, self.store.as_deref());
+            total = total.saturating_sub(execution.shed_outputs(note));
+        }
+    }
+}
+
+/// What stands in memory for outputs shed to keep the budget: how big they were, why they
+/// went and where the whole output is now.
+fn shed_note(execution: &Execution, bytes: usize, budget: usize, store: Option<&str>) -> String {
+    let size = megabytes(bytes);
+    let budget = budget >> 20;
+    let gone = format!(
+        "[The {size} of output of execution {} left the server's memory, which keeps at most \
+         {budget} MiB of ended runs' outputs (--execution-memory-mb)",
+        execution.id
+    );
+    match (store, &execution.place) {
+        (Some(store), _) => format!(
+            "{gone}; the execution store ({store}) keeps them whole, and reading this execution \
+             again reads them from there.]"
+        ),
+        (None, Place::Cell { .. }) => format!(
+            "{gone}; the notebook keeps the cell's outputs ({}): read the cell for them.]",
+            execution.place.describe()
+        ),
+        (None, Place::Code { .. }) => format!(
+            "{gone}, and no store keeps them (no --state-dir): run the code again, printing \
+             less, or in a notebook cell so the notebook keeps its output.]"
+        ),
+    }
+}
+
+fn megabytes(bytes: usize) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+/// The bytes of output an ended run's result holds.
+fn output_bytes(result: &Result<Executed, Error>) -> usize {
+    match result {
+        Ok(executed) => executed
+            .outcome
+            .outputs
+            .iter()
+            .map(Output::approx_bytes)
+            .sum(),
+        Err(_) => 0,
     }
 }
 
