@@ -12,12 +12,26 @@ use reqwest::Method;
 /// A failure is printed as its reason and what to do (the error's own words, its causes after
 /// it), never as a backtrace: RUST_BACKTRACE is for panics, not for a refused start.
 fn main() -> std::process::ExitCode {
+    release_big_blocks();
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("jupyter-mcp-server: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Big outputs (a run printing megabytes) are allocated and freed whole. With glibc's default
+/// a freed big block raises the size under which blocks come from the heap, where freed
+/// megabytes stay with the process and repeated big runs ratchet its memory up; a fixed
+/// threshold keeps big blocks mapped on their own, so freeing one gives it back.
+#[allow(unsafe_code)]
+fn release_big_blocks() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets an allocator parameter, before any other thread exists.
+    unsafe {
+        nix::libc::mallopt(nix::libc::M_MMAP_THRESHOLD, 512 << 10);
     }
 }
 

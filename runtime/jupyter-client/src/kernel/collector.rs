@@ -84,7 +84,15 @@ impl OutputCollector {
         &self.outputs
     }
 
-    pub fn into_outputs(self) -> Vec<Output> {
+    pub fn into_outputs(mut self) -> Vec<Output> {
+        // A stream grown by appends has up to twice its length allocated; what is kept (an
+        // execution's record, for as long as it is remembered) holds only its text.
+        for output in &mut self.outputs {
+            if let Output::Stream { text, .. } = output {
+                text.shrink_to_fit();
+            }
+        }
+        self.outputs.shrink_to_fit();
         self.outputs
     }
 

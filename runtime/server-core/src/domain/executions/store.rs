@@ -143,6 +143,9 @@ pub struct Pruned {
     pub over_size: usize,
 }
 
+/// The page cache the store keeps in memory.
+const STORE_CACHE_BYTES: usize = 8 << 20;
+
 /// The database file at `path`, created when there is none. `Open` when it is not a store we
 /// can read (damaged, or not redb's).
 pub(super) fn open_database(path: &Path) -> Result<Database, StoreError> {
@@ -150,7 +153,12 @@ pub(super) fn open_database(path: &Path) -> Result<Database, StoreError> {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    match Database::builder().create_file(file) {
+    // redb caches up to 1 GiB of pages by default; records are written far more than read back,
+    // so a small cache keeps the server's memory from growing with the store.
+    match Database::builder()
+        .set_cache_size(STORE_CACHE_BYTES)
+        .create_file(file)
+    {
         Ok(db) => Ok(db),
         Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(StoreError::InUse {
             path: path.display().to_string(),
