@@ -4,6 +4,11 @@ server's RSS after each, ours beside the Python server 2.2.4 on the same Jupyter
 (IOPub rate limits off, so the whole output reaches both). Ours runs with its defaults
 (--execution-memory-mb 64) and once more with --state-dir none.
 
+Bursty cell on the live backend: a notebook cell printing ~--burst-mb MB in bursts (a training
+loop), run with insert_execute_code_cell while a sampler reads the server's RSS every 50 ms:
+peak RSS beside the bound 80 MiB + 3x the output, and our CPU beside the Jupyter Server's
+during the run (bound: at most 2x). The Python server runs the same cell beside.
+
 The figure the bound is on: growth per run after the first few (the mean RSS step once the
 ended runs' outputs fill ours's --execution-memory-mb, i.e. after the first 64 MiB / output + 1
 runs), ≤ 2 MiB. Not a test: it asserts nothing; it measures.
@@ -34,7 +39,8 @@ GROWTH_BOUND_MIB = 2.0
 def server_process(command: str) -> psutil.Process:
     """The server the client just spawned: our newest child running `command`."""
     name = Path(command).name
-    children = [p for p in psutil.Process().children(recursive=True)
+    # The client spawns it as a direct child; anything it starts itself is not it.
+    children = [p for p in psutil.Process().children()
                 if name in " ".join(p.cmdline()[:2])]
     return max(children, key=lambda p: p.create_time())
 
@@ -57,6 +63,47 @@ async def repeated_runs(command: str, args: list[str], env: dict, runs: int, lin
 BUDGET_BYTES = 64 << 20  # ours's --execution-memory-mb default
 
 
+BURSTY = ("import time\n"
+          "for burst in range({bursts}):\n"
+          "    for i in range(4000):\n"
+          "        print(f'epoch {{burst:>4}} step {{i:>6}} loss {{1 / (i + 1):.6f}} ' + 'x' * 16)\n"
+          "    time.sleep(0.05)")
+LINE_BYTES = 62
+
+
+async def bursty_cell(command: str, args: list[str], env: dict, jupyter_pid: int, bursts: int,
+                      tag: str) -> dict[str, float]:
+    params = StdioServerParameters(command=command, args=args, env=env)
+    async with Client(params, mode="legacy", read_timeout_seconds=900) as client:
+        server = server_process(command)
+        jupyter = psutil.Process(jupyter_pid)
+        result = await client.call_tool("use_notebook", {
+            "notebook_name": tag, "notebook_path": f"bursty-{tag}.ipynb", "mode": "create"})
+        assert not result.is_error, result
+        await client.call_tool("insert_execute_code_cell", {"cell_index": -1, "cell_source": "1"})
+        base_rss = server.memory_info().rss
+        peak = [base_rss]
+        running = True
+
+        async def sample() -> None:
+            while running:
+                peak[0] = max(peak[0], server.memory_info().rss)
+                await asyncio.sleep(0.05)
+
+        sampler = asyncio.create_task(sample())
+        ours_cpu, theirs_cpu = sum(server.cpu_times()[:2]), sum(jupyter.cpu_times()[:2])
+        result = await client.call_tool("insert_execute_code_cell", {
+            "cell_index": -1, "cell_source": BURSTY.format(bursts=bursts), "timeout": 600})
+        ours_cpu, theirs_cpu = sum(server.cpu_times()[:2]) - ours_cpu, sum(jupyter.cpu_times()[:2]) - theirs_cpu
+        await asyncio.sleep(5)
+        after = server.memory_info().rss
+        running = False
+        await sampler
+        assert not result.is_error, result
+    return {"peak": peak[0] / 2**20, "base": base_rss / 2**20, "after": after / 2**20,
+            "cpu": ours_cpu, "jupyter cpu": theirs_cpu}
+
+
 def growth(rss: list[float], output_bytes: int) -> float:
     """The mean RSS step per run once the budget is full (at most the last half), MiB."""
     first_few = min(-(-BUDGET_BYTES // output_bytes) + 1, len(rss) // 2)
@@ -68,14 +115,27 @@ def main() -> None:
     parser = common.parser(__doc__)
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--lines", type=int, default=200_000)
+    parser.add_argument("--burst-mb", type=float, default=15.0)
+    parser.add_argument("--only", choices=["runs", "bursty"], default=None)
     opts = parser.parse_args()
+    bursts = max(1, round(opts.burst_mb * 1e6 / (4000 * LINE_BYTES)))
+    bursty: dict[str, dict[str, float]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-scalebench-"))
     jupyter = start_jupyter(tmp, extra=["--ZMQChannelsWebsocketConnection.iopub_data_rate_limit=0",
                                         "--ZMQChannelsWebsocketConnection.iopub_msg_rate_limit=0"])
     columns: dict[str, list[float]] = {}
     try:
-        env = dict(os.environ, RUST_LOG="warn", JUPYTER_MCP_STATE_DIR=str(tmp / "state"))
+        env = dict(os.environ, RUST_LOG="warn", JUPYTER_MCP_STATE_DIR=os.environ.get("BENCH_STATE_DIR", str(tmp / "state")))
         connect = common.connect(jupyter)
+        if opts.only != "runs":
+            bursty["ours (live)"] = asyncio.run(bursty_cell(
+                opts.ours, ["start", *connect, "--document-backend", "live"], env, jupyter.process.pid, bursts, "ours"))
+            if common.upstream(opts):
+                bursty["Python 2.2.4"] = asyncio.run(bursty_cell(
+                    opts.upstream, ["start", "--transport", "stdio", *connect], env, jupyter.process.pid, bursts,
+                    "py"))
+        if opts.only == "bursty":
+            return report_bursty(bursty, bursts)
         columns["ours"] = asyncio.run(repeated_runs(opts.ours, ["start", *connect], env, opts.runs, opts.lines))
         columns["ours, no store"] = asyncio.run(repeated_runs(
             opts.ours, ["start", *connect], dict(env, JUPYTER_MCP_STATE_DIR="none"), opts.runs, opts.lines))
@@ -89,6 +149,7 @@ def main() -> None:
         jupyter.process.wait(timeout=30)
         shutil.rmtree(tmp, ignore_errors=True)
 
+    report_bursty(bursty, bursts)
     megabytes = opts.lines * 64 / 1e6
     print(f"\nrepeated runs: execute_code printing {opts.lines} lines (~{megabytes:.1f} MB) each; "
           f"server RSS after each run, MiB")
@@ -103,6 +164,24 @@ def main() -> None:
         verdict = "within" if step <= GROWTH_BOUND_MIB else "OVER"
         print(f"{name}: growth per run after the first few {step:+.2f} MiB, "
               f"bound +{GROWTH_BOUND_MIB} MiB: {verdict}; peak {max(columns[name]):.1f} MiB")
+
+
+def report_bursty(bursty: dict[str, dict[str, float]], bursts: int) -> None:
+    if not bursty:
+        return
+    output_mib = bursts * 4000 * LINE_BYTES / 2**20
+    bound = 80 + 3 * output_mib
+    print(f"\nbursty cell: {bursts} bursts of 4,000 lines (~{output_mib:.1f} MiB printed), "
+          f"insert_execute_code_cell; server RSS MiB and CPU s during the run")
+    print(f"{'server':16} {'before':>8} {'peak':>8} {'5 s after':>10} {'our CPU':>8} {'Jupyter CPU':>12}")
+    for name, row in bursty.items():
+        print(f"{name:16} {row['base']:8.1f} {row['peak']:8.1f} {row['after']:10.1f} {row['cpu']:8.2f} "
+              f"{row['jupyter cpu']:12.2f}")
+    ours = bursty.get("ours (live)")
+    if ours:
+        print(f"ours: peak {ours['peak']:.1f} MiB, bound {bound:.1f} (80 + 3x output): "
+              f"{'within' if ours['peak'] <= bound else 'OVER'}; CPU {ours['cpu']:.2f} s vs Jupyter "
+              f"{ours['jupyter cpu']:.2f} s, bound 2x: {'within' if ours['cpu'] <= 2 * ours['jupyter cpu'] else 'OVER'}")
 
 
 if __name__ == "__main__":

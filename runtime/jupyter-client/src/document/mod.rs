@@ -13,6 +13,7 @@ use std::pin::Pin;
 
 use super::rest::RestError;
 use notebook_format::notebook::{Notebook, NotebookError};
+use notebook_format::outputs::Output;
 
 pub use notebook_format::edit::Edit;
 
@@ -89,6 +90,32 @@ pub trait Document: Send + Sync {
     /// Plans edits against the newest version and saves them, checking for other writers once;
     /// returns the notebook before and after. No edits, no write.
     fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)>;
+    /// Writes a running cell's outputs as they stand; `done`: the run ended (a room shows the
+    /// cell idle again). By default an edit like any other; a room writes them into that cell
+    /// alone, sending what is new, so a long-printing cell costs what it prints rather than the
+    /// whole notebook at every write.
+    fn write_outputs<'a>(
+        &'a self,
+        cell_id: &'a str,
+        outputs: &'a [Output],
+        execution_count: Option<i64>,
+        done: bool,
+    ) -> DocumentFuture<'a, ()> {
+        Box::pin(async move {
+            let mut edits = vec![Edit::SetOutputs {
+                cell_id: cell_id.to_owned(),
+                outputs: outputs.to_vec(),
+                execution_count,
+            }];
+            if done && self.streams_outputs() {
+                edits.push(Edit::SetRunning {
+                    cell_id: cell_id.to_owned(),
+                    running: false,
+                });
+            }
+            self.update(Box::new(move |_| Ok(edits))).await.map(|_| ())
+        })
+    }
     /// Whether others see each write at once (a collaboration room). Then a running cell is shown
     /// as running and its outputs are written as they arrive; a file is rewritten at most once a
     /// second.

@@ -134,6 +134,62 @@ impl YNotebook {
         .map_err(|_| "the shared document is damaged (yrs failed writing to it)".to_owned())
     }
 
+    /// The outputs and execution count cell `cell_id` shows, without reading the rest of the
+    /// notebook; `None` when there is no such cell.
+    pub fn cell_outputs(&self, cell_id: &str) -> Option<(Vec<Output>, Option<i64>)> {
+        let txn = self.doc.transact();
+        let (_, cell) = self.find(&txn, cell_id)?;
+        let outputs = match cell.get(&txn, "outputs") {
+            Some(Out::YArray(array)) => array
+                .iter(&txn)
+                .map(|output| {
+                    let mut value = out_to_json(output, &txn);
+                    normalize_output(&mut value);
+                    Output::from_json(&value)
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        // Peers store counts as floats.
+        let count = cell
+            .get(&txn, "execution_count")
+            .map(|count| out_to_json(count, &txn))
+            .and_then(|count| {
+                count.as_i64().or_else(|| {
+                    count
+                        .as_f64()
+                        .filter(|n| n.fract() == 0.0)
+                        .map(|n| n as i64)
+                })
+            });
+        Some((outputs, count))
+    }
+
+    /// Writes a running cell's outputs and count, touching no other cell (what is new since
+    /// the last write, for streams that grew), and marks it idle once `done`; returns the
+    /// update for the room, or `None` when the cell is gone. Caught as [`YNotebook::write`] is.
+    pub fn write_outputs(
+        &self,
+        cell_id: &str,
+        outputs: &[Output],
+        execution_count: Option<i64>,
+        done: bool,
+    ) -> Result<Option<Vec<u8>>, String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut txn = self.doc.transact_mut();
+            let before = txn.state_vector();
+            let (_, cell) = self.find(&txn, cell_id)?;
+            set_outputs(&mut txn, &cell, outputs);
+            let count = execution_count.map_or(Any::Null, |n| Any::from(n as f64));
+            cell.insert(&mut txn, "execution_count", count);
+            if done {
+                cell.insert(&mut txn, "execution_state", "idle");
+            }
+            Some(txn.encode_state_as_update_v1(&before))
+        }))
+        .map_err(|_| "the shared document is damaged (yrs failed writing to it)".to_owned())
+    }
+
     fn write_one(&self, txn: &mut TransactionMut, edit: &Edit) {
         match edit {
             Edit::Insert { index, cell } => {
@@ -293,25 +349,57 @@ fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Output]) {
         Some(Out::YArray(array)) => array,
         _ => cell.insert(txn, "outputs", ArrayPrelim::default()),
     };
-    let existing: Vec<Output> = array
-        .iter(txn)
-        .map(|output| {
-            let mut value = out_to_json(output, txn);
-            normalize_output(&mut value);
-            Output::from_json(&value)
-        })
-        .collect();
-    let same = existing
-        .iter()
-        .zip(outputs)
-        .take_while(|(a, b)| *a == *b)
-        .count();
-    if existing.len() > same {
-        array.remove_range(txn, same as u32, (existing.len() - same) as u32);
+    let entries: Vec<Out> = array.iter(txn).collect();
+    let mut same = 0;
+    for (entry, output) in entries.iter().zip(outputs) {
+        if grown_stream(txn, entry, output) {
+            same += 1;
+            continue;
+        }
+        let mut value = out_to_json(entry.clone(), txn);
+        normalize_output(&mut value);
+        if Output::from_json(&value) != *output {
+            break;
+        }
+        same += 1;
+    }
+    if entries.len() > same {
+        array.remove_range(txn, same as u32, (entries.len() - same) as u32);
     }
     for output in &outputs[same..] {
         array.push_back(txn, output_prelim(&output.to_json()));
     }
+}
+
+/// Whether `entry`, a stream output as the room keeps it (a map whose text is a Y.Text), now
+/// shows `output` because `output` continues its text: the new tail is appended, so a cell that
+/// prints for minutes sends the room what is new, not its whole output again at every write.
+fn grown_stream(txn: &mut TransactionMut, entry: &Out, output: &Output) -> bool {
+    let (Out::YMap(map), Output::Stream { name, text, extra }) = (entry, output) else {
+        return false;
+    };
+    // Only the plain shape: output_type, name and text, nothing else to compare.
+    if !extra.is_empty() || map.len(txn) != 3 {
+        return false;
+    }
+    let named =
+        matches!(map.get(txn, "name"), Some(Out::Any(Any::String(n))) if *n == *name.as_str());
+    let typed =
+        matches!(map.get(txn, "output_type"), Some(Out::Any(Any::String(t))) if &*t == "stream");
+    let Some(Out::YText(shown)) = map.get(txn, "text") else {
+        return false;
+    };
+    if !named || !typed {
+        return false;
+    }
+    let current = shown.get_string(txn);
+    if !text.starts_with(current.as_str()) {
+        return false;
+    }
+    if text.len() > current.len() {
+        shown.push(txn, &text[current.len()..]);
+    }
+    true
 }
 
 fn cell_prelim(cell: &Cell) -> MapPrelim {
@@ -508,6 +596,39 @@ mod tests {
             both.len()
         );
         assert_eq!(nb.read().unwrap().cells[0].outputs, vec![first, second]);
+    }
+
+    #[test]
+    fn a_growing_stream_sends_only_its_new_text() {
+        let nb = YNotebook::new();
+        nb.write(&[Edit::Insert {
+            index: 0,
+            cell: code("a", ""),
+        }])
+        .unwrap();
+        let set = |text: &str| {
+            nb.write(&[Edit::SetOutputs {
+                cell_id: "a".into(),
+                outputs: vec![Output::stream(StreamName::Stdout, text)],
+                execution_count: None,
+            }])
+            .unwrap()
+        };
+        let long = "line of output\n".repeat(10_000);
+        set(&long);
+        let more = format!("{long}one more line\n");
+        let update = set(&more);
+        assert!(update.len() < 200, "{} bytes for 14 new ones", update.len());
+        assert_eq!(
+            nb.read().unwrap().cells[0].outputs,
+            vec![Output::stream(StreamName::Stdout, more.as_str())]
+        );
+        // A stream that does not continue the shown one (cleared and printed again) is replaced.
+        set("fresh\n");
+        assert_eq!(
+            nb.read().unwrap().cells[0].outputs,
+            vec![Output::stream(StreamName::Stdout, "fresh\n")]
+        );
     }
 
     #[test]

@@ -197,7 +197,14 @@ impl Domain {
             if let Some(also) = &also {
                 also(outputs, count);
             }
-            live_tx.send_replace(Some((outputs.to_vec(), count)));
+            // Copies what is new since the last report, not the whole output again.
+            live_tx.send_modify(|live| match live {
+                Some((kept, kept_count)) => {
+                    Output::sync_into(kept, outputs);
+                    *kept_count = count;
+                }
+                None => *live = Some((outputs.to_vec(), count)),
+            });
         }));
         let streams = in_use.document.streams_outputs();
         if streams {
@@ -226,21 +233,22 @@ impl Domain {
         let (replaced, outcome) = self.execute_on(in_use, ready, request).await;
         writer.abort();
         let _ = writer.await;
-        let mut finish = Vec::new();
-        if let Ok(outcome) = &outcome {
-            finish.push(Edit::SetOutputs {
-                cell_id: cell.id.clone(),
-                outputs: outcome.outputs.clone(),
-                execution_count: outcome.execution_count,
-            });
-        }
-        if streams {
-            finish.push(Edit::SetRunning {
-                cell_id: cell.id.clone(),
-                running: false,
-            });
-        }
-        let saved = in_use.apply(finish).await;
+        // The whole outputs, written as the running writes were (a room gets what is new).
+        let saved = match &outcome {
+            Ok(outcome) => {
+                in_use
+                    .write_outputs(&cell.id, &outcome.outputs, outcome.execution_count, true)
+                    .await
+            }
+            Err(_) if streams => in_use
+                .apply(vec![Edit::SetRunning {
+                    cell_id: cell.id.clone(),
+                    running: false,
+                }])
+                .await
+                .map(|_| ()),
+            Err(_) => Ok(()),
+        };
         let outcome = outcome?;
         saved?;
         Ok(Executed { outcome, replaced })
@@ -403,16 +411,21 @@ async fn write_while_running(
     if !streams {
         tokio::time::sleep(pause).await;
     }
+    // Our copy of the outputs so far, brought up to date with what is new at each write.
+    let mut outputs = Vec::new();
     while live.changed().await.is_ok() {
-        let Some((outputs, execution_count)) = live.borrow_and_update().clone() else {
-            continue;
+        let execution_count = {
+            let now = live.borrow_and_update();
+            let Some((now, execution_count)) = &*now else {
+                continue;
+            };
+            Output::sync_into(&mut outputs, now);
+            *execution_count
         };
-        let edit = Edit::SetOutputs {
-            cell_id: cell_id.clone(),
-            outputs,
-            execution_count,
-        };
-        if let Err(e) = in_use.apply(vec![edit]).await {
+        if let Err(e) = in_use
+            .write_outputs(&cell_id, &outputs, execution_count, false)
+            .await
+        {
             tracing::debug!("could not save outputs while running: {e}");
         }
         tokio::time::sleep(pause).await;

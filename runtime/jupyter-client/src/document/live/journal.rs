@@ -71,6 +71,80 @@ impl Journal {
         added
     }
 
+    /// As [`Journal::record`], but a cell's outputs written again while the newest entry is an
+    /// output write to that same cell (a running cell, every few milliseconds) update that
+    /// entry: one copy of a cell's outputs is kept, not one per write. Its `before` stays the
+    /// cell before the first of them; the room showing one of the writes in between (a prefix
+    /// of the last) is recognised when replaying.
+    pub(super) fn record_merging(&mut self, base: &Notebook, edits: &[Edit], proof: u64) {
+        // Running marks are not journalled: a batch that also ends the run still merges.
+        let kept: Vec<&Edit> = edits
+            .iter()
+            .filter(|edit| !matches!(edit, Edit::SetRunning { .. }))
+            .collect();
+        if let [
+            Edit::SetOutputs {
+                cell_id,
+                outputs,
+                execution_count,
+            },
+        ] = kept.as_slice()
+            && self.merges_outputs_of(cell_id)
+        {
+            self.record_outputs(cell_id, outputs, *execution_count, None, proof);
+            return;
+        }
+        self.record(base, edits, proof);
+    }
+
+    /// Whether a write of `cell_id`'s outputs now would update the newest entry.
+    pub(super) fn merges_outputs_of(&self, cell_id: &str) -> bool {
+        matches!(
+            self.entries.back(),
+            Some(Entry { edit: Edit::SetOutputs { cell_id: last, .. }, .. }) if last == cell_id
+        )
+    }
+
+    /// Records a write of a cell's outputs: into the newest entry when that is one for the
+    /// same cell (copying what changed), else as a new entry, `before` being what the cell
+    /// showed then.
+    pub(super) fn record_outputs(
+        &mut self,
+        cell_id: &str,
+        outputs: &[Output],
+        execution_count: Option<i64>,
+        before: Option<(Vec<Output>, Option<i64>)>,
+        proof: u64,
+    ) {
+        if self.merges_outputs_of(cell_id)
+            && let Some(last) = self.entries.back_mut()
+            && let Edit::SetOutputs {
+                outputs: kept,
+                execution_count: kept_count,
+                ..
+            } = &mut last.edit
+        {
+            Output::sync_into(kept, outputs);
+            *kept_count = execution_count;
+            last.pending = Some(proof);
+            last.proven_at = None;
+            return;
+        }
+        self.entries.push_back(Entry {
+            edit: Edit::SetOutputs {
+                cell_id: cell_id.to_owned(),
+                outputs: outputs.to_vec(),
+                execution_count,
+            },
+            before: before.map(|(outputs, count)| Prior::Outputs(outputs, count)),
+            pending: Some(proof),
+            proven_at: None,
+        });
+        while self.entries.len() > JOURNAL_LIMIT {
+            self.entries.pop_front();
+        }
+    }
+
     /// Marks entries proven by `answered` answers and forgets old proven ones.
     pub(super) fn settle(&mut self, answered: u64) {
         let now = Instant::now();
@@ -140,7 +214,8 @@ impl Journal {
                     }
                     Some(c)
                         if Some(Prior::Outputs(c.outputs.clone(), c.execution_count))
-                            == entry.before =>
+                            == entry.before
+                            || grows_into(&c.outputs, outputs) =>
                     {
                         true
                     }
@@ -190,6 +265,27 @@ impl Journal {
             Err(_) => false,
         }
     }
+}
+
+/// Whether `earlier` is what a run's outputs were on the way to `later`: the same outputs, the
+/// last of them possibly a stream that `later` continues (the writes a merged entry stands for).
+fn grows_into(earlier: &[Output], later: &[Output]) -> bool {
+    let Some((last, before)) = earlier.split_last() else {
+        return false;
+    };
+    later.len() >= earlier.len()
+        && before.iter().zip(later).all(|(a, b)| a == b)
+        && match (last, &later[before.len()]) {
+            (
+                Output::Stream { name, text, extra },
+                Output::Stream {
+                    name: to_name,
+                    text: to_text,
+                    extra: to_extra,
+                },
+            ) => name == to_name && extra == to_extra && to_text.starts_with(text.as_str()),
+            (a, b) => a == b,
+        }
 }
 
 /// Cells compared by what a person sees: id, type, source, outputs and execution count
@@ -264,5 +360,39 @@ mod tests {
         );
         assert!(!journal.held_by(&base));
         assert!(journal.held_by(&notebook(&[("a", "new")])));
+    }
+
+    #[test]
+    fn a_running_cells_writes_keep_one_entry_and_replay_over_a_partial_room() {
+        use notebook_format::outputs::StreamName;
+        let base = notebook(&[("a", "for i in range(3): print(i)")]);
+        let printed = |text: &str| Edit::SetOutputs {
+            cell_id: "a".into(),
+            outputs: vec![Output::stream(StreamName::Stdout, text)],
+            execution_count: None,
+        };
+        let mut journal = Journal::default();
+        journal.record_merging(&base, &[printed("0\n")], 1);
+        journal.record_merging(&base, &[printed("0\n1\n")], 2);
+        journal.record_merging(
+            &base,
+            &[
+                printed("0\n1\n2\n"),
+                Edit::SetRunning {
+                    cell_id: "a".into(),
+                    running: false,
+                },
+            ],
+            3,
+        );
+        assert_eq!(journal.entries.len(), 1, "one copy of the cell's outputs");
+        // A room that kept only an earlier write gets the last one again.
+        let partial = apply_edits(&base, &[printed("0\n1\n")], "").unwrap();
+        let (edits, superseded) = journal.replay(&partial);
+        assert_eq!((edits.len(), superseded), (1, 0));
+        assert!(!journal.held_by(&partial));
+        // Someone else's outputs are theirs.
+        let other = apply_edits(&base, &[printed("something else\n")], "").unwrap();
+        assert_eq!(journal.replay(&other).1, 1);
     }
 }

@@ -33,6 +33,7 @@ use super::{
 };
 use crate::rest::JupyterRest;
 use notebook_format::notebook::{CellType, Notebook};
+use notebook_format::outputs::Output;
 
 /// jupyter-collaboration's default `document_save_delay`: a room saves this long after its last
 /// change.
@@ -266,7 +267,7 @@ impl LiveDocument {
         }
         let mut journal = self.journal();
         journal.settle(link.answered());
-        journal.record(&base, &edits, proof);
+        journal.record_merging(&base, &edits, proof);
         Ok((base, next))
     }
 
@@ -333,6 +334,55 @@ impl Document for LiveDocument {
         Box::pin(async move {
             let mut slot = self.link.lock().await;
             self.update_link(&mut slot, plan).await
+        })
+    }
+
+    fn write_outputs<'a>(
+        &'a self,
+        cell_id: &'a str,
+        outputs: &'a [Output],
+        execution_count: Option<i64>,
+        done: bool,
+    ) -> DocumentFuture<'a, ()> {
+        Box::pin(async move {
+            let mut slot = self.link.lock().await;
+            let link = self.open_link(&mut slot).await?;
+            // What the cell showed is read only for the first write of a run: later writes
+            // update the journal's entry for it.
+            let merging = self.journal().merges_outputs_of(cell_id);
+            let (before, update) = {
+                let notebook = link
+                    .notebook
+                    .lock()
+                    .expect("the document lock is never poisoned");
+                let before = if merging {
+                    None
+                } else {
+                    notebook.cell_outputs(cell_id)
+                };
+                (
+                    before,
+                    notebook.write_outputs(cell_id, outputs, execution_count, done),
+                )
+            };
+            let update = match update {
+                Ok(Some(update)) => update,
+                Ok(None) => {
+                    return Err(DocumentError::Conflict {
+                        path: self.path.clone(),
+                        cell_id: cell_id.to_owned(),
+                    });
+                }
+                Err(e) => {
+                    *slot = None;
+                    return Err(self.damaged(&e));
+                }
+            };
+            let proof = self.send_update(link, update);
+            let mut journal = self.journal();
+            journal.settle(link.answered());
+            journal.record_outputs(cell_id, outputs, execution_count, before, proof);
+            Ok(())
         })
     }
 

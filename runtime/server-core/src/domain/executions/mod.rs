@@ -90,6 +90,10 @@ pub struct Execution {
 /// How often a running execution's outputs are written to the store, at most.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 
+/// How many bytes of a running execution's output the store is rewritten with per second, on
+/// average: past 1 MiB of output, flushes come every second per MiB.
+const FLUSH_BYTES_PER_SEC: usize = 1 << 20;
+
 /// How often a wait on an execution another process runs reads its record again.
 const POLL_EVERY: Duration = Duration::from_millis(250);
 
@@ -266,7 +270,8 @@ impl Execution {
     }
 
     /// Where the kernel layer reports outputs as they come (written to the store at most every
-    /// [`FLUSH_EVERY`], so a restart loses at most that much of a run's output).
+    /// [`FLUSH_EVERY`], and for big outputs every second per MiB, so a restart loses at most
+    /// that much of a run's output).
     pub fn output_sink(self: &Arc<Self>) -> OutputSink {
         let execution = Arc::downgrade(self);
         Arc::new(move |outputs: &[Output], _count| {
@@ -284,8 +289,17 @@ impl Execution {
             return;
         }
         {
+            // Each flush rewrites the whole output so far: a big one is written less often, so
+            // the store is rewritten at most FLUSH_BYTES_PER_SEC on average, not quadratically.
+            let bytes: usize = {
+                let live = self.live.lock().expect("execution lock");
+                live.outputs.iter().map(Output::approx_bytes).sum()
+            };
+            let every = FLUSH_EVERY.max(Duration::from_secs_f64(
+                bytes as f64 / FLUSH_BYTES_PER_SEC as f64,
+            ));
             let mut flushed = self.flushed.lock().expect("execution lock");
-            if flushed.is_some_and(|at| at.elapsed() < FLUSH_EVERY) {
+            if flushed.is_some_and(|at| at.elapsed() < every) {
                 return;
             }
             *flushed = Some(Instant::now());

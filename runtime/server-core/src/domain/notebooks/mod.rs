@@ -101,6 +101,23 @@ impl NotebookInUse {
         Ok(saved)
     }
 
+    /// Writes a running cell's outputs as they stand, `done` once it ended (see
+    /// `Document::write_outputs`), then tells subscribers. A cell's version does not cover its
+    /// outputs: none is recorded.
+    pub async fn write_outputs(
+        &self,
+        cell_id: &str,
+        outputs: &[Output],
+        execution_count: Option<i64>,
+        done: bool,
+    ) -> Result<(), DocumentError> {
+        self.document
+            .write_outputs(cell_id, outputs, execution_count, done)
+            .await?;
+        let _ = self.changes.send(self.name.clone());
+        Ok(())
+    }
+
     /// Plans and saves edits against the newest version (see `Document::update`), then tells
     /// subscribers; returns the notebook before and after.
     pub async fn update(&self, plan: EditPlan<'_>) -> Result<(Notebook, Notebook), DocumentError> {
