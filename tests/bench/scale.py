@@ -12,12 +12,19 @@ during the run (bound: at most 2x). The Python server runs the same cell beside.
 The figure the bound is on: growth per run after the first few (the mean RSS step once the
 ended runs' outputs fill ours's --execution-memory-mb, i.e. after the first 64 MiB / output + 1
 runs), ≤ 2 MiB. Not a test: it asserts nothing; it measures.
-Usage: tests/bench/run scale [--runs N] [--lines N]
+Held sessions: --sessions Streamable HTTP sessions opened the way the official clients open them
+(initialize, initialized, tools/list, and the GET stream for the server's messages) and held idle; the server's RSS growth per session right
+after, and once rmcp's 60 s cache of completed responses has expired (the steady state),
+against the bound of 100 KiB.
+
+Usage: tests/bench/run scale [--runs N] [--lines N] [--burst-mb MB] [--sessions N]
+       [--only runs|bursty|sessions]
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sys
@@ -104,6 +111,51 @@ async def bursty_cell(command: str, args: list[str], env: dict, jupyter_pid: int
             "cpu": ours_cpu, "jupyter cpu": theirs_cpu}
 
 
+async def held_sessions(ours: str, jupyter, count: int, settle: float) -> dict[str, float]:
+    import httpx2
+    from conftest import start_http_server
+
+    os.environ["JUPYTER_MCP_SERVER_BIN"] = ours  # what start_http_server starts
+    server = start_http_server(["start", *common.connect(jupyter)], {"RUST_LOG": "warn"})
+    process = psutil.Process(server.process.pid)
+    headers = {"Authorization": f"Bearer {server.token}", "Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json"}
+    try:
+        async with httpx2.AsyncClient(headers=headers, timeout=120,
+                                      limits=httpx2.Limits(max_connections=count + 100)) as http, \
+                contextlib.AsyncExitStack() as streams:
+            async def open_session(i: int) -> str:
+                reply = await http.post(server.mcp_url, json={
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": f"held-{i}", "version": "1"}}})
+                session = reply.headers["mcp-session-id"]
+                more = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+                await http.post(server.mcp_url, headers=more,
+                                json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                listed = await http.post(server.mcp_url, headers=more,
+                                         json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+                assert "execute_code" in listed.text, listed.text[:200]
+                # Held open, as a client listening for the server's own messages holds it.
+                stream = await streams.enter_async_context(http.stream(
+                    "GET", server.mcp_url, headers={**more, "Accept": "text/event-stream"}))
+                assert stream.status_code == 200, stream.status_code
+                return session
+
+            await open_session(-1)
+            await asyncio.sleep(1)
+            before = process.memory_info().rss
+            for start in range(0, count, 50):
+                await asyncio.gather(*(open_session(i) for i in range(start, min(count, start + 50))))
+            await asyncio.sleep(1)
+            after = process.memory_info().rss
+            await asyncio.sleep(settle)
+            settled = process.memory_info().rss
+    finally:
+        server.stop()
+    return {"right after": (after - before) / count / 1024, "settled": (settled - before) / count / 1024}
+
+
 def growth(rss: list[float], output_bytes: int) -> float:
     """The mean RSS step per run once the budget is full (at most the last half), MiB."""
     first_few = min(-(-BUDGET_BYTES // output_bytes) + 1, len(rss) // 2)
@@ -116,7 +168,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=12)
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--burst-mb", type=float, default=15.0)
-    parser.add_argument("--only", choices=["runs", "bursty"], default=None)
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--only", choices=["runs", "bursty", "sessions"], default=None)
     opts = parser.parse_args()
     bursts = max(1, round(opts.burst_mb * 1e6 / (4000 * LINE_BYTES)))
     bursty: dict[str, dict[str, float]] = {}
@@ -127,7 +180,16 @@ def main() -> None:
     try:
         env = dict(os.environ, RUST_LOG="warn", JUPYTER_MCP_STATE_DIR=os.environ.get("BENCH_STATE_DIR", str(tmp / "state")))
         connect = common.connect(jupyter)
-        if opts.only != "runs":
+        sessions = None
+        if opts.only in (None, "sessions"):
+            sessions = asyncio.run(held_sessions(opts.ours, jupyter, opts.sessions, 65))
+            print(f"\nheld HTTP sessions: {opts.sessions} opened (initialize, initialized, tools/list, GET stream) "
+                  f"and held idle; server RSS per session: {sessions['right after']:.1f} KiB right after, "
+                  f"{sessions['settled']:.1f} KiB after 65 s (bound 100 KiB: "
+                  f"{'within' if sessions['settled'] <= 100 else 'OVER'})")
+            if opts.only == "sessions":
+                return
+        if opts.only in (None, "bursty"):
             bursty["ours (live)"] = asyncio.run(bursty_cell(
                 opts.ours, ["start", *connect, "--document-backend", "live"], env, jupyter.process.pid, bursts, "ours"))
             if common.upstream(opts):

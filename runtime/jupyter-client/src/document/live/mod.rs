@@ -60,7 +60,7 @@ pub struct LiveDocument {
     /// The current connection to the room; held across a whole edit, which serialises our own
     /// edits and rejoining (and, for a notebook just created, the first join).
     link: Arc<tokio::sync::Mutex<Option<Link>>>,
-    journal: Mutex<Journal>,
+    journal: Arc<Mutex<Journal>>,
     /// Who else is in the room, and who changed each cell last.
     people: SharedPeople,
     /// When the room saves (its delay as seen), kept across rejoins.
@@ -101,12 +101,15 @@ impl LiveDocument {
             }
             Err(e) => return Err(e),
         };
+        let link = Arc::new(tokio::sync::Mutex::new(Some(link)));
+        let journal = Arc::default();
+        expire_journal(&journal, &link);
         Ok(LiveDocument {
             landing: landing::Landing::watch(rest.clone(), path.clone()),
             rest,
             path,
-            link: Arc::new(tokio::sync::Mutex::new(Some(link))),
-            journal: Mutex::new(Journal::default()),
+            link,
+            journal,
             people,
             saves_clock,
         })
@@ -124,12 +127,15 @@ impl LiveDocument {
     ) -> Result<Arc<Self>, DocumentError> {
         let path = path.into();
         room_session(&rest, &path).await?;
+        let link = Arc::default();
+        let journal = Arc::default();
+        expire_journal(&journal, &link);
         let document = Arc::new(LiveDocument {
             landing: landing::Landing::watch(rest.clone(), path.clone()),
             rest,
             path,
-            link: Arc::default(),
-            journal: Mutex::new(Journal::default()),
+            link,
+            journal,
             people: SharedPeople::default(),
             saves_clock: SharedSaveClock::default(),
         });
@@ -295,6 +301,35 @@ impl LiveDocument {
             .lock()
             .expect("the journal lock is never poisoned")
     }
+}
+
+/// How often the journal lets go of proven entries past their keeping while no edit comes (an
+/// edit does it too): a big cell's outputs are not held long after the run that wrote them.
+const JOURNAL_EXPIRY_TICK: Duration = Duration::from_secs(5);
+
+/// Settles the journal every [`JOURNAL_EXPIRY_TICK`] until the document is dropped (it holds
+/// neither between ticks, so it ends within one tick of the document).
+fn expire_journal(journal: &Arc<Mutex<Journal>>, link: &Arc<tokio::sync::Mutex<Option<Link>>>) {
+    let journal = Arc::downgrade(journal);
+    let link = Arc::downgrade(link);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(JOURNAL_EXPIRY_TICK).await;
+            let (Some(journal), Some(link)) = (journal.upgrade(), link.upgrade()) else {
+                return;
+            };
+            // Busy with an edit, which settles it anyway.
+            let Ok(slot) = link.try_lock() else {
+                continue;
+            };
+            if let Some(link) = slot.as_ref() {
+                journal
+                    .lock()
+                    .expect("the journal lock is never poisoned")
+                    .settle(link.answered());
+            }
+        }
+    });
 }
 
 /// The cell a batch of edits worked on last, if it is still there (a deleted one is no place for

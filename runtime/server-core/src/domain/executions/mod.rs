@@ -169,7 +169,7 @@ impl Execution {
         let end = record.end.map(|end| Ended {
             elapsed: end.elapsed,
             state: end.state,
-            result: Arc::new(end.result),
+            result: end.result,
         });
         let done = end.is_some();
         Execution {
@@ -220,7 +220,7 @@ impl Execution {
             end: live.end.as_ref().map(|end| EndRecord {
                 elapsed: end.elapsed,
                 state: end.state.clone(),
-                result: (*end.result).clone(),
+                result: end.result.clone(),
             }),
             runner: self
                 .scope
@@ -251,7 +251,7 @@ impl Execution {
                 live.end = Some(Ended {
                     elapsed: end.elapsed,
                     state: end.state,
-                    result: Arc::new(end.result),
+                    result: end.result,
                 });
                 drop(live);
                 self.ended.send_replace(true);

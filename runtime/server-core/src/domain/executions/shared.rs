@@ -507,7 +507,7 @@ mod tests {
         record.end = Some(super::super::store::EndRecord {
             elapsed: Duration::from_secs(1),
             state: super::super::State::Finished,
-            result: Err(crate::domain::Error::Failed("x".into())),
+            result: std::sync::Arc::new(Err(crate::domain::Error::Failed("x".into()))),
         });
         assert_eq!(ttl(&record, Duration::from_secs(3600)), 3_600_000);
     }

@@ -113,7 +113,8 @@ pub struct Record {
 pub struct EndRecord {
     pub elapsed: Duration,
     pub state: State,
-    pub result: Result<Executed, Error>,
+    /// Shared with the record in memory: writing an ended run does not copy its outputs.
+    pub result: std::sync::Arc<Result<Executed, Error>>,
 }
 
 impl Record {

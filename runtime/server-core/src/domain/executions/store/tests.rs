@@ -33,10 +33,10 @@ fn record(id: &str, started_ms: u64, ended: bool, key: Option<&str>) -> Record {
         end: ended.then(|| EndRecord {
             elapsed: Duration::from_millis(1500),
             state: State::Failed("the code raised ValueError: x".into()),
-            result: Ok(Executed {
+            result: std::sync::Arc::new(Ok(Executed {
                 outcome: outcome_of(vec![], Duration::from_millis(1400)),
                 replaced: None,
-            }),
+            })),
         }),
         runner: None,
         task_id: None,
