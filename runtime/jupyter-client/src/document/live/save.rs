@@ -123,9 +123,10 @@ pub(super) fn reply(frame: &[u8]) -> Option<SaveReply> {
 
 impl LiveDocument {
     /// Makes sure the file on disk holds every edit we made before we leave (the room may be
-    /// about to stop with the Jupyter Server): waits until the room holds them, asks it to save,
-    /// and reads the file through the contents API until it shows them; a file that is gone is
-    /// written again from the room. Bounded; `Err` says why it could not confirm.
+    /// about to stop with the Jupyter Server): waits until the room holds them and asks it to
+    /// save; unless the room answers that it saved, reads the file through the contents API until
+    /// it shows them, and writes a file that is gone again from the room. Bounded; `Err` says why
+    /// it could not confirm.
     pub(super) async fn save_before_leaving(&self, link: &mut Link) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + SAVE_TIMEOUT;
         let asked = link.asked;
@@ -148,6 +149,11 @@ impl LiveDocument {
         if nothing_recent {
             return Ok(());
         }
+        // When the file was last written, to tell a save that wrote it from one that said so.
+        let modified = |model: Result<crate::rest::ContentsModel, _>| {
+            model.ok().and_then(|model| model.last_modified)
+        };
+        let modified_before = modified(self.rest.get_contents(&self.path, false).await);
         link.saves_asked += 1;
         let id = link.saves_asked;
         let _ = link.outgoing.send(request(id));
@@ -160,6 +166,19 @@ impl LiveDocument {
         .ok()
         .and_then(|answer| answer.ok()?.as_ref().map(|r| r.status.clone()))
         .unwrap_or_else(|| "no answer".to_owned());
+        // The room answers "success" once it has saved the document, which holds our edits (the
+        // answers above prove it): the file need not be read back whole, only seen written
+        // since (a room answers "success" for a file deleted or made read-only under it too).
+        // Anything else (skipped, failed, no answer, an unchanged file) is checked against the
+        // file itself.
+        if status == "success"
+            && modified_before.is_some()
+            && modified(self.rest.get_contents(&self.path, false).await)
+                .is_some_and(|after| Some(&after) != modified_before.as_ref())
+        {
+            tracing::debug!("'{}' is saved (the room saved it on request)", self.path);
+            return Ok(());
+        }
         let mut recreated = false;
         let last = loop {
             let last = match self.rest.get_text_file(&self.path).await {
