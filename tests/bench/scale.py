@@ -17,18 +17,27 @@ Held sessions: --sessions Streamable HTTP sessions opened the way the official c
 after, and once rmcp's 60 s cache of completed responses has expired (the steady state),
 against the bound of 100 KiB.
 
+Notebook sizes: read_cell of the middle cell and insert_cell in the middle of notebooks of
+--sizes cells (each a few lines with a short output), median per call for each backend of ours
+(and --previous, an earlier build, when given) beside the Python server, with the growth per
+doubling of the cells; bound: read_cell at the largest size within 2x of the smallest.
+
 Usage: tests/bench/run scale [--runs N] [--lines N] [--burst-mb MB] [--sessions N]
-       [--only runs|bursty|sessions]
+       [--sizes 100,1000,5000] [--size-calls N] [--only runs|bursty|sessions|sizes]
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import math
 import os
 import shutil
+import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -156,6 +165,79 @@ async def held_sessions(ours: str, jupyter, count: int, settle: float) -> dict[s
     return {"right after": (after - before) / count / 1024, "settled": (settled - before) / count / 1024}
 
 
+SIZE_BOUND = 2.0  # read_cell at 5,000 cells within 2x of 100 cells
+
+
+def sized_notebook(path: Path, cells: int) -> None:
+    """A notebook of `cells` code cells, each a few lines with a short output, as an analysis
+    notebook has them."""
+    nb = {
+        "nbformat": 4, "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "cells": [
+            {"cell_type": "code", "id": f"c{i:05d}", "metadata": {}, "execution_count": i + 1,
+             "source": f"# step {i}\nvalue_{i} = compute({i})\nprint(value_{i})",
+             "outputs": [{"output_type": "stream", "name": "stdout", "text": f"{i * 7}\n"}]}
+            for i in range(cells)
+        ],
+    }
+    path.write_text(json.dumps(nb, indent=1))
+
+
+async def notebook_sizes(command: str, args: list[str], env: dict, root: Path, tag: str,
+                         sizes: list[int], calls: int) -> dict[str, dict[int, float]]:
+    """Median seconds of read_cell (the middle cell, with outputs) and insert_cell (in the
+    middle) on notebooks of each size, one server session."""
+    medians: dict[str, dict[int, float]] = {"read_cell": {}, "insert_cell": {}}
+    params = StdioServerParameters(command=command, args=args, env=env)
+    async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+        async def call(tool: str, arguments: dict):
+            r = await client.call_tool(tool, arguments)
+            assert not r.is_error, f"{tag} {tool}: {r.content}"
+
+        for size in sizes:
+            name = f"sizes-{tag}-{size}"
+            sized_notebook(root / f"{name}.ipynb", size)
+            await call("use_notebook", {"notebook_name": name, "notebook_path": f"{name}.ipynb"})
+            middle = size // 2
+            for tool, arguments in (
+                ("read_cell", {"cell_index": middle, "include_outputs": True}),
+                ("insert_cell", {"cell_index": middle, "cell_type": "code", "cell_source": "y = 1"}),
+            ):
+                await call(tool, arguments)  # warm-up
+                samples = []
+                for _ in range(calls):
+                    started = time.perf_counter()
+                    await call(tool, arguments)
+                    samples.append(time.perf_counter() - started)
+                medians[tool][size] = statistics.median(samples)
+            await call("unuse_notebook", {"notebook_name": name})
+    return medians
+
+
+def report_sizes(rows: dict[str, dict[str, dict[int, float]]], sizes: list[int]) -> None:
+    if not rows:
+        return
+    first, last = sizes[0], sizes[-1]
+    doublings = math.log2(last / first)
+    print(f"\nnotebook sizes: median ms per call, read_cell of the middle cell (with outputs) and "
+          f"insert_cell in the middle; growth per doubling of the cells ({first} -> {last})")
+    print(f"{'call, server':28} " + " ".join(f"{n:>8}" for n in sizes) + f" {'per x2':>8} {f'{last}/{first}':>10}")
+    for tool in ("read_cell", "insert_cell"):
+        for server, medians in rows.items():
+            row = medians[tool]
+            ratio = row[last] / row[first]
+            print(f"{tool + ', ' + server:28} " + " ".join(f"{row[n] * 1000:8.1f}" for n in sizes)
+                  + f" {ratio ** (1 / doublings):8.2f}x {ratio:9.2f}x")
+    for server, medians in rows.items():
+        if not server.startswith("ours"):
+            continue
+        row = medians["read_cell"]
+        ratio = row[last] / row[first]
+        verdict = "within" if ratio <= SIZE_BOUND else "OVER"
+        print(f"read_cell, {server}: {last} cells {ratio:.2f}x of {first} cells, bound {SIZE_BOUND}x: {verdict}")
+
+
 def growth(rss: list[float], output_bytes: int) -> float:
     """The mean RSS step per run once the budget is full (at most the last half), MiB."""
     first_few = min(-(-BUDGET_BYTES // output_bytes) + 1, len(rss) // 2)
@@ -169,8 +251,11 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--burst-mb", type=float, default=15.0)
     parser.add_argument("--sessions", type=int, default=500)
-    parser.add_argument("--only", choices=["runs", "bursty", "sessions"], default=None)
+    parser.add_argument("--sizes", default="100,1000,5000", help="notebook sizes in cells, comma-separated")
+    parser.add_argument("--size-calls", type=int, default=10, help="timed calls per size (Python server: half)")
+    parser.add_argument("--only", choices=["runs", "bursty", "sessions", "sizes"], default=None)
     opts = parser.parse_args()
+    sizes = [int(n) for n in opts.sizes.split(",")]
     bursts = max(1, round(opts.burst_mb * 1e6 / (4000 * LINE_BYTES)))
     bursty: dict[str, dict[str, float]] = {}
     tmp = Path(tempfile.mkdtemp(prefix="jmcp-scalebench-"))
@@ -188,6 +273,23 @@ def main() -> None:
                   f"{sessions['settled']:.1f} KiB after 65 s (bound 100 KiB: "
                   f"{'within' if sessions['settled'] <= 100 else 'OVER'})")
             if opts.only == "sessions":
+                return
+        if opts.only in (None, "sizes"):
+            rows = {}
+            for backend in ("file", "live"):
+                rows[f"ours ({backend})"] = asyncio.run(notebook_sizes(
+                    opts.ours, ["start", *connect, "--document-backend", backend], env, jupyter.root,
+                    f"ours-{backend}", sizes, opts.size_calls))
+                if opts.previous:
+                    rows[f"previous ({backend})"] = asyncio.run(notebook_sizes(
+                        opts.previous, ["start", *connect, "--document-backend", backend], env, jupyter.root,
+                        f"previous-{backend}", sizes, opts.size_calls))
+            if common.upstream(opts):
+                rows["Python 2.2.4"] = asyncio.run(notebook_sizes(
+                    opts.upstream, ["start", "--transport", "stdio", *connect], env, jupyter.root, "py", sizes,
+                    max(3, opts.size_calls // 2)))
+            report_sizes(rows, sizes)
+            if opts.only == "sizes":
                 return
         if opts.only in (None, "bursty"):
             bursty["ours (live)"] = asyncio.run(bursty_cell(

@@ -45,3 +45,18 @@ pub enum Edit {
         value: Value,
     },
 }
+
+impl Edit {
+    /// The ids of the cells this edit changes (none for the notebook's own metadata).
+    pub fn cell_ids(&self) -> Vec<&str> {
+        match self {
+            Edit::Insert { cell, .. } => vec![cell.id.as_str()],
+            Edit::SetSource { cell_id, .. }
+            | Edit::Move { cell_id, .. }
+            | Edit::SetOutputs { cell_id, .. }
+            | Edit::SetRunning { cell_id, .. } => vec![cell_id.as_str()],
+            Edit::Delete { cell_ids } => cell_ids.iter().map(String::as_str).collect(),
+            Edit::SetNotebookMetadata { .. } => Vec::new(),
+        }
+    }
+}

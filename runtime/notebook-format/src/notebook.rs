@@ -86,6 +86,19 @@ impl Cell {
         }
     }
 
+    /// One cell of a notebook read alone (cell `index` of it), as [`Notebook::from_value`]
+    /// reads each: an id it lacks is minted (with no other cell at hand, a repeated one is
+    /// kept).
+    pub fn from_value(value: Value, index: usize) -> Result<Self, NotebookError> {
+        let Value::Object(raw) = value else {
+            return Err(NotebookError::BadCell {
+                index,
+                reason: "not an object".into(),
+            });
+        };
+        read_cell(raw, index, &mut HashSet::new())
+    }
+
     /// Whether the file gets a `source` field for this cell.
     pub fn writes_source(&self) -> bool {
         !(self.absent.source && self.source.is_empty())

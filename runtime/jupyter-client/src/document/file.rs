@@ -40,7 +40,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
 use super::live::journal::Journal;
-use super::{Document, DocumentError, DocumentFuture, EditPlan, apply_edits, fresh_insert_ids};
+use super::{
+    CellAt, CellRead, Document, DocumentError, DocumentFuture, EditPlan, Page, apply_edits,
+    fresh_insert_ids,
+};
 use crate::rest::{JupyterRest, RestError};
 use notebook_format::notebook::{Notebook, NotebookError};
 
@@ -80,7 +83,7 @@ struct Inner {
 #[derive(Default)]
 struct State {
     /// The version we last read or wrote, and the file hash it had.
-    known: Option<(Notebook, String)>,
+    known: Option<(Arc<Notebook>, String)>,
     /// Whether `known` holds every edit in the journal.
     holds: bool,
     /// Our edits not yet proven, each naming the save that is to prove it.
@@ -199,7 +202,7 @@ impl Inner {
     /// The notebook as it should be now: the file (our copy of it when its hash has not moved),
     /// with every unproven edit of ours it lacks re-applied. `true` when that is not what the
     /// file holds, so it must be saved.
-    async fn current(&self, state: &mut State) -> Result<(Notebook, bool), DocumentError> {
+    async fn current(&self, state: &mut State) -> Result<(Arc<Notebook>, bool), DocumentError> {
         let checked = Instant::now();
         if let Some((known, hash)) = &state.known {
             let now = self
@@ -227,12 +230,25 @@ impl Inner {
                     self.path
                 );
                 // A hash no file has: the file is read again next time.
-                (good.clone(), String::new(), true)
+                (Notebook::clone(good), String::new(), true)
             }
             (Err(e), _) => return Err(e),
         };
+        let theirs = Arc::new(theirs);
         state.known = Some((theirs.clone(), hash));
         Ok(reapply(state, theirs, broken, checked))
+    }
+
+    /// The notebook as it should be now (see `current`), saved first when the file lacks it.
+    async fn current_saved(
+        self: &Arc<Self>,
+        state: &mut State,
+    ) -> Result<Arc<Notebook>, DocumentError> {
+        let (notebook, repair) = self.current(state).await?;
+        if repair {
+            return self.save(state, Arc::unwrap_or_clone(notebook)).await;
+        }
+        Ok(notebook)
     }
 
     /// Saves `next` (which holds every journal entry). While another writer has been seen
@@ -242,7 +258,7 @@ impl Inner {
         self: &Arc<Self>,
         state: &mut State,
         mut next: Notebook,
-    ) -> Result<Notebook, DocumentError> {
+    ) -> Result<Arc<Notebook>, DocumentError> {
         for _ in 0..MAX_SAVES {
             let text = next.to_ipynb();
             let started = Instant::now();
@@ -252,11 +268,12 @@ impl Inner {
             let settled = Instant::now() + settle;
             state.unproven.push_back((state.saves, settled));
             *self.settles_at.lock().expect("never poisoned") = Some(settled);
-            state.known = Some((next.clone(), notebook_format::hex::sha256(text.as_bytes())));
+            let saved = Arc::new(next);
+            state.known = Some((saved.clone(), notebook_format::hex::sha256(text.as_bytes())));
             state.holds = true;
             if !state.careful() {
                 self.check_later(state);
-                return Ok(next);
+                return Ok(saved);
             }
             tokio::time::sleep(settle).await;
             let (now, repair) = self.current(state).await?;
@@ -267,7 +284,7 @@ impl Inner {
                 "'{}' was saved over by someone else; saving again with our edits re-applied",
                 self.path
             );
-            next = now;
+            next = Arc::unwrap_or_clone(now);
         }
         Err(DocumentError::Contended {
             path: self.path.clone(),
@@ -324,7 +341,7 @@ impl Inner {
         }
         let (now, repair) = self.current(state).await?;
         if repair {
-            self.save(state, now).await?;
+            self.save(state, Arc::unwrap_or_clone(now)).await?;
         }
         Ok(())
     }
@@ -332,7 +349,12 @@ impl Inner {
 
 /// `base` with the unproven edits it lacks re-applied, and whether it must be saved (`broken`:
 /// the file does not parse, so it must be in any case).
-fn reapply(state: &mut State, base: Notebook, broken: bool, checked: Instant) -> (Notebook, bool) {
+fn reapply(
+    state: &mut State,
+    base: Arc<Notebook>,
+    broken: bool,
+    checked: Instant,
+) -> (Arc<Notebook>, bool) {
     let (missing, _superseded) = state.journal.replay(&base);
     if missing.is_empty() {
         state.holds = true;
@@ -345,7 +367,7 @@ fn reapply(state: &mut State, base: Notebook, broken: bool, checked: Instant) ->
     // The next save holds them again; replay already applied them one by one to a copy.
     state.journal.restamp(state.saves + 1);
     match apply_edits(&base, &missing, "") {
-        Ok(repaired) => (repaired, true),
+        Ok(repaired) => (Arc::new(repaired), true),
         Err(_) => (base, true),
     }
 }
@@ -363,11 +385,28 @@ impl Document for FileDocument {
         Box::pin(async move {
             let inner = &self.inner;
             let mut state = inner.state.lock().await;
-            let (notebook, repair) = inner.current(&mut state).await?;
-            if repair {
-                return inner.save(&mut state, notebook).await;
-            }
-            Ok(notebook)
+            let notebook = inner.current_saved(&mut state).await?;
+            Ok(Arc::unwrap_or_clone(notebook))
+        })
+    }
+
+    /// The cell from the notebook we hold when the file has not moved: one hash request, no
+    /// copy of the other cells.
+    fn read_cell<'a>(&'a self, at: CellAt<'a>) -> DocumentFuture<'a, CellRead> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let mut state = inner.state.lock().await;
+            let notebook = inner.current_saved(&mut state).await?;
+            Ok(CellRead::pick(&notebook, at))
+        })
+    }
+
+    fn read_page(&self, start: usize, limit: usize) -> DocumentFuture<'_, Page> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let mut state = inner.state.lock().await;
+            let notebook = inner.current_saved(&mut state).await?;
+            Ok(Page::of(&notebook, start, limit))
         })
     }
 
@@ -379,13 +418,14 @@ impl Document for FileDocument {
             let mut edits = plan(&base).map_err(DocumentError::Refused)?;
             fresh_insert_ids(&mut edits, &base);
             if edits.is_empty() && !repair {
+                let base = Arc::unwrap_or_clone(base);
                 return Ok((base.clone(), base));
             }
             let next = apply_edits(&base, &edits, &inner.path)?;
             let proof = state.saves + 1;
             let added = state.journal.record(&base, &edits, proof);
             match inner.save(&mut state, next).await {
-                Ok(saved) => Ok((base, saved)),
+                Ok(saved) => Ok((Arc::unwrap_or_clone(base), Arc::unwrap_or_clone(saved))),
                 Err(e) => {
                     // Answered as failed, so never re-applied later.
                     state.journal.forget_newest(added);

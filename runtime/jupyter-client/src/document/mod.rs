@@ -12,8 +12,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use super::rest::RestError;
-use notebook_format::notebook::{Notebook, NotebookError};
+use notebook_format::notebook::{Cell, Notebook, NotebookError};
 use notebook_format::outputs::Output;
+use serde_json::{Map, Value};
 
 pub use notebook_format::edit::Edit;
 
@@ -54,6 +55,70 @@ pub enum DocumentError {
     Rest(#[from] RestError),
 }
 
+/// Where a cell is: its id, or its index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellAt<'a> {
+    Id(&'a str),
+    Index(usize),
+}
+
+/// One cell of a notebook as it is now, and what a reader of one cell needs of the rest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellRead {
+    /// The cell and its index; `None` when no cell has that id or index.
+    pub cell: Option<(usize, Cell)>,
+    /// How many cells the notebook has.
+    pub len: usize,
+    /// The notebook's own metadata (widget states saved with it, its kernelspec).
+    pub metadata: Map<String, Value>,
+}
+
+impl CellRead {
+    /// The cell at `at` of a notebook read whole.
+    pub fn pick(notebook: &Notebook, at: CellAt) -> Self {
+        let index = match at {
+            CellAt::Id(id) => notebook.index_of(id),
+            CellAt::Index(index) => (index < notebook.cells.len()).then_some(index),
+        };
+        CellRead {
+            cell: index.map(|index| (index, notebook.cells[index].clone())),
+            len: notebook.cells.len(),
+            metadata: notebook.metadata.clone(),
+        }
+    }
+}
+
+/// A page of a notebook's cells as they are now, and its structure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The index of the first cell of `cells`.
+    pub start: usize,
+    pub cells: Vec<Cell>,
+    /// Every cell's id, in order (what the notebook's structure version covers).
+    pub ids: Vec<String>,
+}
+
+impl Page {
+    /// Cells `start..start + limit` (`limit` 0: to the end) of a notebook read whole.
+    pub fn of(notebook: &Notebook, start: usize, limit: usize) -> Self {
+        let range = page_range(start, limit, notebook.cells.len());
+        Page {
+            start,
+            cells: notebook.cells[range].to_vec(),
+            ids: notebook.cells.iter().map(|cell| cell.id.clone()).collect(),
+        }
+    }
+}
+
+/// The indices of cells `start..start + limit` (`limit` 0: to the end) of `len` cells.
+pub fn page_range(start: usize, limit: usize, len: usize) -> std::ops::Range<usize> {
+    let end = match limit {
+        0 => len,
+        limit => start.saturating_add(limit).min(len),
+    };
+    start.min(end)..end
+}
+
 /// Whether an edit just answered is on disk.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Persistence {
@@ -87,6 +152,17 @@ pub trait Document: Send + Sync {
     fn backend(&self) -> &'static str;
     /// The notebook as it is now.
     fn read(&self) -> DocumentFuture<'_, Notebook>;
+    /// One cell as it is now, by id or index, with the notebook's size and metadata but not its
+    /// other cells: what reading one cell needs, at the cost of that cell (a room reads it alone;
+    /// the file backend copies nothing while the file has not moved).
+    fn read_cell<'a>(&'a self, at: CellAt<'a>) -> DocumentFuture<'a, CellRead> {
+        Box::pin(async move { Ok(CellRead::pick(&self.read().await?, at)) })
+    }
+    /// Cells `start..start + limit` (`limit` 0: to the end) as they are now, with every cell's
+    /// id: a page of a big notebook costs that page and the ids.
+    fn read_page(&self, start: usize, limit: usize) -> DocumentFuture<'_, Page> {
+        Box::pin(async move { Ok(Page::of(&self.read().await?, start, limit)) })
+    }
     /// Plans edits against the newest version and saves them, checking for other writers once;
     /// returns the notebook before and after. No edits, no write.
     fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)>;

@@ -15,13 +15,13 @@ use yrs::{
     StateVector, Text, TextPrelim, TextRef, Transact, TransactionMut, Update,
 };
 
-use super::Edit;
 use super::room_update::well_formed;
 use super::yvalues::{
     any_to_json, is_empty, json_to_any, normalize_cell, normalize_output, object_prelim,
     out_to_json, output_prelim,
 };
-use notebook_format::notebook::{Cell, CellType, Notebook, NotebookError};
+use super::{CellAt, CellRead, Edit, Page, page_range};
+use notebook_format::notebook::{Cell, CellType, Notebook, NotebookError, new_cell_id};
 use notebook_format::outputs::Output;
 
 pub struct YNotebook {
@@ -116,6 +116,86 @@ impl YNotebook {
             "cells": cells,
         });
         Notebook::from_value(notebook)
+    }
+
+    /// One cell as it is in the document now, converted alone: the other cells are not read
+    /// (an id is looked up by each cell's `id` field, an index directly).
+    pub fn read_cell(&self, at: CellAt) -> Result<CellRead, NotebookError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let txn = self.doc.transact();
+            let len = self.cells.len(&txn) as usize;
+            let found = match at {
+                CellAt::Id(id) => self
+                    .find(&txn, id)
+                    .map(|(index, map)| (index as usize, Out::YMap(map))),
+                CellAt::Index(index) => u32::try_from(index)
+                    .ok()
+                    .and_then(|i| self.cells.get(&txn, i))
+                    .map(|cell| (index, cell)),
+            };
+            let cell = match found {
+                Some((index, cell)) => {
+                    let mut value = out_to_json(cell, &txn);
+                    normalize_cell(&mut value);
+                    Some((index, Cell::from_value(value, index)?))
+                }
+                None => None,
+            };
+            let metadata = match self
+                .meta
+                .get(&txn, "metadata")
+                .map(|m| out_to_json(m, &txn))
+            {
+                Some(Value::Object(metadata)) => metadata,
+                _ => JsonMap::new(),
+            };
+            Ok(CellRead {
+                cell,
+                len,
+                metadata,
+            })
+        }))
+        .unwrap_or_else(|_| {
+            Err(NotebookError::NotJson(
+                "the shared document is damaged (yrs failed reading it)".into(),
+            ))
+        })
+    }
+
+    /// Cells `start..start + limit` (`limit` 0: to the end), converted alone, and every cell's
+    /// id (read from its `id` field; the others are not converted).
+    pub fn read_page(&self, start: usize, limit: usize) -> Result<Page, NotebookError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let txn = self.doc.transact();
+            let range = page_range(start, limit, self.cells.len(&txn) as usize);
+            let mut cells = Vec::with_capacity(range.len());
+            let mut ids = Vec::with_capacity(self.cells.len(&txn) as usize);
+            for (index, cell) in self.cells.iter(&txn).enumerate() {
+                if range.contains(&index) {
+                    let mut value = out_to_json(cell, &txn);
+                    normalize_cell(&mut value);
+                    let cell = Cell::from_value(value, index)?;
+                    ids.push(cell.id.clone());
+                    cells.push(cell);
+                    continue;
+                }
+                let id = match &cell {
+                    Out::YMap(map) => match map.get(&txn, "id") {
+                        Some(Out::Any(Any::String(id))) => Some(id.to_string()),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                // A cell without an id gets a fresh one on every read, as in `read`.
+                ids.push(id.unwrap_or_else(new_cell_id));
+            }
+            Ok(Page { start, cells, ids })
+        }))
+        .unwrap_or_else(|_| {
+            Err(NotebookError::NotJson(
+                "the shared document is damaged (yrs failed reading it)".into(),
+            ))
+        })
     }
 
     /// Applies edits already checked against `read()` in one transaction and returns the update
@@ -458,6 +538,62 @@ mod tests {
             .iter()
             .map(|c| (c.id.clone(), c.source.clone()))
             .collect()
+    }
+
+    #[test]
+    fn a_cell_read_alone_is_the_cell_of_the_whole_read() {
+        let ours = YNotebook::new();
+        let peer = YNotebook::new();
+        let update = ours
+            .write(&[
+                Edit::Insert {
+                    index: 0,
+                    cell: code("a", "print(1)"),
+                },
+                Edit::Insert {
+                    index: 1,
+                    cell: Cell::new(CellType::Markdown, "# title"),
+                },
+                Edit::Insert {
+                    index: 2,
+                    cell: code("c", "x = 2"),
+                },
+                Edit::SetOutputs {
+                    cell_id: "c".into(),
+                    outputs: vec![Output::stream(StreamName::Stdout, "hi\n")],
+                    execution_count: Some(4),
+                },
+                Edit::SetNotebookMetadata {
+                    key: "kernelspec".into(),
+                    value: serde_json::json!({"name": "python3"}),
+                },
+            ])
+            .unwrap();
+        peer.apply_update(&update).unwrap();
+        let whole = peer.read().unwrap();
+        for (index, cell) in whole.cells.iter().enumerate() {
+            for at in [CellAt::Index(index), CellAt::Id(&cell.id)] {
+                let read = peer.read_cell(at).unwrap();
+                assert_eq!(read.cell, Some((index, cell.clone())), "{at:?}");
+                assert_eq!(read.len, 3);
+                assert_eq!(read.metadata, whole.metadata);
+            }
+        }
+        for missing in [
+            CellAt::Index(3),
+            CellAt::Index(usize::MAX),
+            CellAt::Id("zz"),
+        ] {
+            let read = peer.read_cell(missing).unwrap();
+            assert_eq!((read.cell, read.len), (None, 3), "{missing:?}");
+        }
+        for (start, limit) in [(0, 0), (1, 1), (1, 5), (0, 2), (3, 1), (9, 0)] {
+            assert_eq!(
+                peer.read_page(start, limit).unwrap(),
+                Page::of(&whole, start, limit),
+                "{start}, {limit}"
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@
 use super::Error;
 use super::notebooks::NotebookInUse;
 use super::versions::{check_cell, check_notebook};
-use jupyter_client::document::Persistence;
+pub use jupyter_client::document::Page;
+use jupyter_client::document::{CellAt, CellRead, Persistence};
 /// The notebook model and its edits, as callers of the domain name them.
 pub use notebook_format::edit::Edit;
 pub use notebook_format::notebook::{Cell, CellType, Notebook};
@@ -38,8 +39,33 @@ pub async fn update<'a>(
     }
 }
 
+/// The whole notebook, every cell's version remembered (the caller shows them all).
 pub async fn read(notebook: &NotebookInUse) -> Result<Notebook, Error> {
-    Ok(notebook.read().await?)
+    let read = notebook.read().await?;
+    notebook.seen.record(&read);
+    Ok(read)
+}
+
+/// The cell named by id (which wins) or index, read alone: its index and the cell, or the
+/// error saying it is not there.
+pub async fn read_cell(
+    notebook: &NotebookInUse,
+    index: Option<i64>,
+    id: Option<&str>,
+) -> Result<(usize, Cell, CellRead), Error> {
+    let at = match (id, index) {
+        (Some(id), _) => CellAt::Id(id),
+        // A negative index is out of range like one past the end.
+        (None, Some(index)) => CellAt::Index(usize::try_from(index).unwrap_or(usize::MAX)),
+        (None, None) => return Err(no_cell_named()),
+    };
+    let mut read = notebook.read_cell(at).await?;
+    match (read.cell.take(), id, index) {
+        (Some((index, cell)), _, _) => Ok((index, cell, read)),
+        (None, Some(id), _) => Err(unknown_id(id)),
+        (None, None, Some(index)) => Err(index_out_of_range(index, read.len)),
+        (None, None, None) => Err(no_cell_named()),
+    }
 }
 
 /// The versions a caller says it last saw: of the cell it names, of the notebook's structure.
@@ -59,7 +85,17 @@ impl Expected {
         index: usize,
     ) -> Result<(), Error> {
         self.check_structure(notebook)?;
-        check_cell(notebook, index, self.cell.as_deref(), &in_use.seen, |id| {
+        self.check_cell(in_use, &notebook.cells[index], index)
+    }
+
+    /// Refuses unless `cell`, at `index`, is as expected (its notebook's structure unchecked).
+    pub fn check_cell(
+        &self,
+        in_use: &NotebookInUse,
+        cell: &Cell,
+        index: usize,
+    ) -> Result<(), Error> {
+        check_cell(cell, index, self.cell.as_deref(), &in_use.seen, |id| {
             in_use.document.changed_by(id)
         })
     }
@@ -71,13 +107,16 @@ impl Expected {
 }
 
 pub fn out_of_range(index: i64, notebook: &Notebook) -> Error {
-    Error::Failed(
-        format!(
-            "Cell index {index} is out of range. Notebook has {} cells.",
-            notebook.cells.len()
-        )
-        .into(),
-    )
+    index_out_of_range(index, notebook.cells.len())
+}
+
+/// Cell `index` asked of a notebook of `len` cells.
+pub fn index_out_of_range(index: i64, len: usize) -> Error {
+    Error::Failed(format!("Cell index {index} is out of range. Notebook has {len} cells.").into())
+}
+
+fn no_cell_named() -> Error {
+    Error::InvalidArguments("name the cell to act on, by cell_index or by cell_id".into())
 }
 
 pub fn unknown_id(id: &str) -> Error {
@@ -99,9 +138,7 @@ pub fn resolve_cell(
             .ok()
             .filter(|i| *i < notebook.cells.len())
             .ok_or_else(|| out_of_range(index, notebook)),
-        (None, None) => Err(Error::InvalidArguments(
-            "name the cell to act on, by cell_index or by cell_id".into(),
-        )),
+        (None, None) => Err(no_cell_named()),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::cells::{Expected, delete, insert, read, resolve_cell, unknown_id};
+use super::cells::{Expected, delete, insert, read_cell, unknown_id};
 use super::execution::{Executed, ExecutionRequest, ProgressSink};
 use super::executions::{Begun, Execution, NewExecution, Place, State};
 use super::notebooks::NotebookInUse;
@@ -128,16 +128,15 @@ impl Domain {
                 expected_version,
             } => {
                 let in_use = self.notebook(notebook.as_deref())?;
-                let notebook = read(&in_use).await?;
-                let index = resolve_cell(&notebook, *index, id.as_deref())?;
+                // The cell alone: running a cell of a big notebook costs that cell.
+                let (index, cell, _) = read_cell(&in_use, *index, id.as_deref()).await?;
                 // What runs is the source just checked: a cell changed since it was read runs
                 // nothing.
                 let expected = Expected {
                     cell: expected_version.clone(),
                     notebook: None,
                 };
-                expected.check(&in_use, &notebook, index)?;
-                let cell = notebook.cells[index].clone();
+                expected.check_cell(&in_use, &cell, index)?;
                 self.run_recorded_cell(&request, &in_use, index, cell, execution)
                     .await
             }

@@ -11,8 +11,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use super::Error;
-use notebook_format::notebook::Notebook;
-pub use notebook_format::versions::{cell_version, notebook_version};
+use notebook_format::notebook::{Cell, Notebook};
+pub use notebook_format::versions::{cell_version, notebook_version, structure_version};
 
 /// How many versions' sources each notebook keeps to show a diff against (oldest go first).
 const SEEN_LIMIT: usize = 512;
@@ -35,8 +35,14 @@ struct Seen {
 impl SeenSources {
     /// Remembers every cell of `notebook` as it is now.
     pub fn record(&self, notebook: &Notebook) {
+        self.record_cells(&notebook.cells);
+    }
+
+    /// Remembers these cells as they are now: the ones whose versions a caller is shown, so a
+    /// read of a few cells of a big notebook hashes those few.
+    pub fn record_cells<'a>(&self, cells: impl IntoIterator<Item = &'a Cell>) {
         let mut seen = self.inner.lock().expect("seen lock");
-        for cell in &notebook.cells {
+        for cell in cells {
             if cell.source.len() > SEEN_SOURCE_LIMIT {
                 continue;
             }
@@ -63,9 +69,9 @@ impl SeenSources {
 /// Who else changed a cell lately, as the room tells it (`None` when it does not).
 pub type LastChange = Option<String>;
 
-/// Refuses unless the cell at `index` is still `expected` (when given).
+/// Refuses unless `cell`, at `index`, is still `expected` (when given).
 pub fn check_cell(
-    notebook: &Notebook,
+    cell: &Cell,
     index: usize,
     expected: Option<&str>,
     seen: &SeenSources,
@@ -74,7 +80,6 @@ pub fn check_cell(
     let Some(expected) = expected else {
         return Ok(());
     };
-    let cell = &notebook.cells[index];
     let current = cell_version(cell);
     if current == expected.trim() {
         return Ok(());
@@ -180,10 +185,10 @@ mod tests {
         let mut nb = Notebook::with_cells(&[("x = 1\ny = 2", CellType::Code)]);
         seen.record(&nb);
         let old = cell_version(&nb.cells[0]);
-        assert!(check_cell(&nb, 0, Some(&old), &seen, |_| None).is_ok());
+        assert!(check_cell(&nb.cells[0], 0, Some(&old), &seen, |_| None).is_ok());
         nb.cells[0].source = "x = 1\ny = 3".into();
         let now = cell_version(&nb.cells[0]);
-        let refused = check_cell(&nb, 0, Some(&old), &seen, |_| Some("Ada".into()))
+        let refused = check_cell(&nb.cells[0], 0, Some(&old), &seen, |_| Some("Ada".into()))
             .unwrap_err()
             .to_string();
         assert!(
@@ -193,11 +198,11 @@ mod tests {
         assert!(refused.contains("-y = 2\n+y = 3"), "{refused}");
         assert!(refused.contains("Last changed by: Ada."), "{refused}");
         assert!(refused.contains("```\nx = 1\ny = 3\n```"), "{refused}");
-        let unknown = check_cell(&nb, 0, Some("00000000"), &seen, |_| None)
+        let unknown = check_cell(&nb.cells[0], 0, Some("00000000"), &seen, |_| None)
             .unwrap_err()
             .to_string();
         assert!(unknown.contains("no longer knows"), "{unknown}");
-        assert!(check_cell(&nb, 0, None, &seen, |_| None).is_ok());
+        assert!(check_cell(&nb.cells[0], 0, None, &seen, |_| None).is_ok());
     }
 
     #[test]

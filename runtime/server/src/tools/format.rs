@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use server_core::domain::cells::{Cell, Notebook};
+use server_core::domain::cells::{Cell, Notebook, Page};
 use server_core::domain::versions::cell_version;
 
 pub fn count_text(cell: &Cell) -> String {
@@ -44,18 +44,70 @@ pub struct Bound<'a> {
     pub name: &'a str,
 }
 
+/// Cells of a notebook at hand: all of them, or a page read alone.
+#[derive(Debug, Clone, Copy)]
+pub struct Shown<'a> {
+    /// The index of the first of `cells`.
+    pub start: usize,
+    pub cells: &'a [Cell],
+    /// How many cells the notebook has.
+    pub total: usize,
+}
+
+impl<'a> From<&'a Notebook> for Shown<'a> {
+    fn from(notebook: &'a Notebook) -> Self {
+        Shown {
+            start: 0,
+            cells: &notebook.cells,
+            total: notebook.cells.len(),
+        }
+    }
+}
+
+impl<'a> From<&'a Page> for Shown<'a> {
+    fn from(page: &'a Page) -> Self {
+        Shown {
+            start: page.start,
+            cells: &page.cells,
+            total: page.ids.len(),
+        }
+    }
+}
+
+impl Shown<'_> {
+    fn cell(&self, index: usize) -> &Cell {
+        &self.cells[index - self.start]
+    }
+
+    /// The end of cells `start..start + limit` (`limit` 0: to the end), within those at hand.
+    fn end(&self, start: usize, limit: usize) -> usize {
+        let end = if limit == 0 {
+            self.total
+        } else {
+            start.saturating_add(limit).min(self.total)
+        };
+        end.min(self.start + self.cells.len())
+    }
+}
+
 /// The table the Python server shows for a range of cells, each first line cut at
 /// `FIRST_LINE_CHARS`; rows past `bound` are left out with a note saying where to read on.
-pub fn brief_table(notebook: &Notebook, start: usize, limit: usize, bound: Bound) -> String {
-    if notebook.cells.is_empty() {
+pub fn brief_table<'a>(
+    shown: impl Into<Shown<'a>>,
+    start: usize,
+    limit: usize,
+    bound: Bound,
+) -> String {
+    let shown = shown.into();
+    if shown.total == 0 {
         return "Notebook is empty".into();
     }
-    let end = range_end(notebook, start, limit);
-    if start >= end {
+    let end = shown.end(start, limit);
+    if start >= end || start < shown.start {
         return "No cells in the specified range".into();
     }
     let rows = (start..end).map(|index| {
-        let cell = &notebook.cells[index];
+        let cell = shown.cell(index);
         let mut source_lines = cell.source.lines();
         let first = cut(source_lines.next().unwrap_or(""), FIRST_LINE_CHARS);
         let hidden = source_lines.count();
@@ -82,10 +134,16 @@ pub fn brief_table(notebook: &Notebook, start: usize, limit: usize, bound: Bound
 
 /// Every cell of a range with its header (and version) and source; a source longer than
 /// `bound` is cut with a note naming its resource, and cells past it are left out with a note.
-pub fn detailed(notebook: &Notebook, start: usize, limit: usize, bound: Bound) -> String {
-    let end = range_end(notebook, start, limit);
-    let parts = (start..end).map(|index| {
-        let cell = &notebook.cells[index];
+pub fn detailed<'a>(
+    shown: impl Into<Shown<'a>>,
+    start: usize,
+    limit: usize,
+    bound: Bound,
+) -> String {
+    let shown = shown.into();
+    let end = shown.end(start, limit);
+    let parts = (start.max(shown.start)..end).map(|index| {
+        let cell = shown.cell(index);
         let source = bounded_source(
             &cell.source,
             bound.max_chars,
@@ -97,14 +155,6 @@ pub fn detailed(notebook: &Notebook, start: usize, limit: usize, bound: Bound) -
         )
     });
     fitted(String::new(), parts, "\n", end, bound)
-}
-
-fn range_end(notebook: &Notebook, start: usize, limit: usize) -> usize {
-    if limit == 0 {
-        notebook.cells.len()
-    } else {
-        (start + limit).min(notebook.cells.len())
-    }
 }
 
 /// `head` and the parts joined while they fit `bound` (the first always does); then a note

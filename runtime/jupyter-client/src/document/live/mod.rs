@@ -27,12 +27,13 @@ use self::journal::Journal;
 use self::people::SharedPeople;
 use self::room::{Link, join, room_session};
 use self::save::SharedSaveClock;
+use super::ynotebook::YNotebook;
 use super::{
-    Document, DocumentError, DocumentFuture, Edit, EditPlan, Persistence, apply_edits,
-    fresh_insert_ids,
+    CellAt, CellRead, Document, DocumentError, DocumentFuture, Edit, EditPlan, Page, Persistence,
+    apply_edits, fresh_insert_ids,
 };
 use crate::rest::JupyterRest;
-use notebook_format::notebook::{CellType, Notebook};
+use notebook_format::notebook::{CellType, Notebook, NotebookError};
 use notebook_format::outputs::Output;
 
 /// jupyter-collaboration's default `document_save_delay`: a room saves this long after its last
@@ -286,14 +287,32 @@ impl LiveDocument {
     }
 
     fn read_link(&self, link: &Link) -> Result<Notebook, DocumentError> {
-        link.notebook
+        self.read_linked(link, YNotebook::read)
+    }
+
+    /// What `read` takes from the room's document (a cell, a page), joining the room first.
+    async fn read_room<T>(
+        &self,
+        read: impl FnOnce(&YNotebook) -> Result<T, NotebookError>,
+    ) -> Result<T, DocumentError> {
+        let mut slot = self.link.lock().await;
+        let link = self.open_link(&mut slot).await?;
+        self.read_linked(link, read)
+    }
+
+    fn read_linked<T>(
+        &self,
+        link: &Link,
+        read: impl FnOnce(&YNotebook) -> Result<T, NotebookError>,
+    ) -> Result<T, DocumentError> {
+        let notebook = link
+            .notebook
             .lock()
-            .expect("the document lock is never poisoned")
-            .read()
-            .map_err(|source| DocumentError::Invalid {
-                path: self.path.clone(),
-                source,
-            })
+            .expect("the document lock is never poisoned");
+        read(&notebook).map_err(|source| DocumentError::Invalid {
+            path: self.path.clone(),
+            source,
+        })
     }
 
     fn journal(&self) -> std::sync::MutexGuard<'_, Journal> {
@@ -363,6 +382,14 @@ impl Document for LiveDocument {
             let link = self.open_link(&mut slot).await?;
             self.read_link(link)
         })
+    }
+
+    fn read_cell<'a>(&'a self, at: CellAt<'a>) -> DocumentFuture<'a, CellRead> {
+        Box::pin(self.read_room(move |notebook| notebook.read_cell(at)))
+    }
+
+    fn read_page(&self, start: usize, limit: usize) -> DocumentFuture<'_, Page> {
+        Box::pin(self.read_room(move |notebook| notebook.read_page(start, limit)))
     }
 
     fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)> {

@@ -12,7 +12,7 @@ mod release;
 pub use open::{Attached, Opened, UseMode, UseRequest, Used};
 pub use release::{Switched, Unused};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -22,7 +22,7 @@ use super::versions::SeenSources;
 use super::{Message, Step};
 use crate::say;
 use jupyter_client::Jupyter;
-use jupyter_client::document::{Document, DocumentError, Edit, EditPlan};
+use jupyter_client::document::{CellAt, CellRead, Document, DocumentError, Edit, EditPlan, Page};
 use jupyter_client::kernel::{Kernel, widgets};
 use notebook_format::notebook::Notebook;
 use notebook_format::outputs::Output;
@@ -88,11 +88,28 @@ impl NotebookInUse {
         }
     }
 
-    /// The notebook as it is now (its cells' versions remembered).
+    /// The notebook as it is now. No version is remembered: a caller remembers those it shows
+    /// (`seen.record_cells`), so reading a page of a big notebook hashes that page.
     pub async fn read(&self) -> Result<Notebook, DocumentError> {
-        let notebook = self.document.read().await?;
-        self.seen.record(&notebook);
-        Ok(notebook)
+        self.document.read().await
+    }
+
+    /// A page of cells as they are now, and every cell's id (see `Document::read_page`); the
+    /// page's versions are remembered.
+    pub async fn read_page(&self, start: usize, limit: usize) -> Result<Page, DocumentError> {
+        let page = self.document.read_page(start, limit).await?;
+        self.seen.record_cells(&page.cells);
+        Ok(page)
+    }
+
+    /// One cell as it is now, without the rest (see `Document::read_cell`); its version is
+    /// remembered.
+    pub async fn read_cell(&self, at: CellAt<'_>) -> Result<CellRead, DocumentError> {
+        let read = self.document.read_cell(at).await?;
+        if let Some((_, cell)) = &read.cell {
+            self.seen.record_cells([cell]);
+        }
+        Ok(read)
     }
 
     /// Applies edits to the document and tells subscribers the notebook changed.
@@ -120,11 +137,24 @@ impl NotebookInUse {
 
     /// Plans and saves edits against the newest version (see `Document::update`), then tells
     /// subscribers; returns the notebook before and after.
+    /// The versions of the cells the edits touched are remembered, before and after.
     pub async fn update(&self, plan: EditPlan<'_>) -> Result<(Notebook, Notebook), DocumentError> {
-        let (before, after) = self.document.update(plan).await?;
-        self.seen.record(&before);
+        let touched = Mutex::new(Vec::new());
+        let watched: EditPlan<'_> = Box::new(|notebook| {
+            let edits = plan(notebook)?;
+            *touched.lock().expect("touched lock") = edits
+                .iter()
+                .flat_map(Edit::cell_ids)
+                .map(str::to_owned)
+                .collect();
+            Ok(edits)
+        });
+        let (before, after) = self.document.update(watched).await?;
+        let touched = touched.into_inner().expect("touched lock");
+        let touched: HashSet<&str> = touched.iter().map(String::as_str).collect();
+        self.seen.record_cells(cells_named(&before, &touched));
         if before != after {
-            self.seen.record(&after);
+            self.seen.record_cells(cells_named(&after, &touched));
             let _ = self.changes.send(self.name.clone());
         }
         Ok((before, after))
@@ -140,9 +170,13 @@ impl NotebookInUse {
     }
 
     /// The widget state of the widgets `outputs` show: as the notebook's kernel holds them now,
-    /// else as `notebook` saved them.
-    pub fn widget_state(&self, outputs: &[Output], notebook: &Notebook) -> Option<Value> {
-        let saved = widgets::saved_models(&notebook.metadata);
+    /// else as the notebook saved them in its `metadata`.
+    pub fn widget_state(
+        &self,
+        outputs: &[Output],
+        metadata: &serde_json::Map<String, Value>,
+    ) -> Option<Value> {
+        let saved = widgets::saved_models(metadata);
         match self.kernel() {
             Some(kernel) => kernel.connection().widget_state(outputs, saved),
             None => widgets::WidgetStates::default().shown_in(outputs, saved),
@@ -166,6 +200,17 @@ impl NotebookInUse {
     fn attach_first_kernel(&self, kernel: Arc<Kernel>, origin: KernelOrigin) {
         *self.kernel.lock().expect("kernel lock") = Some((kernel, origin));
     }
+}
+
+/// The cells of `notebook` with these ids.
+fn cells_named<'a>(
+    notebook: &'a Notebook,
+    ids: &'a HashSet<&str>,
+) -> impl Iterator<Item = &'a notebook_format::notebook::Cell> {
+    notebook
+        .cells
+        .iter()
+        .filter(|cell| ids.contains(cell.id.as_str()))
 }
 
 /// Lets go of a kernel a notebook was given: one we started is shut down (with its Jupyter

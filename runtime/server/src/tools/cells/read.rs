@@ -12,9 +12,9 @@ use crate::tools::outputs::{self, Compact, Rendered};
 use crate::tools::{ToolContext, ToolOutput, ToolResult};
 use server_core::capabilities::COMPACT_OUTPUT;
 use server_core::domain::cells::CellType;
-use server_core::domain::cells::{others_present, read, resolve_cell};
+use server_core::domain::cells::{self, others_present};
 use server_core::domain::outputs::Output;
-use server_core::domain::versions::{cell_version, notebook_version};
+use server_core::domain::versions::{cell_version, structure_version};
 
 #[derive(Debug, Deserialize, JsonSchema, PartialEq, Eq, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
@@ -49,8 +49,9 @@ pub struct ReadNotebookArgs {
 
 pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, Some(&args.notebook_name))?;
-    let notebook = read(&in_use).await?;
-    let total = notebook.cells.len();
+    // The page alone, and every cell's id: a page of a big notebook costs that page.
+    let page = in_use.read_page(args.start_index, args.limit).await?;
+    let total = page.ids.len();
     if args.start_index >= total {
         return Ok(ToolOutput::text(format!(
             "Start index {} is out of range. Notebook has {total} cells.",
@@ -59,26 +60,20 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
     }
     let body = match args.response_format {
         ResponseFormat::Brief => brief_table(
-            &notebook,
+            &page,
             args.start_index,
             args.limit,
             bound(&context, &in_use.name),
         ),
         ResponseFormat::Detailed => detailed(
-            &notebook,
+            &page,
             args.start_index,
             args.limit,
             bound(&context, &in_use.name),
         ),
     };
-    let end = if args.limit == 0 {
-        total
-    } else {
-        (args.start_index + args.limit).min(total)
-    };
-    let shown = &notebook.cells[args.start_index..end];
-    let ids: Vec<&str> = shown.iter().map(|c| c.id.as_str()).collect();
-    let versions: Vec<String> = shown.iter().map(cell_version).collect();
+    let ids: Vec<&str> = page.cells.iter().map(|c| c.id.as_str()).collect();
+    let versions: Vec<String> = page.cells.iter().map(cell_version).collect();
     let others = others_present(&in_use);
     let here = match (args.response_format, others.is_empty()) {
         (ResponseFormat::Detailed, false) => {
@@ -86,6 +81,7 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
         }
         _ => String::new(),
     };
+    let structure = structure_version(page.ids.iter().map(String::as_str));
     Ok(ToolOutput::text(format!(
         "Notebook {} has {total} cells.\n{here}\n{body}",
         args.notebook_name
@@ -94,7 +90,7 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
     .with_meta("start_index", json!(args.start_index))
     .with_meta("cell_ids", json!(ids))
     .with_meta("cell_versions", json!(versions))
-    .with_meta("notebook_version", json!(notebook_version(&notebook))))
+    .with_meta("notebook_version", json!(structure)))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -113,9 +109,10 @@ pub struct ReadCellArgs {
 
 pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
-    let notebook = read(&in_use).await?;
-    let index = resolve_cell(&notebook, args.cell_index, args.cell_id.as_deref())?;
-    let cell = &notebook.cells[index];
+    // The cell alone: reading one cell of a big notebook costs that cell.
+    let (index, cell, read) =
+        cells::read_cell(&in_use, args.cell_index, args.cell_id.as_deref()).await?;
+    let cell = &cell;
     let mut pieces = vec![
         Rendered::Text(versioned_header(index, cell)),
         Rendered::Text(bounded_source(
@@ -157,7 +154,7 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     output = output.with_meta("people", json!(others));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
-    let widgets = in_use.widget_state(shown, &notebook);
+    let widgets = in_use.widget_state(shown, &read.metadata);
     output.structured = Some(outputs::bundles(shown, widgets, limits, &hint));
     let output = output.with_meta("cell_version", json!(cell_version(cell)));
     Ok(with_cell_id(output, &cell.id))
