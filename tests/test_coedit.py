@@ -90,6 +90,75 @@ async def test_versions_are_stable_and_shown_everywhere(jupyter_server, backend)
         assert deleted.meta[META + "persisted"] is (backend == "file")
 
 
+@pytest.mark.parametrize("backend", ["file", "live"])
+async def test_a_page_or_a_cell_read_alone_shows_what_the_whole_read_shows(jupyter_server, backend):
+    """read_cell and read_notebook's pages read only the cells they show (and every id); what they
+    show is what a whole read shows, and a version seen on a page serves a conditional write and
+    its diff as one from a whole read does."""
+    path = f"pages-{backend}-{uuid.uuid4().hex[:6]}.ipynb"
+    sources = [f"# cell {i}\nv{i} = {i}" for i in range(30)]
+    write_notebook(jupyter_server, path, sources)
+    async with client(jupyter_server, backend) as agent:
+        await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
+        whole = await call(agent, "read_notebook", notebook_name="nb", response_format="detailed", limit=0)
+        ids, versions = whole.meta[META + "cell_ids"], whole.meta[META + "cell_versions"]
+        assert versions == [version("code", s) for s in sources]
+        for start, limit in [(0, 5), (10, 7), (25, 0), (29, 1), (28, 50)]:
+            end = 30 if limit == 0 else min(start + limit, 30)
+            for response_format in ("brief", "detailed"):
+                page = await call(agent, "read_notebook", notebook_name="nb", response_format=response_format,
+                                  start_index=start, limit=limit)
+                text = joined(page)
+                assert page.meta[META + "cell_ids"] == ids[start:end], (start, limit)
+                assert page.meta[META + "cell_versions"] == versions[start:end], (start, limit)
+                assert page.meta[META + "notebook_version"] == whole.meta[META + "notebook_version"]
+                assert text.startswith("Notebook nb has 30 cells."), text
+                for i in range(30):
+                    row = (f"\n{i}\tcode\tN/A\t# cell {i}...(1 lines hidden)" if response_format == "brief"
+                           else f"=====Cell {i} | type: code | execution count: N/A | version: {versions[i]}=====")
+                    assert (row in text) == (start <= i < end), (response_format, start, limit, i, text)
+        past = await call(agent, "read_notebook", notebook_name="nb", start_index=30)
+        assert joined(past) == "Start index 30 is out of range. Notebook has 30 cells."
+
+        for i in (0, 17, 29):
+            by_index = await call(agent, "read_cell", cell_index=i)
+            by_id = await call(agent, "read_cell", cell_id=ids[i])
+            assert texts(by_index) == texts(by_id) and sources[i] in joined(by_index)
+            assert by_index.meta[META + "cell_version"] == by_id.meta[META + "cell_version"] == versions[i]
+        for index in (30, -1):
+            said = await refused(agent, "read_cell", cell_index=index)
+            assert f"Cell index {index} is out of range. Notebook has 30 cells." in said, said
+        assert "No cell 'nope' in this notebook" in await refused(agent, "read_cell", cell_id="nope")
+
+    # A new server has seen nothing: a version it showed on a page alone is what it can diff against.
+    theirs = "# cell 17\nv17 = 'changed by a person'"
+    async with client(jupyter_server, backend) as agent:
+        await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
+        page = await call(agent, "read_notebook", notebook_name="nb", start_index=17, limit=1)
+        seen = page.meta[META + "cell_versions"][0]
+        peer = None
+        if backend == "file":
+            nb = nbformat.reads((jupyter_server.root / path).read_text(), as_version=4)
+            nb.cells[17].source = theirs
+            (jupyter_server.root / path).write_text(nbformat.writes(nb))
+        else:
+            peer = await peer_for(jupyter_server, path, username="ada")
+            peer.set_cell_source(17, theirs)
+        try:
+            for _ in range(200):
+                if theirs in joined(await call(agent, "read_cell", cell_index=17)):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the person's change never reached the server")
+            error = await refused(agent, "overwrite_cell_source", cell_index=17, cell_source="v17 = 0",
+                                  expected_version=seen)
+            assert "-v17 = 17\n+v17 = 'changed by a person'" in error, error
+        finally:
+            if peer is not None:
+                await peer.stop()
+
+
 def save_delay_said(text: str) -> float:
     """The room's save delay an edit's result gives ("… saves the shared document N s after …")."""
     import re

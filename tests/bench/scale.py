@@ -17,7 +17,8 @@ Held sessions: --sessions Streamable HTTP sessions opened the way the official c
 after, and once rmcp's 60 s cache of completed responses has expired (the steady state),
 against the bound of 100 KiB.
 
-Notebook sizes: read_cell of the middle cell and insert_cell in the middle of notebooks of
+Notebook sizes: read_cell of the middle cell, a read_notebook page of 20 cells from the middle and
+insert_cell in the middle of notebooks of
 --sizes cells (each a few lines with a short output), median per call for each backend of ours
 (and --previous, an earlier build, when given) beside the Python server, with the growth per
 doubling of the cells; bound: read_cell at the largest size within 2x of the smallest.
@@ -166,6 +167,7 @@ async def held_sessions(ours: str, jupyter, count: int, settle: float) -> dict[s
 
 
 SIZE_BOUND = 2.0  # read_cell at 5,000 cells within 2x of 100 cells
+SIZE_CALLS = ("read_cell", "read_notebook", "insert_cell")
 
 
 def sized_notebook(path: Path, cells: int) -> None:
@@ -188,7 +190,7 @@ async def notebook_sizes(command: str, args: list[str], env: dict, root: Path, t
                          sizes: list[int], calls: int) -> dict[str, dict[int, float]]:
     """Median seconds of read_cell (the middle cell, with outputs) and insert_cell (in the
     middle) on notebooks of each size, one server session."""
-    medians: dict[str, dict[int, float]] = {"read_cell": {}, "insert_cell": {}}
+    medians: dict[str, dict[int, float]] = {tool: {} for tool in SIZE_CALLS}
     params = StdioServerParameters(command=command, args=args, env=env)
     async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
         async def call(tool: str, arguments: dict):
@@ -202,6 +204,7 @@ async def notebook_sizes(command: str, args: list[str], env: dict, root: Path, t
             middle = size // 2
             for tool, arguments in (
                 ("read_cell", {"cell_index": middle, "include_outputs": True}),
+                ("read_notebook", {"notebook_name": name, "start_index": middle, "limit": 20}),
                 ("insert_cell", {"cell_index": middle, "cell_type": "code", "cell_source": "y = 1"}),
             ):
                 await call(tool, arguments)  # warm-up
@@ -220,10 +223,11 @@ def report_sizes(rows: dict[str, dict[str, dict[int, float]]], sizes: list[int])
         return
     first, last = sizes[0], sizes[-1]
     doublings = math.log2(last / first)
-    print(f"\nnotebook sizes: median ms per call, read_cell of the middle cell (with outputs) and "
-          f"insert_cell in the middle; growth per doubling of the cells ({first} -> {last})")
+    print(f"\nnotebook sizes: median ms per call, read_cell of the middle cell (with outputs), read_notebook "
+          f"of 20 cells from the middle (brief) and insert_cell in the middle; growth per doubling of the "
+          f"cells ({first} -> {last})")
     print(f"{'call, server':28} " + " ".join(f"{n:>8}" for n in sizes) + f" {'per x2':>8} {f'{last}/{first}':>10}")
-    for tool in ("read_cell", "insert_cell"):
+    for tool in SIZE_CALLS:
         for server, medians in rows.items():
             row = medians[tool]
             ratio = row[last] / row[first]
