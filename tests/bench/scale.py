@@ -226,12 +226,12 @@ def report_sizes(rows: dict[str, dict[str, dict[int, float]]], sizes: list[int])
     print(f"\nnotebook sizes: median ms per call, read_cell of the middle cell (with outputs), read_notebook "
           f"of 20 cells from the middle (brief) and insert_cell in the middle; growth per doubling of the "
           f"cells ({first} -> {last})")
-    print(f"{'call, server':28} " + " ".join(f"{n:>8}" for n in sizes) + f" {'per x2':>8} {f'{last}/{first}':>10}")
+    print(f"{'call, server':32} " + " ".join(f"{n:>8}" for n in sizes) + f" {'per x2':>8} {f'{last}/{first}':>10}")
     for tool in SIZE_CALLS:
         for server, medians in rows.items():
             row = medians[tool]
             ratio = row[last] / row[first]
-            print(f"{tool + ', ' + server:28} " + " ".join(f"{row[n] * 1000:8.1f}" for n in sizes)
+            print(f"{tool + ', ' + server:32} " + " ".join(f"{row[n] * 1000:8.1f}" for n in sizes)
                   + f" {ratio ** (1 / doublings):8.2f}x {ratio:9.2f}x")
     for server, medians in rows.items():
         if not server.startswith("ours"):
