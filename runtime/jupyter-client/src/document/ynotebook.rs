@@ -247,19 +247,22 @@ impl YNotebook {
 
     /// Writes a running cell's outputs and count, touching no other cell (what is new since
     /// the last write, for streams that grew), and marks it idle once `done`; returns the
-    /// update for the room, or `None` when the cell is gone. Caught as [`YNotebook::write`] is.
+    /// update for the room, or `None` when the cell is gone. `written`: the outputs our last
+    /// write put there, if known, so a stream that grew is checked against them rather than
+    /// read back from the room. Caught as [`YNotebook::write`] is.
     pub fn write_outputs(
         &self,
         cell_id: &str,
         outputs: &[Output],
         execution_count: Option<i64>,
         done: bool,
+        written: Option<&[Output]>,
     ) -> Result<Option<Vec<u8>>, String> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut txn = self.doc.transact_mut();
             let before = txn.state_vector();
             let (_, cell) = self.find(&txn, cell_id)?;
-            set_outputs(&mut txn, &cell, outputs);
+            set_outputs(&mut txn, &cell, outputs, written);
             let count = execution_count.map_or(Any::Null, |n| Any::from(n as f64));
             cell.insert(&mut txn, "execution_count", count);
             if done {
@@ -323,7 +326,7 @@ impl YNotebook {
                 let Some((_, cell)) = self.find(txn, cell_id) else {
                     return;
                 };
-                set_outputs(txn, &cell, outputs);
+                set_outputs(txn, &cell, outputs, None);
                 let count = execution_count.map_or(Any::Null, |n| Any::from(n as f64));
                 cell.insert(txn, "execution_count", count);
             }
@@ -424,15 +427,22 @@ fn replace_text(txn: &mut TransactionMut, text: &TextRef, wanted: &str) {
 }
 
 /// Keeps the outputs that are unchanged and replaces the rest, so streaming output appends.
-fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Output]) {
+/// `written`: what our last write put in the cell, when known (see `YNotebook::write_outputs`).
+fn set_outputs(
+    txn: &mut TransactionMut,
+    cell: &MapRef,
+    outputs: &[Output],
+    written: Option<&[Output]>,
+) {
     let array = match cell.get(txn, "outputs") {
         Some(Out::YArray(array)) => array,
         _ => cell.insert(txn, "outputs", ArrayPrelim::default()),
     };
     let entries: Vec<Out> = array.iter(txn).collect();
     let mut same = 0;
-    for (entry, output) in entries.iter().zip(outputs) {
-        if grown_stream(txn, entry, output) {
+    for (index, (entry, output)) in entries.iter().zip(outputs).enumerate() {
+        let was = written.and_then(|written| written.get(index));
+        if grown_stream(txn, entry, output, was) {
             same += 1;
             continue;
         }
@@ -454,7 +464,14 @@ fn set_outputs(txn: &mut TransactionMut, cell: &MapRef, outputs: &[Output]) {
 /// Whether `entry`, a stream output as the room keeps it (a map whose text is a Y.Text), now
 /// shows `output` because `output` continues its text: the new tail is appended, so a cell that
 /// prints for minutes sends the room what is new, not its whole output again at every write.
-fn grown_stream(txn: &mut TransactionMut, entry: &Out, output: &Output) -> bool {
+/// `was`: the output our last write put there; while the room's text still has its length, the
+/// new text is checked against it instead of reading the room's whole text back at every write.
+fn grown_stream(
+    txn: &mut TransactionMut,
+    entry: &Out,
+    output: &Output,
+    was: Option<&Output>,
+) -> bool {
     let (Out::YMap(map), Output::Stream { name, text, extra }) = (entry, output) else {
         return false;
     };
@@ -471,6 +488,20 @@ fn grown_stream(txn: &mut TransactionMut, entry: &Out, output: &Output) -> bool 
     };
     if !named || !typed {
         return false;
+    }
+    if let Some(Output::Stream {
+        name: was_name,
+        text: was_text,
+        ..
+    }) = was
+        && was_name == name
+        && shown.len(txn) as usize == was_text.len()
+        && text.starts_with(was_text.as_str())
+    {
+        if text.len() > was_text.len() {
+            shown.push(txn, &text[was_text.len()..]);
+        }
+        return true;
     }
     let current = shown.get_string(txn);
     if !text.starts_with(current.as_str()) {
@@ -765,6 +796,49 @@ mod tests {
             nb.read().unwrap().cells[0].outputs,
             vec![Output::stream(StreamName::Stdout, "fresh\n")]
         );
+    }
+
+    #[test]
+    fn a_stream_checked_against_what_we_wrote_last_still_shows_the_truth() {
+        let nb = YNotebook::new();
+        nb.write(&[Edit::Insert {
+            index: 0,
+            cell: code("a", ""),
+        }])
+        .unwrap();
+        let stream = |text: &str| vec![Output::stream(StreamName::Stdout, text)];
+        let shown = |nb: &YNotebook| nb.read().unwrap().cells[0].outputs.clone();
+        let write = |outputs: &[Output], written: Option<&[Output]>| {
+            nb.write_outputs("a", outputs, None, false, written)
+                .unwrap()
+                .unwrap()
+        };
+        write(&stream("10%"), None);
+        let update = write(&stream("10% 20%"), Some(&stream("10%")));
+        assert!(update.len() < 100, "only the tail: {} bytes", update.len());
+        assert_eq!(shown(&nb), stream("10% 20%"));
+        // Cleared and printed again, the same length: not a continuation, so replaced.
+        write(&stream("30% 40%"), Some(&stream("10% 20%")));
+        assert_eq!(shown(&nb), stream("30% 40%"));
+        // Someone else changed the text since our write: the room's copy is read, not trusted.
+        {
+            let mut txn = nb.doc.transact_mut();
+            let Some(Out::YMap(cell)) = nb.cells.get(&txn, 0) else {
+                panic!("no cell")
+            };
+            let Some(Out::YArray(outputs)) = cell.get(&txn, "outputs") else {
+                panic!("no outputs")
+            };
+            let Some(Out::YMap(output)) = outputs.get(&txn, 0) else {
+                panic!("no output")
+            };
+            let Some(Out::YText(text)) = output.get(&txn, "text") else {
+                panic!("no text")
+            };
+            text.push(&mut txn, " theirs");
+        }
+        write(&stream("30% 40% 50%"), Some(&stream("30% 40%")));
+        assert_eq!(shown(&nb), stream("30% 40% 50%"));
     }
 
     #[test]

@@ -99,10 +99,23 @@ impl Journal {
 
     /// Whether a write of `cell_id`'s outputs now would update the newest entry.
     pub(super) fn merges_outputs_of(&self, cell_id: &str) -> bool {
-        matches!(
-            self.entries.back(),
-            Some(Entry { edit: Edit::SetOutputs { cell_id: last, .. }, .. }) if last == cell_id
-        )
+        self.written_outputs(cell_id).is_some()
+    }
+
+    /// The outputs our newest entry wrote into `cell_id`, when it is that cell's outputs.
+    pub(super) fn written_outputs(&self, cell_id: &str) -> Option<&[Output]> {
+        match self.entries.back() {
+            Some(Entry {
+                edit:
+                    Edit::SetOutputs {
+                        cell_id: last,
+                        outputs,
+                        ..
+                    },
+                ..
+            }) if last == cell_id => Some(outputs),
+            _ => None,
+        }
     }
 
     /// Records a write of a cell's outputs: into the newest entry when that is one for the

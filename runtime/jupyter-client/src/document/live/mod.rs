@@ -410,21 +410,21 @@ impl Document for LiveDocument {
             let mut slot = self.link.lock().await;
             let link = self.open_link(&mut slot).await?;
             // What the cell showed is read only for the first write of a run: later writes
-            // update the journal's entry for it.
-            let merging = self.journal().merges_outputs_of(cell_id);
+            // update the journal's entry for it, whose outputs are what we wrote last.
             let (before, update) = {
+                let journal = self.journal();
+                let written = journal.written_outputs(cell_id);
                 let notebook = link
                     .notebook
                     .lock()
                     .expect("the document lock is never poisoned");
-                let before = if merging {
-                    None
-                } else {
-                    notebook.cell_outputs(cell_id)
+                let before = match written {
+                    Some(_) => None,
+                    None => notebook.cell_outputs(cell_id),
                 };
                 (
                     before,
-                    notebook.write_outputs(cell_id, outputs, execution_count, done),
+                    notebook.write_outputs(cell_id, outputs, execution_count, done, written),
                 )
             };
             let update = match update {
