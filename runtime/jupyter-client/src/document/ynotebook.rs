@@ -79,12 +79,7 @@ impl YNotebook {
 
     /// The notebook as it is in the document now.
     pub fn read(&self) -> Result<Notebook, NotebookError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_unguarded()))
-            .unwrap_or_else(|_| {
-                Err(NotebookError::NotJson(
-                    "the shared document is damaged (yrs failed reading it)".into(),
-                ))
-            })
+        guarded(|| self.read_unguarded())
     }
 
     fn read_unguarded(&self) -> Result<Notebook, NotebookError> {
@@ -121,7 +116,7 @@ impl YNotebook {
     /// One cell as it is in the document now, converted alone: the other cells are not read
     /// (an id is looked up by each cell's `id` field, an index directly).
     pub fn read_cell(&self, at: CellAt) -> Result<CellRead, NotebookError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        guarded(|| {
             let txn = self.doc.transact();
             let len = self.cells.len(&txn) as usize;
             let found = match at {
@@ -134,11 +129,7 @@ impl YNotebook {
                     .map(|cell| (index, cell)),
             };
             let cell = match found {
-                Some((index, cell)) => {
-                    let mut value = out_to_json(cell, &txn);
-                    normalize_cell(&mut value);
-                    Some((index, Cell::from_value(value, index)?))
-                }
+                Some((index, cell)) => Some((index, cell_alone(cell, index, &txn)?)),
                 None => None,
             };
             let metadata = match self
@@ -154,47 +145,28 @@ impl YNotebook {
                 len,
                 metadata,
             })
-        }))
-        .unwrap_or_else(|_| {
-            Err(NotebookError::NotJson(
-                "the shared document is damaged (yrs failed reading it)".into(),
-            ))
         })
     }
 
     /// Cells `start..start + limit` (`limit` 0: to the end), converted alone, and every cell's
     /// id (read from its `id` field; the others are not converted).
     pub fn read_page(&self, start: usize, limit: usize) -> Result<Page, NotebookError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        guarded(|| {
             let txn = self.doc.transact();
             let range = page_range(start, limit, self.cells.len(&txn) as usize);
             let mut cells = Vec::with_capacity(range.len());
             let mut ids = Vec::with_capacity(self.cells.len(&txn) as usize);
             for (index, cell) in self.cells.iter(&txn).enumerate() {
                 if range.contains(&index) {
-                    let mut value = out_to_json(cell, &txn);
-                    normalize_cell(&mut value);
-                    let cell = Cell::from_value(value, index)?;
+                    let cell = cell_alone(cell, index, &txn)?;
                     ids.push(cell.id.clone());
                     cells.push(cell);
                     continue;
                 }
-                let id = match &cell {
-                    Out::YMap(map) => match map.get(&txn, "id") {
-                        Some(Out::Any(Any::String(id))) => Some(id.to_string()),
-                        _ => None,
-                    },
-                    _ => None,
-                };
                 // A cell without an id gets a fresh one on every read, as in `read`.
-                ids.push(id.unwrap_or_else(new_cell_id));
+                ids.push(stored_id(&cell, &txn).map_or_else(new_cell_id, |id| id.to_string()));
             }
             Ok(Page { start, cells, ids })
-        }))
-        .unwrap_or_else(|_| {
-            Err(NotebookError::NotJson(
-                "the shared document is damaged (yrs failed reading it)".into(),
-            ))
         })
     }
 
@@ -381,17 +353,41 @@ impl YNotebook {
     }
 
     fn find<T: ReadTxn>(&self, txn: &T, cell_id: &str) -> Option<(u32, MapRef)> {
-        self.cells
-            .iter(txn)
-            .enumerate()
-            .find_map(|(index, cell)| match cell {
-                Out::YMap(map) => match map.get(txn, "id") {
-                    Some(Out::Any(Any::String(id))) if &*id == cell_id => Some((index as u32, map)),
-                    _ => None,
-                },
+        self.cells.iter(txn).enumerate().find_map(|(index, cell)| {
+            match (stored_id(&cell, txn), cell) {
+                (Some(id), Out::YMap(map)) if &*id == cell_id => Some((index as u32, map)),
                 _ => None,
-            })
+            }
+        })
     }
+}
+
+/// Runs a read of the document, a panic in yrs (found by fuzzing, on a document it accepted
+/// from a malformed update) reported as damage rather than taking the caller down.
+fn guarded<T>(read: impl FnOnce() -> Result<T, NotebookError>) -> Result<T, NotebookError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        Err(NotebookError::NotJson(
+            "the shared document is damaged (yrs failed reading it)".into(),
+        ))
+    })
+}
+
+/// The `id` a cell of the document holds, when it is a string.
+fn stored_id<T: ReadTxn>(cell: &Out, txn: &T) -> Option<std::sync::Arc<str>> {
+    match cell {
+        Out::YMap(map) => match map.get(txn, "id") {
+            Some(Out::Any(Any::String(id))) => Some(id),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Cell `index` of the document converted alone, as `read` converts each.
+fn cell_alone<T: ReadTxn>(cell: Out, index: usize, txn: &T) -> Result<Cell, NotebookError> {
+    let mut value = out_to_json(cell, txn);
+    normalize_cell(&mut value);
+    Cell::from_value(value, index)
 }
 
 /// The smallest splice that turns the text into `wanted`, so collaborators' cursors stay put.
@@ -554,311 +550,4 @@ fn cell_prelim(cell: &Cell) -> MapPrelim {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use notebook_format::outputs::StreamName;
-
-    fn code(id: &str, source: &str) -> Cell {
-        let mut cell = Cell::new(CellType::Code, source);
-        cell.id = id.into();
-        cell
-    }
-
-    fn sources(nb: &Notebook) -> Vec<(String, String)> {
-        nb.cells
-            .iter()
-            .map(|c| (c.id.clone(), c.source.clone()))
-            .collect()
-    }
-
-    #[test]
-    fn a_cell_read_alone_is_the_cell_of_the_whole_read() {
-        let ours = YNotebook::new();
-        let peer = YNotebook::new();
-        let update = ours
-            .write(&[
-                Edit::Insert {
-                    index: 0,
-                    cell: code("a", "print(1)"),
-                },
-                Edit::Insert {
-                    index: 1,
-                    cell: Cell::new(CellType::Markdown, "# title"),
-                },
-                Edit::Insert {
-                    index: 2,
-                    cell: code("c", "x = 2"),
-                },
-                Edit::SetOutputs {
-                    cell_id: "c".into(),
-                    outputs: vec![Output::stream(StreamName::Stdout, "hi\n")],
-                    execution_count: Some(4),
-                },
-                Edit::SetNotebookMetadata {
-                    key: "kernelspec".into(),
-                    value: serde_json::json!({"name": "python3"}),
-                },
-            ])
-            .unwrap();
-        peer.apply_update(&update).unwrap();
-        let whole = peer.read().unwrap();
-        for (index, cell) in whole.cells.iter().enumerate() {
-            for at in [CellAt::Index(index), CellAt::Id(&cell.id)] {
-                let read = peer.read_cell(at).unwrap();
-                assert_eq!(read.cell, Some((index, cell.clone())), "{at:?}");
-                assert_eq!(read.len, 3);
-                assert_eq!(read.metadata, whole.metadata);
-            }
-        }
-        for missing in [
-            CellAt::Index(3),
-            CellAt::Index(usize::MAX),
-            CellAt::Id("zz"),
-        ] {
-            let read = peer.read_cell(missing).unwrap();
-            assert_eq!((read.cell, read.len), (None, 3), "{missing:?}");
-        }
-        for (start, limit) in [(0, 0), (1, 1), (1, 5), (0, 2), (3, 1), (9, 0)] {
-            assert_eq!(
-                peer.read_page(start, limit).unwrap(),
-                Page::of(&whole, start, limit),
-                "{start}, {limit}"
-            );
-        }
-    }
-
-    #[test]
-    fn edits_round_trip_through_a_peer() {
-        let ours = YNotebook::new();
-        let peer = YNotebook::new();
-        let mut updates = vec![
-            ours.write(&[
-                Edit::Insert {
-                    index: 0,
-                    cell: code("a", "print(1)"),
-                },
-                Edit::Insert {
-                    index: 1,
-                    cell: code("b", "x = 2"),
-                },
-            ])
-            .unwrap(),
-        ];
-        updates.push(
-            ours.write(&[
-                Edit::SetSource {
-                    cell_id: "a".into(),
-                    source: "print('é1')".into(),
-                    expected: None,
-                },
-                Edit::Move {
-                    cell_id: "a".into(),
-                    to: 1,
-                },
-                Edit::SetOutputs {
-                    cell_id: "b".into(),
-                    outputs: vec![Output::stream(StreamName::Stdout, "hi\n")],
-                    execution_count: Some(3),
-                },
-            ])
-            .unwrap(),
-        );
-        for update in &updates {
-            peer.apply_update(update).unwrap();
-        }
-        let seen = peer.read().unwrap();
-        assert_eq!(
-            sources(&seen),
-            vec![
-                ("b".to_string(), "x = 2".to_string()),
-                ("a".to_string(), "print('é1')".to_string())
-            ]
-        );
-        assert_eq!(seen.cells[0].execution_count, Some(3));
-        assert_eq!(
-            seen.cells[0].outputs[0],
-            Output::stream(StreamName::Stdout, "hi\n")
-        );
-        peer.apply_update(
-            &ours
-                .write(&[Edit::Delete {
-                    cell_ids: vec!["b".into()],
-                }])
-                .unwrap(),
-        )
-        .unwrap();
-        assert_eq!(sources(&peer.read().unwrap()).len(), 1);
-    }
-
-    #[test]
-    fn a_source_with_non_ascii_text_is_edited_in_place() {
-        let ours = YNotebook::new();
-        let peer = YNotebook::new();
-        let mut updates = vec![
-            ours.write(&[Edit::Insert {
-                index: 0,
-                cell: code("a", "héllo 世界 🎉\r\nx = 1"),
-            }])
-            .unwrap(),
-        ];
-        updates.push(
-            ours.write(&[Edit::SetSource {
-                cell_id: "a".into(),
-                source: "héllo 世界 🎉\r\nx = 2 ✓".into(),
-                expected: None,
-            }])
-            .unwrap(),
-        );
-        for update in &updates {
-            peer.apply_update(update).unwrap();
-        }
-        assert_eq!(
-            sources(&peer.read().unwrap()),
-            vec![("a".to_string(), "héllo 世界 🎉\r\nx = 2 ✓".to_string())]
-        );
-    }
-
-    #[test]
-    fn growing_outputs_keep_what_is_unchanged() {
-        let nb = YNotebook::new();
-        nb.write(&[Edit::Insert {
-            index: 0,
-            cell: code("a", ""),
-        }])
-        .unwrap();
-        let first = Output::from_json(
-            &serde_json::json!({"output_type": "display_data", "data": {"text/plain": "1"}, "metadata": {}}),
-        );
-        let second = Output::stream(StreamName::Stdout, "x");
-        let set = |outputs: Vec<Output>| {
-            nb.write(&[Edit::SetOutputs {
-                cell_id: "a".into(),
-                outputs,
-                execution_count: None,
-            }])
-            .unwrap()
-        };
-        set(vec![first.clone()]);
-        let appended = set(vec![first.clone(), second.clone()]);
-        // The unchanged first output is not sent again: the update is smaller than one that
-        // writes both outputs from scratch.
-        let fresh = YNotebook::new();
-        fresh
-            .write(&[Edit::Insert {
-                index: 0,
-                cell: code("a", ""),
-            }])
-            .unwrap();
-        let both = fresh
-            .write(&[Edit::SetOutputs {
-                cell_id: "a".into(),
-                outputs: vec![first.clone(), second.clone()],
-                execution_count: None,
-            }])
-            .unwrap();
-        assert!(
-            appended.len() + 40 < both.len(),
-            "{} vs {} bytes",
-            appended.len(),
-            both.len()
-        );
-        assert_eq!(nb.read().unwrap().cells[0].outputs, vec![first, second]);
-    }
-
-    #[test]
-    fn a_growing_stream_sends_only_its_new_text() {
-        let nb = YNotebook::new();
-        nb.write(&[Edit::Insert {
-            index: 0,
-            cell: code("a", ""),
-        }])
-        .unwrap();
-        let set = |text: &str| {
-            nb.write(&[Edit::SetOutputs {
-                cell_id: "a".into(),
-                outputs: vec![Output::stream(StreamName::Stdout, text)],
-                execution_count: None,
-            }])
-            .unwrap()
-        };
-        let long = "line of output\n".repeat(10_000);
-        set(&long);
-        let more = format!("{long}one more line\n");
-        let update = set(&more);
-        assert!(update.len() < 200, "{} bytes for 14 new ones", update.len());
-        assert_eq!(
-            nb.read().unwrap().cells[0].outputs,
-            vec![Output::stream(StreamName::Stdout, more.as_str())]
-        );
-        // A stream that does not continue the shown one (cleared and printed again) is replaced.
-        set("fresh\n");
-        assert_eq!(
-            nb.read().unwrap().cells[0].outputs,
-            vec![Output::stream(StreamName::Stdout, "fresh\n")]
-        );
-    }
-
-    #[test]
-    fn a_stream_checked_against_what_we_wrote_last_still_shows_the_truth() {
-        let nb = YNotebook::new();
-        nb.write(&[Edit::Insert {
-            index: 0,
-            cell: code("a", ""),
-        }])
-        .unwrap();
-        let stream = |text: &str| vec![Output::stream(StreamName::Stdout, text)];
-        let shown = |nb: &YNotebook| nb.read().unwrap().cells[0].outputs.clone();
-        let write = |outputs: &[Output], written: Option<&[Output]>| {
-            nb.write_outputs("a", outputs, None, false, written)
-                .unwrap()
-                .unwrap()
-        };
-        write(&stream("10%"), None);
-        let update = write(&stream("10% 20%"), Some(&stream("10%")));
-        assert!(update.len() < 100, "only the tail: {} bytes", update.len());
-        assert_eq!(shown(&nb), stream("10% 20%"));
-        // Cleared and printed again, the same length: not a continuation, so replaced.
-        write(&stream("30% 40%"), Some(&stream("10% 20%")));
-        assert_eq!(shown(&nb), stream("30% 40%"));
-        // Someone else changed the text since our write: the room's copy is read, not trusted.
-        {
-            let mut txn = nb.doc.transact_mut();
-            let Some(Out::YMap(cell)) = nb.cells.get(&txn, 0) else {
-                panic!("no cell")
-            };
-            let Some(Out::YArray(outputs)) = cell.get(&txn, "outputs") else {
-                panic!("no outputs")
-            };
-            let Some(Out::YMap(output)) = outputs.get(&txn, 0) else {
-                panic!("no output")
-            };
-            let Some(Out::YText(text)) = output.get(&txn, "text") else {
-                panic!("no text")
-            };
-            text.push(&mut txn, " theirs");
-        }
-        write(&stream("30% 40% 50%"), Some(&stream("30% 40%")));
-        assert_eq!(shown(&nb), stream("30% 40% 50%"));
-    }
-
-    #[test]
-    fn float_counts_from_python_peers_read_as_integers() {
-        let nb = YNotebook::new();
-        {
-            let mut txn = nb.doc.transact_mut();
-            nb.meta.insert(&mut txn, "nbformat", 4.0);
-            nb.meta.insert(&mut txn, "nbformat_minor", 5.0);
-            let cell: MapPrelim = vec![
-                ("id", In::from("c")),
-                ("cell_type", In::from("code")),
-                ("source", TextPrelim::new("1").into()),
-                ("execution_count", In::from(7.0)),
-                ("outputs", ArrayPrelim::default().into()),
-            ]
-            .into_iter()
-            .collect();
-            nb.cells.push_back(&mut txn, cell);
-        }
-        assert_eq!(nb.read().unwrap().cells[0].execution_count, Some(7));
-    }
-}
+mod tests;

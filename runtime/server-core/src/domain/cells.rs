@@ -6,8 +6,8 @@
 use super::Error;
 use super::notebooks::NotebookInUse;
 use super::versions::{check_cell, check_notebook};
-pub use jupyter_client::document::Page;
 use jupyter_client::document::{CellAt, CellRead, Persistence};
+pub use jupyter_client::document::{Page, page_range};
 /// The notebook model and its edits, as callers of the domain name them.
 pub use notebook_format::edit::Edit;
 pub use notebook_format::notebook::{Cell, CellType, Notebook};

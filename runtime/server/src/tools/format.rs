@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use server_core::domain::cells::{Cell, Notebook, Page};
+use server_core::domain::cells::{Cell, Notebook, Page, page_range};
 use server_core::domain::versions::cell_version;
 
 pub fn count_text(cell: &Cell) -> String {
@@ -81,12 +81,9 @@ impl Shown<'_> {
 
     /// The end of cells `start..start + limit` (`limit` 0: to the end), within those at hand.
     fn end(&self, start: usize, limit: usize) -> usize {
-        let end = if limit == 0 {
-            self.total
-        } else {
-            start.saturating_add(limit).min(self.total)
-        };
-        end.min(self.start + self.cells.len())
+        page_range(start, limit, self.total)
+            .end
+            .min(self.start + self.cells.len())
     }
 }
 
