@@ -17,6 +17,10 @@ use server_core::domain::outputs::Output;
 /// overwrites it (a tqdm bar collapses to its last state), and a backspace erases the character
 /// before it, as JupyterLab renders them.
 pub fn strip_ansi(text: &str) -> String {
+    // Most output has nothing to strip: one scan of its bytes, then a copy.
+    if !has_controls(text) {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len());
     let mut line: Vec<char> = Vec::new();
     let mut cursor = 0;
@@ -58,6 +62,20 @@ pub fn strip_ansi(text: &str) -> String {
     }
     out.extend(line);
     out
+}
+
+/// Whether `text` holds a control character other than `\n` and `\t` (C0, DEL, or C1, which
+/// UTF-8 writes as 0xC2 0x80..0x9F): only then does stripping change anything.
+fn has_controls(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.iter().enumerate().any(|(at, &byte)| match byte {
+        b'\n' | b'\t' => false,
+        0..0x20 | 0x7f => true,
+        0xc2 => bytes
+            .get(at + 1)
+            .is_some_and(|next| (0x80..0xa0).contains(next)),
+        _ => false,
+    })
 }
 
 /// Writes at the cursor: over what a `\r` went back across, else at the end.
@@ -263,13 +281,19 @@ pub fn bundles(
     full_output_hint: &str,
 ) -> Value {
     let budget = limits.max_chars.saturating_mul(RICH_BUDGET_FACTOR);
-    let fits = |used: usize, size: usize| limits.max_chars == 0 || used + size <= budget;
+    let fits =
+        |used: usize, size: usize| limits.max_chars == 0 || used.saturating_add(size) <= budget;
     let mut kept = Vec::new();
     let mut used = 0usize;
     for (index, output) in outputs.iter().enumerate() {
-        let output = output.to_json();
-        let size = output.to_string().len();
-        if !fits(used, size) {
+        // A stream's JSON is longer than its text: a long one is known not to fit without
+        // writing it out (a long-printing cell's output would be copied twice for nothing).
+        let surely_over = matches!(output, Output::Stream { text, .. } if !fits(used, text.len()));
+        let output = (!surely_over).then(|| output.to_json());
+        let size = output
+            .as_ref()
+            .map_or(usize::MAX, |json| json.to_string().len());
+        let Some(output) = output.filter(|_| fits(used, size)) else {
             let left = outputs.len() - index;
             return serde_json::json!({
                 "outputs": kept,
@@ -278,7 +302,7 @@ pub fn bundles(
                      outputs. {full_output_hint}"
                 ),
             });
-        }
+        };
         used += size;
         kept.push(output);
     }

@@ -94,7 +94,7 @@ fn stream(text: &str, whole: &str) -> String {
     if lines.len() <= HEAD_LINES + TAIL_LINES + 1 {
         return cut_chars(text, whole);
     }
-    let collapsed = collapse(&lines, MIN_REPEATS, numbers_as_one, |p, times, same| {
+    let collapsed = collapse(&lines, MIN_REPEATS, Key::NumbersAsOne, |p, times, same| {
         let what = if p == 1 {
             "the line above".to_owned()
         } else {
@@ -145,7 +145,7 @@ fn cut_chars(text: &str, whole: &str) -> String {
 fn error(ename: &str, evalue: &str, traceback: &[String], whole: &str) -> String {
     let frames: Vec<String> = traceback.iter().map(|frame| strip_ansi(frame)).collect();
     let frames: Vec<&str> = frames.iter().map(String::as_str).collect();
-    let collapsed = collapse(&frames, MIN_REPEATS, str::to_owned, |p, times, _| {
+    let collapsed = collapse(&frames, MIN_REPEATS, Key::Exact, |p, times, _| {
         let what = if p == 1 {
             "the frame above".to_owned()
         } else {
@@ -183,15 +183,53 @@ fn error(ename: &str, evalue: &str, traceback: &[String], whole: &str) -> String
     cut_chars(&text, whole)
 }
 
+/// When two items count as the same in a repeated block.
+#[derive(Clone, Copy)]
+enum Key {
+    /// Equal text.
+    Exact,
+    /// Equal once every run of digits is read as one `0`: lines that differ only in numbers.
+    NumbersAsOne,
+}
+
+impl Key {
+    /// Each item as this key compares it. Written into one buffer, not a string per item: a
+    /// long stream has hundreds of thousands of lines.
+    fn of_all(self, items: &[&str]) -> (Vec<u8>, Vec<std::ops::Range<usize>>) {
+        let mut buffer = Vec::new();
+        let mut ranges = Vec::with_capacity(items.len());
+        for item in items {
+            let start = buffer.len();
+            match self {
+                Key::Exact => buffer.extend_from_slice(item.as_bytes()),
+                // Bytes, not characters: no byte of a multibyte character is an ASCII digit.
+                Key::NumbersAsOne => {
+                    let mut in_number = false;
+                    for &byte in item.as_bytes() {
+                        let digit = byte.is_ascii_digit();
+                        if !(digit && in_number) {
+                            buffer.push(if digit { b'0' } else { byte });
+                        }
+                        in_number = digit;
+                    }
+                }
+            }
+            ranges.push(start..buffer.len());
+        }
+        (buffer, ranges)
+    }
+}
+
 /// `items` with every run of `min_repeats` or more equal blocks (of up to `MAX_PERIOD` items,
 /// compared by `key`) shown as its first block, a note, and its last block.
 fn collapse(
     items: &[&str],
     min_repeats: usize,
-    key: impl Fn(&str) -> String,
+    key: Key,
     note: impl Fn(usize, usize, bool) -> String,
 ) -> Vec<String> {
-    let keys: Vec<String> = items.iter().map(|item| key(item)).collect();
+    let (buffer, ranges) = key.of_all(items);
+    let keys: Vec<&[u8]> = ranges.into_iter().map(|range| &buffer[range]).collect();
     let mut out = Vec::with_capacity(items.len());
     let mut i = 0;
     while i < items.len() {
@@ -222,24 +260,6 @@ fn collapse(
         i += p * repeats;
     }
     out
-}
-
-/// A line with every run of digits as one `0`: lines that differ only in numbers look alike.
-fn numbers_as_one(line: &str) -> String {
-    let mut key = String::with_capacity(line.len());
-    let mut in_number = false;
-    for c in line.chars() {
-        if c.is_ascii_digit() {
-            if !in_number {
-                key.push('0');
-            }
-            in_number = true;
-        } else {
-            in_number = false;
-            key.push(c);
-        }
-    }
-    key
 }
 
 /// The first `head` and last `tail` items, with a note in place of what is between.
