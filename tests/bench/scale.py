@@ -23,8 +23,14 @@ insert_cell in the middle of notebooks of
 (and --previous, an earlier build, when given) beside the Python server, with the growth per
 doubling of the cells; bound: read_cell at the largest size within 2x of the smallest.
 
+Big file: a notebook of 1,000 cells holding ~--big-mb MB of outputs (images and long
+streams, as a notebook that plotted and logged has them), on the file backend: the median time of
+overwrite_cell_source and of insert_cell in the middle, against the bound of 300 ms, beside the
+Python server.
+
 Usage: tests/bench/run scale [--runs N] [--lines N] [--burst-mb MB] [--sessions N]
-       [--sizes 100,1000,5000] [--size-calls N] [--only runs|bursty|sessions|sizes]
+       [--sizes 100,1000,5000] [--size-calls N] [--big-mb MB]
+       [--only runs|bursty|sessions|sizes|bigfile]
 """
 
 from __future__ import annotations
@@ -242,6 +248,111 @@ def report_sizes(rows: dict[str, dict[str, dict[int, float]]], sizes: list[int])
         print(f"read_cell, {server}: {last} cells {ratio:.2f}x of {first} cells, bound {SIZE_BOUND}x: {verdict}")
 
 
+BIG_FILE_BOUND_MS = 300.0
+BIG_CALLS = ("overwrite_cell_source", "insert_cell")
+
+
+def big_notebook(path: Path, megabytes: float, cells: int = 1000) -> int:
+    """A notebook of `cells` code cells holding ~`megabytes` MB of outputs: every other cell a
+    PNG-sized image (incompressible base64), the others a long printed stream. Its size in bytes."""
+    import base64
+    import random
+
+    per_cell = int(megabytes * 1e6 / cells)
+    rng = random.Random(53)
+    out = []
+    for i in range(cells):
+        if i % 2:
+            data = base64.b64encode(rng.randbytes(per_cell * 3 // 4)).decode()
+            output = {"output_type": "display_data", "metadata": {},
+                      "data": {"image/png": data, "text/plain": "<Figure size 640x480 with 1 Axes>"}}
+        else:
+            lines = per_cell // 64 + 1
+            output = {"output_type": "stream", "name": "stdout",
+                      "text": [f"step {i:>5} line {j:>6} loss {1 / (j + 1):.6f} {'x' * 24}\n" for j in range(lines)]}
+        out.append({"cell_type": "code", "id": f"b{i:05d}", "metadata": {}, "execution_count": i + 1,
+                    "source": f"# step {i}\nplot(run_{i})", "outputs": [output]})
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "cells": out}
+    text = json.dumps(nb, indent=1)
+    path.write_text(text)
+    return len(text.encode())
+
+
+async def big_file(command: str, args: list[str], env: dict, root: Path, tag: str, megabytes: float,
+                   calls: int) -> dict[str, float] | str:
+    """Median seconds of overwrite_cell_source and insert_cell in the middle of the big notebook,
+    or what went wrong (the Python server may not open it)."""
+    name = f"big-{tag}"
+    big_notebook(root / f"{name}.ipynb", megabytes)
+    medians: dict[str, float] = {}
+    params = StdioServerParameters(command=command, args=args, env=env)
+    async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+        opened = await client.call_tool("use_notebook", {"notebook_name": name, "notebook_path": f"{name}.ipynb"})
+        if opened.is_error:
+            return f"use_notebook failed: {str(opened.content)[:120]}"
+        for tool, arguments in (
+            ("overwrite_cell_source", {"cell_index": 500, "cell_source": "# changed\nplot(run_500)"}),
+            ("insert_cell", {"cell_index": 500, "cell_type": "code", "cell_source": "y = 1"}),
+        ):
+            samples = []
+            for n in range(calls + 1):
+                if tool == "overwrite_cell_source":  # a new source each time, so each call saves
+                    arguments = dict(arguments, cell_source=f"# changed {n}\nplot(run_500)")
+                started = time.perf_counter()
+                result = await client.call_tool(tool, arguments)
+                if result.is_error:
+                    return f"{tool} failed: {str(result.content)[:120]}"
+                if n:  # the first is a warm-up
+                    samples.append(time.perf_counter() - started)
+            medians[tool] = statistics.median(samples)
+    return medians
+
+
+def jupyter_floor(jupyter, name: str, calls: int) -> dict[str, float]:
+    """What every client's edit of the big file pays Jupyter at least, whoever the client: the
+    contents API's hash of the file (our check for other writers) and its save of the same bytes,
+    median seconds, asked directly."""
+    import httpx
+
+    text = (jupyter.root / f"{name}.ipynb").read_text()
+    body = json.dumps({"type": "file", "format": "text", "content": text})
+    url = f"{jupyter.url}/api/contents/{name}.ipynb"
+    times: dict[str, list[float]] = {"hash": [], "save": []}
+    with httpx.Client(headers={"Authorization": f"token {jupyter.token}"}, timeout=120) as http:
+        for _ in range(calls):
+            started = time.perf_counter()
+            http.get(url, params={"type": "file", "content": "0", "hash": "1"}).raise_for_status()
+            times["hash"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            http.put(url, content=body, headers={"Content-Type": "application/json"}).raise_for_status()
+            times["save"].append(time.perf_counter() - started)
+    return {what: statistics.median(samples) for what, samples in times.items()}
+
+
+def report_big_file(rows: dict[str, dict[str, float] | str], size: int, floor: dict[str, float]) -> None:
+    if not rows:
+        return
+    print(f"\nbig file: 1,000 cells, {size / 1e6:.1f} MB of notebook (outputs), file backend; median ms per call")
+    print(f"Jupyter alone, asked directly: the file's hash {floor['hash'] * 1000:.1f} ms, a save of its bytes "
+          f"{floor['save'] * 1000:.1f} ms; an edit that checks and saves costs at least "
+          f"{(floor['hash'] + floor['save']) * 1000:.1f} ms whoever asks")
+    print(f"{'server':16} " + " ".join(f"{tool:>22}" for tool in BIG_CALLS))
+    for server, row in rows.items():
+        if isinstance(row, str):
+            print(f"{server:16} {row}")
+            continue
+        print(f"{server:16} " + " ".join(f"{row[tool] * 1000:22.1f}" for tool in BIG_CALLS))
+    for server, row in rows.items():
+        if server.startswith("ours") and not isinstance(row, str):
+            worst = max(row.values()) * 1000
+            verdict = "within" if worst <= BIG_FILE_BOUND_MS else "OVER"
+            above = worst - (floor["hash"] + floor["save"]) * 1000
+            print(f"{server}: slowest edit {worst:.1f} ms, bound {BIG_FILE_BOUND_MS:.0f} ms: {verdict}; "
+                  f"{above:+.1f} ms beside Jupyter's own hash and save")
+
+
 def growth(rss: list[float], output_bytes: int) -> float:
     """The mean RSS step per run once the budget is full (at most the last half), MiB."""
     first_few = min(-(-BUDGET_BYTES // output_bytes) + 1, len(rss) // 2)
@@ -257,7 +368,8 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=500)
     parser.add_argument("--sizes", default="100,1000,5000", help="notebook sizes in cells, comma-separated")
     parser.add_argument("--size-calls", type=int, default=10, help="timed calls per size (Python server: half)")
-    parser.add_argument("--only", choices=["runs", "bursty", "sessions", "sizes"], default=None)
+    parser.add_argument("--big-mb", type=float, default=50.0, help="outputs in the big notebook, MB")
+    parser.add_argument("--only", choices=["runs", "bursty", "sessions", "sizes", "bigfile"], default=None)
     opts = parser.parse_args()
     sizes = [int(n) for n in opts.sizes.split(",")]
     bursts = max(1, round(opts.burst_mb * 1e6 / (4000 * LINE_BYTES)))
@@ -294,6 +406,22 @@ def main() -> None:
                     max(3, opts.size_calls // 2)))
             report_sizes(rows, sizes)
             if opts.only == "sizes":
+                return
+        if opts.only in (None, "bigfile"):
+            big: dict[str, dict[str, float] | str] = {}
+            file_backend = ["--document-backend", "file"]
+            big["ours"] = asyncio.run(big_file(opts.ours, ["start", *connect, *file_backend], env, jupyter.root,
+                                               "ours", opts.big_mb, opts.size_calls))
+            if opts.previous:
+                big["previous"] = asyncio.run(big_file(opts.previous, ["start", *connect, *file_backend], env,
+                                                       jupyter.root, "previous", opts.big_mb, opts.size_calls))
+            if common.upstream(opts):
+                big["Python 2.2.4"] = asyncio.run(big_file(
+                    opts.upstream, ["start", "--transport", "stdio", *connect], env, jupyter.root, "py", opts.big_mb,
+                    max(3, opts.size_calls // 2)))
+            floor = jupyter_floor(jupyter, "big-ours", max(3, opts.size_calls))
+            report_big_file(big, (jupyter.root / "big-ours.ipynb").stat().st_size, floor)
+            if opts.only == "bigfile":
                 return
         if opts.only in (None, "bursty"):
             bursty["ours (live)"] = asyncio.run(bursty_cell(

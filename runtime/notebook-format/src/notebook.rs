@@ -282,26 +282,97 @@ impl Notebook {
     /// The notebook as nbformat JSON (lines not yet split).
     pub fn to_value(&self) -> Value {
         let cells: Vec<Value> = self.cells.iter().map(cell_to_value).collect();
+        let mut top = self.to_value_without_cells();
+        top.insert("cells".into(), Value::Array(cells));
+        Value::Object(top)
+    }
+
+    /// The bytes Jupyter would write for this notebook.
+    pub fn to_ipynb(&self) -> String {
+        self.to_ipynb_reusing(|_, _| None).text
+    }
+
+    /// The bytes Jupyter would write, with where each cell's JSON is in them. `reuse` may give
+    /// a cell's JSON as an earlier write made it (from [`Ipynb::cell`]), when the cell has not
+    /// changed since: only the other cells are written again, so an edit of a big notebook costs
+    /// the cells it changed plus one copy.
+    pub fn to_ipynb_reusing<'a>(
+        &self,
+        mut reuse: impl FnMut(usize, &Cell) -> Option<&'a str>,
+    ) -> Ipynb {
+        let mut top = self.to_value_without_cells();
+        top.insert("cells".into(), Value::Null);
+        let mut keys: Vec<&String> = top.keys().collect();
+        keys.sort_unstable();
+        let mut text = String::new();
+        let mut ranges = Vec::with_capacity(self.cells.len());
+        layout::write_items(
+            &mut text,
+            0,
+            '{',
+            '}',
+            keys.into_iter(),
+            |out, key, depth| {
+                layout::write_string(out, key);
+                out.push_str(": ");
+                if key != "cells" {
+                    return layout::write_value(out, &top[key], depth);
+                }
+                layout::write_items(
+                    out,
+                    depth,
+                    '[',
+                    ']',
+                    self.cells.iter().enumerate(),
+                    |out, (index, cell), depth| {
+                        let start = out.len();
+                        match reuse(index, cell) {
+                            Some(written) => out.push_str(written),
+                            None => {
+                                let mut value = cell_to_value(cell);
+                                split_cell_fields(&mut value);
+                                layout::write_value(out, &value, depth);
+                            }
+                        }
+                        ranges.push(start..out.len());
+                    },
+                );
+            },
+        );
+        text.push('\n');
+        Ipynb {
+            text,
+            cells: ranges,
+        }
+    }
+
+    /// The notebook's own fields as nbformat JSON: everything but its cells.
+    fn to_value_without_cells(&self) -> Map<String, Value> {
         let mut metadata = self.metadata.clone();
         // What nbformat strips on every write.
         for stripped in ["orig_nbformat", "orig_nbformat_minor", "signature"] {
             metadata.remove(stripped);
         }
         let mut top = self.extra.clone();
-        top.insert("cells".into(), Value::Array(cells));
         top.insert("metadata".into(), Value::Object(metadata));
         top.insert("nbformat".into(), json!(4));
         top.insert("nbformat_minor".into(), json!(self.nbformat_minor));
-        Value::Object(top)
+        top
     }
+}
 
-    /// The bytes Jupyter would write for this notebook.
-    pub fn to_ipynb(&self) -> String {
-        let mut value = self.to_value();
-        split_multiline_fields(&mut value);
-        let mut text = layout::python_json(value);
-        text.push('\n');
-        text
+/// A notebook's file text as [`Notebook::to_ipynb_reusing`] wrote it, with the byte range of
+/// each cell's JSON, in the notebook's cell order.
+#[derive(Debug, Clone, Default)]
+pub struct Ipynb {
+    pub text: String,
+    pub cells: Vec<std::ops::Range<usize>>,
+}
+
+impl Ipynb {
+    /// Cell `index`'s JSON as written.
+    pub fn cell(&self, index: usize) -> Option<&str> {
+        self.cells.get(index).map(|range| &self.text[range.clone()])
     }
 }
 
@@ -522,29 +593,25 @@ fn split_field(holder: &mut Value, field: &str) {
     }
 }
 
-fn split_multiline_fields(notebook: &mut Value) {
-    let Some(cells) = notebook.get_mut("cells").and_then(Value::as_array_mut) else {
+/// A cell's multiline fields as nbformat's lists of lines, as Jupyter writes them.
+fn split_cell_fields(cell: &mut Value) {
+    split_field(cell, "source");
+    if let Some(attachments) = cell.get_mut("attachments") {
+        for_each_bundle(attachments, split_bundle);
+    }
+    if cell.get("cell_type").and_then(Value::as_str) != Some("code") {
+        return;
+    }
+    let Some(outputs) = cell.get_mut("outputs").and_then(Value::as_array_mut) else {
         return;
     };
-    for cell in cells {
-        split_field(cell, "source");
-        if let Some(attachments) = cell.get_mut("attachments") {
-            for_each_bundle(attachments, split_bundle);
-        }
-        if cell.get("cell_type").and_then(Value::as_str) != Some("code") {
-            continue;
-        }
-        let Some(outputs) = cell.get_mut("outputs").and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for output in outputs {
-            if has_bundle(output) {
-                if let Some(data) = output.get_mut("data") {
-                    split_bundle(data);
-                }
-            } else if output.get("output_type").and_then(Value::as_str) == Some("stream") {
-                split_field(output, "text");
+    for output in outputs {
+        if has_bundle(output) {
+            if let Some(data) = output.get_mut("data") {
+                split_bundle(data);
             }
+        } else if output.get("output_type").and_then(Value::as_str) == Some("stream") {
+            split_field(output, "text");
         }
     }
 }

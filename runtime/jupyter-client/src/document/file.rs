@@ -29,11 +29,14 @@
 //! itself compares the file's timestamp before it saves and asks first.
 //!
 //! We write the file as text in Jupyter's own layout, so the hash of what we wrote is known
-//! without asking again. A notebook older than nbformat 4 is read through Jupyter's own
+//! without asking again. A save writes anew only the cells that differ from our last save's and
+//! copies the others from its text, and the upload is escaped as it is sent: an edit of a big
+//! notebook costs us about one copy of it, the rest is Jupyter's own save. A notebook older than nbformat 4 is read through Jupyter's own
 //! conversion (the contents API reading it as a notebook, as the collaboration room does) and
 //! saved as nbformat 4.5, as Jupyter saves it.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,7 +48,7 @@ use super::{
     fresh_insert_ids,
 };
 use crate::rest::{JupyterRest, RestError};
-use notebook_format::notebook::{Notebook, NotebookError};
+use notebook_format::notebook::{Cell, Ipynb, Notebook, NotebookError};
 
 /// Pauses before reading again a file that did not parse (someone's save in progress): about
 /// 2 s in all.
@@ -96,6 +99,39 @@ struct State {
     other_writer_seen: Option<Instant>,
     /// Whether a background check is scheduled.
     checking: bool,
+    /// The text of our last save: the next save takes the cells it has not changed from it.
+    written: Option<Written>,
+}
+
+/// A notebook and the text we wrote for it, with where each cell is in that text.
+struct Written {
+    notebook: Arc<Notebook>,
+    text: Arc<String>,
+    cells: Vec<Range<usize>>,
+    by_id: HashMap<String, usize>,
+}
+
+impl Written {
+    fn new(notebook: Arc<Notebook>, text: Arc<String>, cells: Vec<Range<usize>>) -> Self {
+        let by_id = notebook
+            .cells
+            .iter()
+            .enumerate()
+            .map(|(index, cell)| (cell.id.clone(), index))
+            .collect();
+        Written {
+            notebook,
+            text,
+            cells,
+            by_id,
+        }
+    }
+
+    /// The JSON written for `cell` when it is exactly a cell we wrote.
+    fn cell(&self, cell: &Cell) -> Option<&str> {
+        let &at = self.by_id.get(&cell.id)?;
+        (self.notebook.cells[at] == *cell).then(|| &self.text[self.cells[at].clone()])
+    }
 }
 
 impl State {
@@ -139,7 +175,8 @@ impl FileDocument {
         path: &str,
         notebook: &Notebook,
     ) -> Result<(), DocumentError> {
-        rest.put_text_file(path, &notebook.to_ipynb()).await?;
+        rest.put_text_file(path, Arc::new(notebook.to_ipynb()))
+            .await?;
         Ok(())
     }
 }
@@ -260,16 +297,31 @@ impl Inner {
         mut next: Notebook,
     ) -> Result<Arc<Notebook>, DocumentError> {
         for _ in 0..MAX_SAVES {
-            let text = next.to_ipynb();
+            // Cells unchanged since our last save are copied from its text, not written again.
+            let Ipynb { text, cells } = next.to_ipynb_reusing(|_, cell| {
+                state
+                    .written
+                    .as_ref()
+                    .and_then(|written| written.cell(cell))
+            });
+            let text = Arc::new(text);
+            // Hashed on another thread while Jupyter takes the upload: a big notebook's hash
+            // then costs no time of the edit's own.
+            let hashing = tokio::task::spawn_blocking({
+                let text = text.clone();
+                move || notebook_format::hex::sha256(text.as_bytes())
+            });
             let started = Instant::now();
-            self.rest.put_text_file(&self.path, &text).await?;
+            self.rest.put_text_file(&self.path, text.clone()).await?;
+            let hash = hashing.await.expect("hashing never panics");
             let settle = settle_time(started.elapsed());
             state.saves += 1;
             let settled = Instant::now() + settle;
             state.unproven.push_back((state.saves, settled));
             *self.settles_at.lock().expect("never poisoned") = Some(settled);
             let saved = Arc::new(next);
-            state.known = Some((saved.clone(), notebook_format::hex::sha256(text.as_bytes())));
+            state.written = Some(Written::new(saved.clone(), text, cells));
+            state.known = Some((saved.clone(), hash));
             state.holds = true;
             if !state.careful() {
                 self.check_later(state);
@@ -410,7 +462,10 @@ impl Document for FileDocument {
         })
     }
 
-    fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)> {
+    fn update<'a>(
+        &'a self,
+        plan: EditPlan<'a>,
+    ) -> DocumentFuture<'a, (Arc<Notebook>, Arc<Notebook>)> {
         Box::pin(async move {
             let inner = &self.inner;
             let mut state = inner.state.lock().await;
@@ -418,14 +473,13 @@ impl Document for FileDocument {
             let mut edits = plan(&base).map_err(DocumentError::Refused)?;
             fresh_insert_ids(&mut edits, &base);
             if edits.is_empty() && !repair {
-                let base = Arc::unwrap_or_clone(base);
                 return Ok((base.clone(), base));
             }
             let next = apply_edits(&base, &edits, &inner.path)?;
             let proof = state.saves + 1;
             let added = state.journal.record(&base, &edits, proof);
             match inner.save(&mut state, next).await {
-                Ok(saved) => Ok((Arc::unwrap_or_clone(base), Arc::unwrap_or_clone(saved))),
+                Ok(saved) => Ok((base, saved)),
                 Err(e) => {
                     // Answered as failed, so never re-applied later.
                     state.journal.forget_newest(added);

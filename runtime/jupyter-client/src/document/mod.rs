@@ -10,6 +10,7 @@ mod yvalues;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use super::rest::RestError;
 use notebook_format::notebook::{Cell, Notebook, NotebookError};
@@ -165,7 +166,10 @@ pub trait Document: Send + Sync {
     }
     /// Plans edits against the newest version and saves them, checking for other writers once;
     /// returns the notebook before and after. No edits, no write.
-    fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)>;
+    fn update<'a>(
+        &'a self,
+        plan: EditPlan<'a>,
+    ) -> DocumentFuture<'a, (Arc<Notebook>, Arc<Notebook>)>;
     /// Writes a running cell's outputs as they stand; `done`: the run ended (a room shows the
     /// cell idle again). By default an edit like any other; a room writes them into that cell
     /// alone, sending what is new, so a long-printing cell costs what it prints rather than the

@@ -1,10 +1,14 @@
 //! Contents routes (files, directories, hashes) and the collaboration room's session.
 
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
 use reqwest::Method;
 use serde_json::Value;
 use url::Url;
 
-use super::{CollaborationSession, ContentsModel, JupyterRest, RestError, Subject};
+use super::{CollaborationSession, ContentsModel, JupyterRest, Payload, RestError, Subject};
 
 impl JupyterRest {
     /// A file's text and the sha256 of its bytes, read as a plain file (no notebook rewriting).
@@ -109,12 +113,18 @@ impl JupyterRest {
     }
 
     /// Saves text verbatim as the file's content.
-    pub async fn put_text_file(&self, path: &str, text: &str) -> Result<(), RestError> {
+    pub async fn put_text_file(&self, path: &str, text: Arc<String>) -> Result<(), RestError> {
         let url = self.endpoint(&["api", "contents", path])?;
-        let body = serde_json::json!({ "type": "file", "format": "text", "content": text });
-        self.send(Method::PUT, url, Some(body), Subject::Path(path.to_owned()))
-            .await
-            .map(drop)
+        let subject = Subject::Path(path.to_owned());
+        self.send_payload(
+            Method::PUT,
+            url,
+            Some(Payload::TextFile(&text)),
+            subject,
+            None,
+        )
+        .await
+        .map(drop)
     }
 
     /// A file with its content, as text when it is UTF-8 and base64 otherwise (Jupyter decides);
@@ -157,5 +167,67 @@ impl JupyterRest {
             .append_pair("content", if content { "1" } else { "0" });
         self.json(Method::GET, url, None, Subject::Path(path.to_owned()))
             .await
+    }
+}
+
+/// How much of a file's text is escaped at a time as its upload is sent.
+const UPLOAD_PIECE: usize = 1 << 20;
+
+/// The contents API's body for a text file, escaped piece by piece as it is sent: a big
+/// notebook's upload holds a piece of escaped text at a time, not a second copy of it all.
+pub(super) fn text_file_body(text: Arc<String>) -> reqwest::Body {
+    let pieces = text_file_pieces(text, UPLOAD_PIECE).map(Ok::<_, Infallible>);
+    reqwest::Body::wrap_stream(futures_util::stream::iter(pieces))
+}
+
+/// The body's bytes: the JSON object's head, the text escaped `piece` bytes at a time (cut at
+/// character boundaries), its tail.
+fn text_file_pieces(text: Arc<String>, piece: usize) -> impl Iterator<Item = Bytes> + Send {
+    const HEAD: &str = r#"{"type": "file", "format": "text", "content": ""#;
+    const TAIL: &str = r#""}"#;
+    let mut at = 0;
+    let escaped = std::iter::from_fn(move || {
+        if at >= text.len() {
+            return None;
+        }
+        let mut end = (at + piece).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        let quoted = Bytes::from(serde_json::to_string(&text[at..end]).expect("strings serialize"));
+        at = end;
+        // Without the quotes serde_json put around the piece.
+        Some(quoted.slice(1..quoted.len() - 1))
+    });
+    std::iter::once(Bytes::from_static(HEAD.as_bytes()))
+        .chain(escaped)
+        .chain(std::iter::once(Bytes::from_static(TAIL.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_file_body_sent_in_pieces_is_the_whole_json() {
+        let text = "line \"one\"\n\tété ✓ \\ \u{1}".repeat(40);
+        for piece in [1, 3, 7, 64, 1 << 20] {
+            let body: Vec<u8> = text_file_pieces(Arc::new(text.clone()), piece)
+                .flat_map(|bytes| bytes.to_vec())
+                .collect();
+            let sent: Value = serde_json::from_slice(&body).expect("the body is JSON");
+            assert_eq!(
+                sent,
+                serde_json::json!({"type": "file", "format": "text", "content": text}),
+                "pieces of {piece} bytes"
+            );
+        }
+        let empty: Vec<u8> = text_file_pieces(Arc::new(String::new()), 8)
+            .flat_map(|bytes| bytes.to_vec())
+            .collect();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&empty).unwrap()["content"],
+            ""
+        );
     }
 }

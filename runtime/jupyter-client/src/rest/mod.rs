@@ -406,9 +406,27 @@ impl JupyterRest {
         subject: Subject,
         timeout: Option<Duration>,
     ) -> Result<String, RestError> {
+        self.send_payload(
+            method,
+            url,
+            body.as_ref().map(Payload::Json),
+            subject,
+            timeout,
+        )
+        .await
+    }
+
+    pub(super) async fn send_payload(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Payload<'_>>,
+        subject: Subject,
+        timeout: Option<Duration>,
+    ) -> Result<String, RestError> {
         let credentials = self.credentials().await?;
         let mut answer = self
-            .send_once_timed(&method, &url, body.as_ref(), &credentials, timeout)
+            .send_once_timed(&method, &url, body, &credentials, timeout)
             .await?;
         // An expired login reads as a refused one: log in again and try once more.
         if matches!(answer.0, StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED)
@@ -426,7 +444,7 @@ impl JupyterRest {
             && let Some(renewed) = self.renew_credentials(&credentials).await?
         {
             answer = self
-                .send_once_timed(&method, &url, body.as_ref(), &renewed, timeout)
+                .send_once_timed(&method, &url, body, &renewed, timeout)
                 .await?;
         }
         let (status, text) = answer;
@@ -475,7 +493,7 @@ impl JupyterRest {
         body: Option<&Value>,
         credentials: &Credentials,
     ) -> Result<(StatusCode, String), RestError> {
-        self.send_once_timed(method, url, body, credentials, None)
+        self.send_once_timed(method, url, body.map(Payload::Json), credentials, None)
             .await
     }
 
@@ -483,7 +501,7 @@ impl JupyterRest {
         &self,
         method: &Method,
         url: &Url,
-        body: Option<&Value>,
+        body: Option<Payload<'_>>,
         credentials: &Credentials,
         timeout: Option<Duration>,
     ) -> Result<(StatusCode, String), RestError> {
@@ -494,8 +512,14 @@ impl JupyterRest {
         for (name, value) in &credentials.headers {
             request = request.header(*name, value);
         }
-        if let Some(body) = body {
-            request = request.json(body);
+        match body {
+            Some(Payload::Json(body)) => request = request.json(body),
+            Some(Payload::TextFile(text)) => {
+                request = request
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(contents::text_file_body(text.clone()));
+            }
+            None => {}
         }
         // reqwest's errors quote the whole URL, query (a token) included: drop it.
         let unreachable = |e: reqwest::Error| RestError::Unreachable {
@@ -585,6 +609,15 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// What a request carries: a JSON value, or a text file's contents as the contents API takes
+/// them (`{"type": "file", "format": "text", "content": ...}`), streamed from the text as it
+/// is escaped rather than built whole first.
+#[derive(Clone, Copy)]
+pub(super) enum Payload<'a> {
+    Json(&'a Value),
+    TextFile(&'a std::sync::Arc<String>),
 }
 
 #[cfg(test)]

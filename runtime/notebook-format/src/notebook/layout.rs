@@ -1,73 +1,79 @@
 //! JSON written as Python's `json.dump(indent=1, sort_keys=True)` writes it, which is how
-//! nbformat saves a notebook: one-space indents, sorted keys, Python's float repr.
-
-use std::io;
+//! nbformat saves a notebook: one-space indents, sorted keys, Python's float repr. Written by
+//! hand rather than through serde_json's pretty printer so a part (one cell) can be written
+//! alone at the depth it has in the whole, and reused there.
 
 use serde_json::Value;
-use serde_json::ser::{Formatter, PrettyFormatter};
 
-/// `value` as Python writes it (no trailing newline).
-pub(super) fn python_json(value: Value) -> String {
-    let sorted = sort_keys(value);
-    let mut out = Vec::new();
-    let formatter = PythonJson(PrettyFormatter::with_indent(b" "));
-    let mut serializer = serde_json::Serializer::with_formatter(&mut out, formatter);
-    serde::Serialize::serialize(&sorted, &mut serializer).expect("JSON values serialize");
-    String::from_utf8(out).expect("serde_json writes UTF-8")
+/// Appends `value` as Python writes it (no trailing newline), nested `depth` levels deep: its
+/// inner lines are indented for that depth, so a piece written alone fits where a whole write
+/// would put it.
+pub(super) fn write_value(out: &mut String, value: &Value, depth: usize) {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(number) => match number.as_f64().filter(|_| number.is_f64()) {
+            Some(float) => out.push_str(&python_float(float)),
+            None => out.push_str(&number.to_string()),
+        },
+        Value::String(text) => write_string(out, text),
+        Value::Array(items) => {
+            write_items(out, depth, '[', ']', items.iter(), |out, item, depth| {
+                write_value(out, item, depth)
+            });
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            write_items(
+                out,
+                depth,
+                '{',
+                '}',
+                entries.into_iter(),
+                |out, (key, value), depth| {
+                    write_string(out, key);
+                    out.push_str(": ");
+                    write_value(out, value, depth);
+                },
+            );
+        }
+    }
 }
 
-/// serde_json's pretty printer, writing floats as Python's `json.dumps` (which nbformat uses)
-/// does: `1e-05`, `1e+16`, `0.0001`, `100000.0`.
-struct PythonJson<'a>(PrettyFormatter<'a>);
+/// A JSON string, escaped as serde_json (and Python with `ensure_ascii=False`) escape it.
+pub(super) fn write_string(out: &mut String, text: &str) {
+    out.push_str(&serde_json::to_string(text).expect("strings serialize"));
+}
 
-impl Formatter for PythonJson<'_> {
-    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
-        writer.write_all(python_float(value).as_bytes())
+/// A list or object with one item a line, one space of indent a level, as `json.dump(indent=1)`
+/// writes them; empty ones stay on one line.
+pub(super) fn write_items<T>(
+    out: &mut String,
+    depth: usize,
+    open: char,
+    close: char,
+    items: impl Iterator<Item = T>,
+    mut write: impl FnMut(&mut String, T, usize),
+) {
+    out.push(open);
+    let mut any = false;
+    for item in items {
+        out.push_str(if any { ",\n" } else { "\n" });
+        indent(out, depth + 1);
+        write(out, item, depth + 1);
+        any = true;
     }
+    if any {
+        out.push('\n');
+        indent(out, depth);
+    }
+    out.push(close);
+}
 
-    fn begin_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.begin_array(writer)
-    }
-
-    fn end_array<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.end_array(writer)
-    }
-
-    fn begin_array_value<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.0.begin_array_value(writer, first)
-    }
-
-    fn end_array_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.end_array_value(writer)
-    }
-
-    fn begin_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.begin_object(writer)
-    }
-
-    fn end_object<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.end_object(writer)
-    }
-
-    fn begin_object_key<W: ?Sized + io::Write>(
-        &mut self,
-        writer: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        self.0.begin_object_key(writer, first)
-    }
-
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.begin_object_value(writer)
-    }
-
-    fn end_object_value<W: ?Sized + io::Write>(&mut self, writer: &mut W) -> io::Result<()> {
-        self.0.end_object_value(writer)
-    }
+fn indent(out: &mut String, depth: usize) {
+    out.extend(std::iter::repeat_n(' ', depth));
 }
 
 /// A float as Python's `repr` writes it: the shortest digits that read back the same (as Rust's
@@ -104,23 +110,5 @@ pub(super) fn python_float(value: f64) -> String {
     } else {
         let (whole, fraction) = digits.split_at(point as usize);
         format!("{sign}{whole}.{fraction}")
-    }
-}
-
-/// Rebuilds objects with sorted keys whatever map type serde_json was built with.
-fn sort_keys(value: Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k, sort_keys(v)))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(sort_keys).collect()),
-        other => other,
     }
 }

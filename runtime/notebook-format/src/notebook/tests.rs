@@ -290,3 +290,45 @@ fn transient_is_never_written_and_bad_input_is_refused() {
         Err(NotebookError::BadCell { index: 0, .. })
     ));
 }
+
+#[test]
+fn a_write_reusing_unchanged_cells_is_the_whole_write() {
+    let mut notebook = Notebook::parse(SAVED_BY_JUPYTER).unwrap();
+    notebook
+        .cells
+        .push(Cell::new(CellType::Markdown, "# notes\nmore"));
+    let before = notebook.to_ipynb_reusing(|_, _| None);
+    assert_eq!(before.text, notebook.to_ipynb());
+    assert_eq!(before.cells.len(), notebook.cells.len());
+    for (index, cell) in notebook.cells.iter().enumerate() {
+        let alone: Value = serde_json::from_str(before.cell(index).unwrap()).unwrap();
+        assert_eq!(
+            alone["id"],
+            cell.id.as_str(),
+            "each range holds its own cell"
+        );
+    }
+
+    // One cell changed and one inserted: the others are taken as written, and the text is the
+    // same as a write from scratch.
+    let old = notebook.clone();
+    notebook.cells[0].source = "changed = True\n".into();
+    notebook
+        .cells
+        .insert(1, Cell::new(CellType::Code, "inserted()"));
+    let mut reused = 0;
+    let after = notebook.to_ipynb_reusing(|_, cell| {
+        let at = old.index_of(&cell.id)?;
+        (old.cells[at] == *cell).then(|| {
+            reused += 1;
+            before.cell(at).unwrap()
+        })
+    });
+    assert_eq!(reused, notebook.cells.len() - 2);
+    assert_eq!(after.text, notebook.to_ipynb());
+    assert_eq!(Notebook::parse(&after.text).unwrap(), notebook);
+
+    let empty = Notebook::empty().to_ipynb_reusing(|_, _| None);
+    assert!(empty.text.contains("\"cells\": [],"), "{}", empty.text);
+    assert!(empty.cells.is_empty());
+}

@@ -3,6 +3,8 @@
 //! carries the source it expects to replace, so a change someone else made meanwhile is refused
 //! as a conflict instead of overwritten.
 
+use std::sync::Arc;
+
 use super::Error;
 use super::notebooks::NotebookInUse;
 use super::versions::{check_cell, check_notebook};
@@ -17,7 +19,7 @@ pub use notebook_format::notebook::{Cell, CellType, Notebook};
 pub async fn update<'a>(
     notebook: &NotebookInUse,
     plan: impl FnOnce(&Notebook) -> Result<Vec<Edit>, Error> + Send + 'a,
-) -> Result<(Notebook, Notebook), Error> {
+) -> Result<(Arc<Notebook>, Arc<Notebook>), Error> {
     // The plan's error travels as its message through the document; the error itself is kept
     // here, so a refusal keeps its kind (a version mismatch stays a conflict).
     let refusal = std::sync::Mutex::new(None);
@@ -148,7 +150,7 @@ pub async fn insert(
     cell_index: i64,
     cell: Cell,
     expected: &Expected,
-) -> Result<(usize, String, Notebook), Error> {
+) -> Result<(usize, String, Arc<Notebook>), Error> {
     let id = cell.id.clone();
     let (_, saved) = update(in_use, move |current| {
         expected.check_structure(current)?;
@@ -309,7 +311,7 @@ impl MoveTargets {
 pub async fn move_cell(
     in_use: &NotebookInUse,
     targets: &MoveTargets,
-) -> Result<(Notebook, Notebook, usize, usize), Error> {
+) -> Result<(Arc<Notebook>, Arc<Notebook>, usize, usize), Error> {
     move_cell_if(in_use, targets, &Expected::default()).await
 }
 
@@ -318,7 +320,7 @@ pub async fn move_cell_if(
     in_use: &NotebookInUse,
     targets: &MoveTargets,
     expected: &Expected,
-) -> Result<(Notebook, Notebook, usize, usize), Error> {
+) -> Result<(Arc<Notebook>, Arc<Notebook>, usize, usize), Error> {
     let (before, saved) = update(in_use, |nb| {
         let (source, target) = targets.resolve(nb)?;
         expected.check(in_use, nb, source)?;
@@ -339,7 +341,7 @@ pub async fn move_cell_if(
 pub async fn delete(
     in_use: &NotebookInUse,
     targets: impl Fn(&Notebook) -> Result<Vec<usize>, Error> + Send + Sync,
-) -> Result<(Notebook, Vec<usize>), Error> {
+) -> Result<(Arc<Notebook>, Vec<usize>), Error> {
     let (before, indices, _) = delete_if(in_use, targets, &Expected::default()).await?;
     Ok((before, indices))
 }
@@ -350,7 +352,7 @@ pub async fn delete_if(
     in_use: &NotebookInUse,
     targets: impl Fn(&Notebook) -> Result<Vec<usize>, Error> + Send + Sync,
     expected: &Expected,
-) -> Result<(Notebook, Vec<usize>, Notebook), Error> {
+) -> Result<(Arc<Notebook>, Vec<usize>, Arc<Notebook>), Error> {
     let (before, after) = update(in_use, |nb| {
         let indices = targets(nb)?;
         match indices.as_slice() {

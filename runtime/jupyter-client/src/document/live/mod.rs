@@ -234,7 +234,7 @@ impl LiveDocument {
         &self,
         slot: &mut Option<Link>,
         plan: EditPlan<'_>,
-    ) -> Result<(Notebook, Notebook), DocumentError> {
+    ) -> Result<(Arc<Notebook>, Arc<Notebook>), DocumentError> {
         let link = self.open_link(slot).await?;
         // Read, plan, check and write under one lock, so no remote update lands in between.
         let (base, next, edits, update) = {
@@ -248,6 +248,7 @@ impl LiveDocument {
             })?;
             let mut edits = plan(&base).map_err(DocumentError::Refused)?;
             if edits.is_empty() {
+                let base = Arc::new(base);
                 return Ok((base.clone(), base));
             }
             fresh_insert_ids(&mut edits, &base);
@@ -275,7 +276,7 @@ impl LiveDocument {
         let mut journal = self.journal();
         journal.settle(link.answered());
         journal.record_merging(&base, &edits, proof);
-        Ok((base, next))
+        Ok((Arc::new(base), Arc::new(next)))
     }
 
     fn damaged(&self, reason: &str) -> DocumentError {
@@ -392,7 +393,10 @@ impl Document for LiveDocument {
         Box::pin(self.read_room(move |notebook| notebook.read_page(start, limit)))
     }
 
-    fn update<'a>(&'a self, plan: EditPlan<'a>) -> DocumentFuture<'a, (Notebook, Notebook)> {
+    fn update<'a>(
+        &'a self,
+        plan: EditPlan<'a>,
+    ) -> DocumentFuture<'a, (Arc<Notebook>, Arc<Notebook>)> {
         Box::pin(async move {
             let mut slot = self.link.lock().await;
             self.update_link(&mut slot, plan).await

@@ -113,7 +113,7 @@ impl NotebookInUse {
     }
 
     /// Applies edits to the document and tells subscribers the notebook changed.
-    pub async fn apply(&self, edits: Vec<Edit>) -> Result<Notebook, DocumentError> {
+    pub async fn apply(&self, edits: Vec<Edit>) -> Result<Arc<Notebook>, DocumentError> {
         let (_, saved) = self.update(Box::new(move |_| Ok(edits))).await?;
         Ok(saved)
     }
@@ -138,7 +138,10 @@ impl NotebookInUse {
     /// Plans and saves edits against the newest version (see `Document::update`), then tells
     /// subscribers; returns the notebook before and after.
     /// The versions of the cells the edits touched are remembered, before and after.
-    pub async fn update(&self, plan: EditPlan<'_>) -> Result<(Notebook, Notebook), DocumentError> {
+    pub async fn update(
+        &self,
+        plan: EditPlan<'_>,
+    ) -> Result<(Arc<Notebook>, Arc<Notebook>), DocumentError> {
         let touched = Mutex::new(Vec::new());
         let watched: EditPlan<'_> = Box::new(|notebook| {
             let edits = plan(notebook)?;
@@ -153,7 +156,8 @@ impl NotebookInUse {
         let touched = touched.into_inner().expect("touched lock");
         let touched: HashSet<&str> = touched.iter().map(String::as_str).collect();
         self.seen.record_cells(cells_named(&before, &touched));
-        if before != after {
+        // The same notebook when nothing was written (and then no deep comparison).
+        if !Arc::ptr_eq(&before, &after) && before != after {
             self.seen.record_cells(cells_named(&after, &touched));
             let _ = self.changes.send(self.name.clone());
         }

@@ -73,7 +73,7 @@ pub(super) async fn insert_cell(context: ToolContext, args: InsertCellArgs) -> T
     let text = format!(
         "Cell inserted successfully at index {index} ({})!\nNotebook now has {total} cells, showing surrounding cells:\n{}",
         cell_type.as_str(),
-        brief_table(&saved, start, 10, bound(&context, &in_use.name))
+        brief_table(&*saved, start, 10, bound(&context, &in_use.name))
     );
     let output = with_version(text, &version_of(&saved, &id), &in_use);
     Ok(with_notebook_version(with_cell_id(output, &id), &saved))
@@ -401,7 +401,7 @@ pub(super) async fn move_cell(context: ToolContext, args: MoveCellArgs) -> ToolR
         cell.cell_type.as_str(),
         saved.cells.len(),
         brief_table(
-            &saved,
+            &*saved,
             target.saturating_sub(3),
             7,
             bound(&context, &in_use.name)
