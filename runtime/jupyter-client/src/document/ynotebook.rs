@@ -68,13 +68,43 @@ impl YNotebook {
     /// take our connection task down. After an error the caller should drop this document.
     pub fn apply_update(&self, update: &[u8]) -> Result<(), String> {
         let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let update = well_formed(Update::decode_v1(update).map_err(|e| e.to_string())?)?;
+            let update = Update::decode_v1(update).map_err(|e| e.to_string())?;
+            // The room sends every update back to its sender too: ours (a running cell's
+            // output, every few milliseconds) would cost a check and an integration each.
+            if self.knows(&update) {
+                return Ok(());
+            }
+            let update = well_formed(update)?;
             self.doc
                 .transact_mut()
                 .apply_update(update)
                 .map_err(|e| e.to_string())
         }));
         applied.unwrap_or_else(|_| Err("the update is malformed (yrs refused it)".into()))
+    }
+
+    /// Whether the document already holds all of `update`: every block it inserts and every
+    /// deletion it carries (an update names the sender's whole delete set). Integrating it then
+    /// changes nothing.
+    fn knows(&self, update: &Update) -> bool {
+        let txn = self.doc.transact();
+        let held = txn.state_vector();
+        let inserted = update
+            .insertions(true)
+            .iter()
+            .all(|(client, ranges)| ranges.iter().all(|range| range.end <= held.get(client)));
+        if !inserted {
+            return false;
+        }
+        if update.delete_set().is_empty() {
+            return true;
+        }
+        let deleted = txn.snapshot().delete_set;
+        update
+            .delete_set()
+            .diff(&deleted)
+            .iter()
+            .all(|(_, ranges)| ranges.iter().all(|range| range.is_empty()))
     }
 
     /// The notebook as it is in the document now.

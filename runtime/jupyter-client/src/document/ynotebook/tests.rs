@@ -304,3 +304,51 @@ fn float_counts_from_python_peers_read_as_integers() {
     }
     assert_eq!(nb.read().unwrap().cells[0].execution_count, Some(7));
 }
+
+#[test]
+fn an_update_sent_back_to_us_changes_nothing_and_a_new_one_still_lands() {
+    let ours = YNotebook::new();
+    let peer = YNotebook::new();
+    let insert = ours
+        .write(&[Edit::Insert {
+            index: 0,
+            cell: code("a", "print(1)"),
+        }])
+        .unwrap();
+    let run = |text: &str| {
+        ours.write_outputs(
+            "a",
+            &[Output::stream(StreamName::Stdout, text)],
+            Some(1),
+            false,
+            None,
+        )
+        .unwrap()
+        .unwrap()
+    };
+    // A running cell's first write and a later one (the new text, the count set again).
+    let first = run("1\n");
+    let grow = run("1\n2\n");
+    let before = ours.read().unwrap();
+    // The room's echo of our own updates: already held, so nothing is integrated.
+    for update in [&insert, &first, &grow] {
+        let decoded = Update::decode_v1(update).unwrap();
+        assert!(ours.knows(&decoded));
+        ours.apply_update(update).unwrap();
+    }
+    assert_eq!(ours.read().unwrap(), before);
+    // A peer has none of it: all land there, and a peer's deletion lands here.
+    for update in [&insert, &first, &grow] {
+        assert!(!peer.knows(&Update::decode_v1(update).unwrap()));
+        peer.apply_update(update).unwrap();
+    }
+    assert_eq!(peer.read().unwrap(), before);
+    let delete = peer
+        .write(&[Edit::Delete {
+            cell_ids: vec!["a".into()],
+        }])
+        .unwrap();
+    assert!(!ours.knows(&Update::decode_v1(&delete).unwrap()));
+    ours.apply_update(&delete).unwrap();
+    assert!(ours.read().unwrap().cells.is_empty());
+}
