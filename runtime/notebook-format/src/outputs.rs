@@ -312,6 +312,18 @@ impl Output {
     /// gets the new tail, an output unchanged is left alone. A running cell's outputs mostly
     /// grow at the end, so a progress copy taken often costs what is new, not the whole again.
     pub fn sync_into(kept: &mut Vec<Output>, now: &[Output]) {
+        Self::sync(kept, now, false);
+    }
+
+    /// [`Output::sync_into`] for a `now` known to have grown from `kept` (no `clear_output`
+    /// between them, see the kernel's `OutputEpoch`): a stream's text is taken to continue the
+    /// kept one without comparing it all again, which at every report of a cell printing
+    /// megabytes was a pass over everything printed so far.
+    pub fn sync_grown(kept: &mut Vec<Output>, now: &[Output]) {
+        Self::sync(kept, now, true);
+    }
+
+    fn sync(kept: &mut Vec<Output>, now: &[Output], grown: bool) {
         kept.truncate(now.len());
         for (kept, now) in kept.iter_mut().zip(now) {
             if let (
@@ -325,7 +337,8 @@ impl Output {
                 && kept_name == name
                 && kept_extra == extra
                 && text.len() >= kept_text.len()
-                && text.as_bytes().starts_with(kept_text.as_bytes())
+                && text.is_char_boundary(kept_text.len())
+                && (grown || text.as_bytes().starts_with(kept_text.as_bytes()))
             {
                 kept_text.push_str(&text[kept_text.len()..]);
             } else if kept != now {
@@ -403,6 +416,15 @@ mod tests {
         let now = [stream("c\n")];
         Output::sync_into(&mut kept, &now);
         assert_eq!(kept, now);
+        // Known to have grown: the new tail is taken as it is, and what did not grow is
+        // still replaced.
+        let now = [stream("c\nd\n"), stream("e")];
+        Output::sync_grown(&mut kept, &now);
+        assert_eq!(kept, now);
+        let now = [stream("c\nd\n"), stream("e")];
+        let mut shorter = vec![stream("c\nd\nmore\n")];
+        Output::sync_grown(&mut shorter, &now);
+        assert_eq!(shorter, now);
         assert!(now[0].approx_bytes() >= 2);
     }
 

@@ -2,6 +2,7 @@
 //! that answer it (their JSON is read here, once), under one size budget.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::{Map, Value};
 
@@ -22,6 +23,24 @@ pub struct OutputCollector {
     kept_bytes: usize,
     /// Whether the budget ran out and the cut was marked.
     cut: bool,
+    /// Moves at every clear (see [`OutputEpoch`]).
+    epoch: OutputEpoch,
+}
+
+/// Which collector, and which clear of its outputs, a report follows: unique in the process.
+/// Between two reports of one epoch the outputs only grew: streams were appended to (never
+/// rewritten), outputs added, displays updated in place; so a copy taken at one report is
+/// brought up to date without comparing what it already holds (`Output::sync_grown`). Another
+/// collector (a run resumed) or a clear gives a new epoch, and the copy is compared again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputEpoch(u64);
+
+impl Default for OutputEpoch {
+    /// A new epoch, equal to no other.
+    fn default() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        OutputEpoch(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
 }
 
 /// The most output one execution keeps: stream text, rich data (images included), results and
@@ -82,6 +101,10 @@ impl OutputCollector {
 
     pub fn outputs(&self) -> &[Output] {
         &self.outputs
+    }
+
+    pub fn epoch(&self) -> OutputEpoch {
+        self.epoch
     }
 
     pub fn into_outputs(mut self) -> Vec<Output> {
@@ -255,6 +278,7 @@ impl OutputCollector {
     }
 
     fn clear(&mut self) {
+        self.epoch = OutputEpoch::default();
         self.outputs.clear();
         self.displays.clear();
         self.clear_pending = false;

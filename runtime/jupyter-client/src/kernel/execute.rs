@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::collector::OutputCollector;
+pub use super::collector::OutputEpoch;
 use super::connection::{GoneReason, Routed};
 use notebook_format::outputs::Output;
 
@@ -137,8 +138,9 @@ pub struct Progress {
 
 pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 
-/// Updates while an execution runs (for writing outputs into a notebook as they arrive).
-pub type OutputSink = Arc<dyn Fn(&[Output], Option<i64>) + Send + Sync>;
+/// Updates while an execution runs (for writing outputs into a notebook as they arrive): the
+/// outputs so far, the execution count, and which clear they follow.
+pub type OutputSink = Arc<dyn Fn(&[Output], Option<i64>, OutputEpoch) + Send + Sync>;
 
 /// Where an execute request went: enough for another process to find its messages again (the
 /// Jupyter Server keeps a closed socket's messages for the next socket on the same session).
@@ -266,7 +268,8 @@ pub(super) async fn run(
             _ = tokio::time::sleep_until(output_due.unwrap_or(wake)), if output_due.is_some() => {
                 output_due = None;
                 if let Some(sink) = &request.on_output {
-                    sink(state.collector.outputs(), state.collector.execution_count);
+                    let collector = &state.collector;
+                    sink(collector.outputs(), collector.execution_count, collector.epoch());
                 }
             }
             routed = replies.recv() => match routed {

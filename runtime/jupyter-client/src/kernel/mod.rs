@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 pub use connection::{ConnectError, GoneReason, KernelConnection, Liveness};
 pub use execute::{
-    Completion, ExecuteError, ExecutionOutcome, ExecutionRequest, OutputSink, Progress,
-    ProgressSink, Sent, SentSink,
+    Completion, ExecuteError, ExecutionOutcome, ExecutionRequest, OutputEpoch, OutputSink,
+    Progress, ProgressSink, Sent, SentSink,
 };
 
 pub use observer::{KernelObserver, Refusal};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 
-use super::execute::{Completion, ExecutionOutcome, Heard, ReplyState, Sent};
+use super::execute::{Completion, ExecutionOutcome, Heard, OutputEpoch, ReplyState, Sent};
 use super::socket::Socket;
 use crate::rest::{JupyterRest, RestError};
 use notebook_format::outputs::Output;
@@ -78,7 +78,7 @@ impl Resuming {
         mut self,
         outputs: Vec<Output>,
         deadline: tokio::time::Instant,
-        on_output: impl Fn(&[Output]),
+        on_output: impl Fn(&[Output], OutputEpoch),
     ) -> Result<ExecutionOutcome, ResumeError> {
         let began = tokio::time::Instant::now();
         let kernel_id = self.sent.kernel_id.clone();
@@ -105,7 +105,9 @@ impl Resuming {
                         Heard::Status { idle: true } if settle.is_none() => {
                             settle = Some(tokio::time::Instant::now() + REPLY_AFTER_IDLE);
                         }
-                        Heard::Output { changed: true } => on_output(state.collector.outputs()),
+                        Heard::Output { changed: true } => {
+                            on_output(state.collector.outputs(), state.collector.epoch())
+                        }
                         _ => {}
                     }
                 }

@@ -20,7 +20,7 @@ use crate::say;
 pub use jupyter_client::kernel::{
     Completion, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
 };
-use jupyter_client::kernel::{ConnectError, KernelError};
+use jupyter_client::kernel::{ConnectError, KernelError, OutputEpoch};
 use notebook_format::edit::Edit;
 /// The text of nbformat outputs (multiline strings joined, tracebacks).
 pub use notebook_format::notebook::multiline_text;
@@ -190,20 +190,23 @@ impl Domain {
             self.confirmed(&request.code, &place, &request.cancel)
                 .await?;
         }
-        let (live_tx, live_rx) = watch::channel::<Option<(Vec<Output>, Option<i64>)>>(None);
+        let (live_tx, live_rx) = watch::channel::<Option<LiveOutputs>>(None);
         // The caller's own sink (an execution's record) hears them too.
         let also = request.on_output.take();
-        request.on_output = Some(Arc::new(move |outputs: &[Output], count| {
+        request.on_output = Some(Arc::new(move |outputs: &[Output], count, epoch| {
             if let Some(also) = &also {
-                also(outputs, count);
+                also(outputs, count, epoch);
             }
             // Copies what is new since the last report, not the whole output again.
             live_tx.send_modify(|live| match live {
-                Some((kept, kept_count)) => {
-                    Output::sync_into(kept, outputs);
-                    *kept_count = count;
+                Some(kept) => kept.catch_up(outputs, epoch, count),
+                None => {
+                    *live = Some(LiveOutputs {
+                        outputs: outputs.to_vec(),
+                        epoch,
+                        execution_count: count,
+                    })
                 }
-                None => *live = Some((outputs.to_vec(), count)),
             });
         }));
         let streams = in_use.document.streams_outputs();
@@ -394,10 +397,31 @@ pub(super) fn gone_or_failed(
     }
 }
 
+/// A running cell's outputs as last reported, with the epoch they follow (see `OutputEpoch`).
+struct LiveOutputs {
+    outputs: Vec<Output>,
+    epoch: OutputEpoch,
+    execution_count: Option<i64>,
+}
+
+impl LiveOutputs {
+    /// Brings the copy up to date with a newer report, comparing what it holds only when the
+    /// outputs were cleared in between.
+    fn catch_up(&mut self, now: &[Output], epoch: OutputEpoch, execution_count: Option<i64>) {
+        if self.epoch == epoch {
+            Output::sync_grown(&mut self.outputs, now);
+        } else {
+            Output::sync_into(&mut self.outputs, now);
+        }
+        self.epoch = epoch;
+        self.execution_count = execution_count;
+    }
+}
+
 async fn write_while_running(
     in_use: Arc<NotebookInUse>,
     cell_id: String,
-    mut live: watch::Receiver<Option<(Vec<Output>, Option<i64>)>>,
+    mut live: watch::Receiver<Option<LiveOutputs>>,
     streams: bool,
 ) {
     // A room shows each write at once, so outputs go out as they come (a short pause bounds the
@@ -412,18 +436,34 @@ async fn write_while_running(
         tokio::time::sleep(pause).await;
     }
     // Our copy of the outputs so far, brought up to date with what is new at each write.
-    let mut outputs = Vec::new();
+    let mut ours: Option<LiveOutputs> = None;
     while live.changed().await.is_ok() {
-        let execution_count = {
+        {
             let now = live.borrow_and_update();
-            let Some((now, execution_count)) = &*now else {
+            let Some(now) = &*now else {
                 continue;
             };
-            Output::sync_into(&mut outputs, now);
-            *execution_count
+            match &mut ours {
+                Some(ours) => ours.catch_up(&now.outputs, now.epoch, now.execution_count),
+                None => {
+                    ours = Some(LiveOutputs {
+                        outputs: now.outputs.clone(),
+                        epoch: now.epoch,
+                        execution_count: now.execution_count,
+                    })
+                }
+            }
+        }
+        let Some(LiveOutputs {
+            outputs,
+            execution_count,
+            ..
+        }) = &ours
+        else {
+            continue;
         };
         if let Err(e) = in_use
-            .write_outputs(&cell_id, &outputs, execution_count, false)
+            .write_outputs(&cell_id, outputs, *execution_count, false)
             .await
         {
             tracing::debug!("could not save outputs while running: {e}");

@@ -121,3 +121,38 @@ fn display_updates_replace_by_id() {
     let unknown = json!({"data": {}, "transient": {"display_id": "zzz"}});
     assert!(!c.apply("update_display_data", &unknown));
 }
+
+#[test]
+fn the_epoch_moves_only_when_the_outputs_are_cleared() {
+    let mut c = OutputCollector::default();
+    let start = c.epoch();
+    let mut kept = Vec::new();
+    for text in ["a\n", "b\n", "c\n"] {
+        c.apply("stream", &json!({"name": "stdout", "text": text}));
+        c.apply(
+            "display_data",
+            &json!({"data": {"text/plain": text}, "metadata": {}}),
+        );
+        assert_eq!(c.epoch(), start, "growth keeps the epoch");
+        // A copy brought up to date as grown is the collector's outputs.
+        Output::sync_grown(&mut kept, c.outputs());
+        assert_eq!(kept, c.outputs());
+    }
+    c.apply("clear_output", &json!({"wait": true}));
+    assert_eq!(
+        c.epoch(),
+        start,
+        "a waiting clear happens at the next output"
+    );
+    c.apply("stream", &json!({"name": "stdout", "text": "fresh\n"}));
+    let cleared = c.epoch();
+    assert_ne!(cleared, start);
+    // Across epochs the copy is compared, not trusted.
+    Output::sync_into(&mut kept, c.outputs());
+    assert_eq!(kept, c.outputs());
+    c.apply("clear_output", &json!({"wait": false}));
+    assert_ne!(c.epoch(), cleared);
+    // Another collector (a run resumed) never shares an epoch with this one.
+    assert_ne!(OutputCollector::default().epoch(), c.epoch());
+    assert_ne!(OutputCollector::resumed(kept).epoch(), c.epoch());
+}

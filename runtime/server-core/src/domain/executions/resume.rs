@@ -107,7 +107,9 @@ impl Domain {
         tokio::spawn(async move {
             let sink = execution.output_sink();
             let followed = resuming
-                .follow(outputs, deadline, |outputs| sink(outputs, None))
+                .follow(outputs, deadline, |outputs, epoch| {
+                    sink(outputs, None, epoch)
+                })
                 .await;
             match followed {
                 Ok(outcome) => {

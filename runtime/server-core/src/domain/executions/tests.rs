@@ -176,7 +176,7 @@ fn ended_outputs_stay_within_the_budget_oldest_shed_first() {
     let Begun::Fresh(running) = executions.begin(new(None)) else {
         panic!()
     };
-    (running.output_sink())(&printed(1), None);
+    (running.output_sink())(&printed(1), None, Default::default());
     assert_eq!(running.snapshot().outputs.len(), 1);
     running.finish(ended(printed(1), Completion::Finished));
     assert!(
