@@ -31,9 +31,9 @@
 //! We write the file as text in Jupyter's own layout, so the hash of what we wrote is known
 //! without asking again. A save writes anew only the cells that differ from our last save's and
 //! copies the others from its text, and the upload is escaped as it is sent: an edit of a big
-//! notebook costs us about one copy of it, the rest is Jupyter's own save. A notebook older than nbformat 4 is read through Jupyter's own
-//! conversion (the contents API reading it as a notebook, as the collaboration room does) and
-//! saved as nbformat 4.5, as Jupyter saves it.
+//! notebook costs us about one copy of it, the rest is Jupyter's own save. A notebook older than
+//! nbformat 4 is read through Jupyter's own conversion (the contents API reading it as a
+//! notebook, as the collaboration room does) and saved as nbformat 4.5, as Jupyter saves it.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
