@@ -43,6 +43,49 @@ impl Default for OutputEpoch {
     }
 }
 
+/// A copy of a running execution's outputs, brought up to date report by report: a report of
+/// the epoch it was last brought up to date from only grew from it, any other is compared.
+#[derive(Debug, Default)]
+pub struct OutputsCopy {
+    outputs: Vec<Output>,
+    epoch: Option<OutputEpoch>,
+}
+
+impl From<Vec<Output>> for OutputsCopy {
+    fn from(outputs: Vec<Output>) -> Self {
+        OutputsCopy {
+            outputs,
+            epoch: None,
+        }
+    }
+}
+
+impl OutputsCopy {
+    /// Brings the copy up to date with the report `now` of `epoch`.
+    pub fn catch_up(&mut self, now: &[Output], epoch: OutputEpoch) {
+        if self.epoch.replace(epoch) == Some(epoch) {
+            Output::sync_grown(&mut self.outputs, now);
+        } else {
+            Output::sync_into(&mut self.outputs, now);
+        }
+    }
+
+    /// Outputs that came from elsewhere (a store, a record's end): the next report is compared.
+    pub fn set(&mut self, outputs: Vec<Output>) {
+        self.outputs = outputs;
+        self.epoch = None;
+    }
+
+    pub fn outputs(&self) -> &[Output] {
+        &self.outputs
+    }
+
+    /// The epoch of the report it was last brought up to date from, if any.
+    pub fn epoch(&self) -> Option<OutputEpoch> {
+        self.epoch
+    }
+}
+
 /// The most output one execution keeps: stream text, rich data (images included), results and
 /// tracebacks share it, so no kind of output can exhaust our memory.
 pub(crate) const MAX_OUTPUT_BYTES: usize = 16 << 20;

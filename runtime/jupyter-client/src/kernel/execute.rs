@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::collector::OutputCollector;
-pub use super::collector::OutputEpoch;
+pub use super::collector::{OutputEpoch, OutputsCopy};
 use super::connection::{GoneReason, Routed};
 use notebook_format::outputs::Output;
 

@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub use connection::{ConnectError, GoneReason, KernelConnection, Liveness};
 pub use execute::{
     Completion, ExecuteError, ExecutionOutcome, ExecutionRequest, OutputEpoch, OutputSink,
-    Progress, ProgressSink, Sent, SentSink,
+    OutputsCopy, Progress, ProgressSink, Sent, SentSink,
 };
 
 pub use observer::{KernelObserver, Refusal};

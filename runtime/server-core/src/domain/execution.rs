@@ -20,7 +20,7 @@ use crate::say;
 pub use jupyter_client::kernel::{
     Completion, ExecutionOutcome, ExecutionRequest, Progress, ProgressSink,
 };
-use jupyter_client::kernel::{ConnectError, KernelError, OutputEpoch};
+use jupyter_client::kernel::{ConnectError, KernelError, OutputEpoch, OutputsCopy};
 use notebook_format::edit::Edit;
 /// The text of nbformat outputs (multiline strings joined, tracebacks).
 pub use notebook_format::notebook::multiline_text;
@@ -190,7 +190,7 @@ impl Domain {
             self.confirmed(&request.code, &place, &request.cancel)
                 .await?;
         }
-        let (live_tx, live_rx) = watch::channel::<Option<LiveOutputs>>(None);
+        let (live_tx, live_rx) = watch::channel(LiveOutputs::default());
         // The caller's own sink (an execution's record) hears them too.
         let also = request.on_output.take();
         request.on_output = Some(Arc::new(move |outputs: &[Output], count, epoch| {
@@ -198,16 +198,7 @@ impl Domain {
                 also(outputs, count, epoch);
             }
             // Copies what is new since the last report, not the whole output again.
-            live_tx.send_modify(|live| match live {
-                Some(kept) => kept.catch_up(outputs, epoch, count),
-                None => {
-                    *live = Some(LiveOutputs {
-                        outputs: outputs.to_vec(),
-                        epoch,
-                        execution_count: count,
-                    })
-                }
-            });
+            live_tx.send_modify(|live| live.catch_up(outputs, epoch, count));
         }));
         let streams = in_use.document.streams_outputs();
         if streams {
@@ -397,23 +388,16 @@ pub(super) fn gone_or_failed(
     }
 }
 
-/// A running cell's outputs as last reported, with the epoch they follow (see `OutputEpoch`).
+/// A running cell's outputs as last reported, and its execution count.
+#[derive(Default)]
 struct LiveOutputs {
-    outputs: Vec<Output>,
-    epoch: OutputEpoch,
+    outputs: OutputsCopy,
     execution_count: Option<i64>,
 }
 
 impl LiveOutputs {
-    /// Brings the copy up to date with a newer report, comparing what it holds only when the
-    /// outputs were cleared in between.
     fn catch_up(&mut self, now: &[Output], epoch: OutputEpoch, execution_count: Option<i64>) {
-        if self.epoch == epoch {
-            Output::sync_grown(&mut self.outputs, now);
-        } else {
-            Output::sync_into(&mut self.outputs, now);
-        }
-        self.epoch = epoch;
+        self.outputs.catch_up(now, epoch);
         self.execution_count = execution_count;
     }
 }
@@ -421,7 +405,7 @@ impl LiveOutputs {
 async fn write_while_running(
     in_use: Arc<NotebookInUse>,
     cell_id: String,
-    mut live: watch::Receiver<Option<LiveOutputs>>,
+    mut live: watch::Receiver<LiveOutputs>,
     streams: bool,
 ) {
     // A room shows each write at once, so outputs go out as they come (a short pause bounds the
@@ -436,34 +420,22 @@ async fn write_while_running(
         tokio::time::sleep(pause).await;
     }
     // Our copy of the outputs so far, brought up to date with what is new at each write.
-    let mut ours: Option<LiveOutputs> = None;
+    let mut ours = LiveOutputs::default();
     while live.changed().await.is_ok() {
         {
             let now = live.borrow_and_update();
-            let Some(now) = &*now else {
+            let Some(epoch) = now.outputs.epoch() else {
                 continue;
             };
-            match &mut ours {
-                Some(ours) => ours.catch_up(&now.outputs, now.epoch, now.execution_count),
-                None => {
-                    ours = Some(LiveOutputs {
-                        outputs: now.outputs.clone(),
-                        epoch: now.epoch,
-                        execution_count: now.execution_count,
-                    })
-                }
-            }
+            ours.catch_up(now.outputs.outputs(), epoch, now.execution_count);
         }
-        let Some(LiveOutputs {
-            outputs,
-            execution_count,
-            ..
-        }) = &ours
-        else {
-            continue;
-        };
         if let Err(e) = in_use
-            .write_outputs(&cell_id, outputs, *execution_count, false)
+            .write_outputs(
+                &cell_id,
+                ours.outputs.outputs(),
+                ours.execution_count,
+                false,
+            )
             .await
         {
             tracing::debug!("could not save outputs while running: {e}");

@@ -36,7 +36,7 @@ use super::Error;
 use super::execution::{Executed, PAST_GATE};
 use crate::confirm;
 use crate::hooks::{CALL_SCOPE, CallScope};
-use jupyter_client::kernel::{OutputEpoch, OutputSink, Sent, SentSink};
+use jupyter_client::kernel::{OutputSink, OutputsCopy, Sent, SentSink};
 use notebook_format::outputs::Output;
 use records::Scope;
 use store::{EndRecord, Record};
@@ -101,9 +101,7 @@ const POLL_EVERY: Duration = Duration::from_millis(250);
 
 #[derive(Default)]
 struct Live {
-    outputs: Vec<Output>,
-    /// The epoch of the report `outputs` were last brought up to date from, if they were.
-    epoch: Option<OutputEpoch>,
+    outputs: OutputsCopy,
     sent: Option<Sent>,
     end: Option<Ended>,
 }
@@ -189,8 +187,7 @@ impl Execution {
             foreign: foreign && !done,
             clock,
             live: Mutex::new(Live {
-                outputs: record.outputs,
-                epoch: None,
+                outputs: OutputsCopy::from(record.outputs),
                 sent: record.sent,
                 end,
             }),
@@ -220,7 +217,7 @@ impl Execution {
             // Once ended, the result holds them.
             outputs: match live.end {
                 Some(_) => Vec::new(),
-                None => live.outputs.clone(),
+                None => live.outputs.outputs().to_vec(),
             },
             end: live.end.as_ref().map(|end| EndRecord {
                 elapsed: end.elapsed,
@@ -263,8 +260,7 @@ impl Execution {
                 true
             }
             None => {
-                live.outputs = record.outputs;
-                live.epoch = None;
+                live.outputs.set(record.outputs);
                 false
             }
         }
@@ -283,11 +279,7 @@ impl Execution {
         Arc::new(move |outputs: &[Output], _count, epoch| {
             if let Some(execution) = execution.upgrade() {
                 let mut live = execution.live.lock().expect("execution lock");
-                if live.epoch.replace(epoch) == Some(epoch) {
-                    Output::sync_grown(&mut live.outputs, outputs);
-                } else {
-                    Output::sync_into(&mut live.outputs, outputs);
-                }
+                live.outputs.catch_up(outputs, epoch);
                 drop(live);
                 execution.flush();
             }
@@ -303,7 +295,11 @@ impl Execution {
             // the store is rewritten at most FLUSH_BYTES_PER_SEC on average, not quadratically.
             let bytes: usize = {
                 let live = self.live.lock().expect("execution lock");
-                live.outputs.iter().map(Output::approx_bytes).sum()
+                live.outputs
+                    .outputs()
+                    .iter()
+                    .map(Output::approx_bytes)
+                    .sum()
             };
             let every = FLUSH_EVERY.max(Duration::from_secs_f64(
                 bytes as f64 / FLUSH_BYTES_PER_SEC as f64,
@@ -349,8 +345,7 @@ impl Execution {
             let mut live = self.live.lock().expect("execution lock");
             live.end = Some(ended);
             // The result holds them whole now: one copy per record.
-            live.outputs = Vec::new();
-            live.epoch = None;
+            live.outputs.set(Vec::new());
         }
         self.held.store(held, Ordering::Relaxed);
         self.write();
@@ -412,13 +407,13 @@ impl Execution {
         match &live.end {
             Some(end) => Snapshot {
                 state: end.state.clone(),
-                outputs: live.outputs.clone(),
+                outputs: live.outputs.outputs().to_vec(),
                 elapsed: end.elapsed,
                 result: Some(end.result.clone()),
             },
             None => Snapshot {
                 state: State::Running,
-                outputs: live.outputs.clone(),
+                outputs: live.outputs.outputs().to_vec(),
                 elapsed: self.clock.elapsed(),
                 result: None,
             },
