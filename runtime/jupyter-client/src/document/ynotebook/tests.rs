@@ -7,6 +7,17 @@ fn code(id: &str, source: &str) -> Cell {
     cell
 }
 
+/// A document holding one empty code cell, `a`.
+fn one_empty_cell() -> YNotebook {
+    let nb = YNotebook::new();
+    nb.write(&[Edit::Insert {
+        index: 0,
+        cell: code("a", ""),
+    }])
+    .unwrap();
+    nb
+}
+
 fn sources(nb: &Notebook) -> Vec<(String, String)> {
     nb.cells
         .iter()
@@ -163,12 +174,7 @@ fn a_source_with_non_ascii_text_is_edited_in_place() {
 
 #[test]
 fn growing_outputs_keep_what_is_unchanged() {
-    let nb = YNotebook::new();
-    nb.write(&[Edit::Insert {
-        index: 0,
-        cell: code("a", ""),
-    }])
-    .unwrap();
+    let nb = one_empty_cell();
     let first = Output::from_json(
         &serde_json::json!({"output_type": "display_data", "data": {"text/plain": "1"}, "metadata": {}}),
     );
@@ -185,13 +191,7 @@ fn growing_outputs_keep_what_is_unchanged() {
     let appended = set(vec![first.clone(), second.clone()]);
     // The unchanged first output is not sent again: the update is smaller than one that
     // writes both outputs from scratch.
-    let fresh = YNotebook::new();
-    fresh
-        .write(&[Edit::Insert {
-            index: 0,
-            cell: code("a", ""),
-        }])
-        .unwrap();
+    let fresh = one_empty_cell();
     let both = fresh
         .write(&[Edit::SetOutputs {
             cell_id: "a".into(),
@@ -210,12 +210,7 @@ fn growing_outputs_keep_what_is_unchanged() {
 
 #[test]
 fn a_growing_stream_sends_only_its_new_text() {
-    let nb = YNotebook::new();
-    nb.write(&[Edit::Insert {
-        index: 0,
-        cell: code("a", ""),
-    }])
-    .unwrap();
+    let nb = one_empty_cell();
     let set = |text: &str| {
         nb.write(&[Edit::SetOutputs {
             cell_id: "a".into(),
@@ -243,12 +238,7 @@ fn a_growing_stream_sends_only_its_new_text() {
 
 #[test]
 fn a_stream_checked_against_what_we_wrote_last_still_shows_the_truth() {
-    let nb = YNotebook::new();
-    nb.write(&[Edit::Insert {
-        index: 0,
-        cell: code("a", ""),
-    }])
-    .unwrap();
+    let nb = one_empty_cell();
     let stream = |text: &str| vec![Output::stream(StreamName::Stdout, text)];
     let shown = |nb: &YNotebook| nb.read().unwrap().cells[0].outputs.clone();
     let write = |outputs: &[Output], written: Option<&[Output]>| {
