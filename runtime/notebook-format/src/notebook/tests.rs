@@ -1,5 +1,7 @@
 use super::layout::python_float;
+use super::write::split_lines;
 use super::*;
+use serde_json::json;
 
 #[test]
 fn numbers_in_metadata_survive_a_round_trip_exactly() {
