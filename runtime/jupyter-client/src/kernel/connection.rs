@@ -320,18 +320,28 @@ fn new_message(
 /// How often the `kernel_info_request` that opens a socket is sent again until answered.
 const HANDSHAKE_RESEND: Duration = Duration::from_secs(1);
 
-/// Whether `message` shows the kernel answering on a new socket: it answers one of our
-/// handshake requests, or the kernel is busy running someone's code (a kernel running a long
-/// cell answers `kernel_info` only after it; it is started, and our requests wait their turn).
+/// How soon a handshake request is sent again once the shell answered but iopub said nothing.
+const IOPUB_NUDGE: Duration = Duration::from_millis(50);
+/// How long iopub may stay silent after the shell answered before the shell's word is taken.
+const IOPUB_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether `message` shows the kernel answering on a new socket, on iopub (where outputs come):
+/// a status about one of our handshake requests, or the kernel busy running someone's code (a
+/// kernel running a long cell answers `kernel_info` only after it; it is started, and our
+/// requests wait their turn). A shell answer alone is not enough: where Jupyter hands the
+/// kernel's channels straight through (jupyter-server-documents), iopub's subscription can
+/// still be settling when the shell answers, and outputs sent meanwhile are lost.
 fn shows_answering(message: &WireMessage, handshake: &HashSet<String>) -> bool {
+    if message.channel != "iopub" {
+        return false;
+    }
     if message
         .parent_msg_id()
         .is_some_and(|parent| handshake.contains(parent))
     {
         return true;
     }
-    message.channel == "iopub"
-        && message.msg_type() == "status"
+    message.msg_type() == "status"
         && message
             .content
             .get("execution_state")
@@ -342,6 +352,19 @@ fn shows_answering(message: &WireMessage, handshake: &HashSet<String>) -> bool {
             .get("msg_type")
             .and_then(Value::as_str)
             == Some("execute_request")
+}
+
+/// A kernel's own "starting" or its restarter's "restarting" status, sent to nobody in particular.
+fn announces_birth(message: &WireMessage) -> bool {
+    message.msg_type() == "status"
+        && message.parent_msg_id().is_none()
+        && matches!(
+            message
+                .content
+                .get("execution_state")
+                .and_then(Value::as_str),
+            Some("starting" | "restarting")
+        )
 }
 
 /// A kernel-lifecycle event seen on the socket, judged by whether the kernel's state survives.
@@ -390,8 +413,13 @@ struct SocketTask {
 impl SocketTask {
     async fn run(self, mut socket: Socket, mut outgoing: mpsc::UnboundedReceiver<WireMessage>) {
         let mut unsent = None;
+        let mut first_socket = true;
         loop {
-            match self.pump(&mut socket, &mut outgoing, unsent.take()).await {
+            let pumped = self
+                .pump(&mut socket, &mut outgoing, unsent.take(), first_socket)
+                .await;
+            first_socket = false;
+            match pumped {
                 Pumped::CallerGone => return,
                 Pumped::KernelGone(reason) => {
                     self.declare_gone(reason).await;
@@ -414,15 +442,27 @@ impl SocketTask {
         socket: &mut Socket,
         outgoing: &mut mpsc::UnboundedReceiver<WireMessage>,
         mut unsent: Option<WireMessage>,
+        first_socket: bool,
     ) -> Pumped {
         // Callers' messages wait until the kernel answers on this socket (see the module doc).
         self.shared.answering.send_replace(false);
         let mut handshake = HashSet::new();
         let mut resend = tokio::time::interval(HANDSHAKE_RESEND);
         let mut answering = false;
+        // When the shell first answered a handshake request (iopub may still be settling).
+        let mut shell_answered: Option<tokio::time::Instant> = None;
         loop {
             tokio::select! {
                 _ = resend.tick(), if !answering => {
+                    // A kernel whose iopub never speaks of kernel_info is taken at its shell's word.
+                    if shell_answered.is_some_and(|at| at.elapsed() >= IOPUB_GRACE) {
+                        tracing::debug!(kernel = %self.kernel_id, "the kernel answers on shell only");
+                        answering = true;
+                        if let Err(closed) = self.now_answering(socket, &mut unsent).await {
+                            return closed;
+                        }
+                        continue;
+                    }
                     let hello = new_message(
                         &self.session_id, "shell", "kernel_info_request", json!({}), json!({}),
                     );
@@ -454,17 +494,32 @@ impl SocketTask {
                             continue;
                         }
                     };
-                    if let Some(reason) = loss_signalled(&message, &self.shared.restart_expected) {
+                    // Where Jupyter hands the kernel's own iopub straight through
+                    // (jupyter-server-documents), a kernel still starting announces its birth on
+                    // our first socket: no state of it was ours to lose yet.
+                    // (A restart we asked for is still judged as one, which clears its flag.)
+                    let birth = first_socket
+                        && !answering
+                        && !self.shared.restart_expected.load(Ordering::SeqCst)
+                        && announces_birth(&message);
+                    if !birth
+                        && let Some(reason) = loss_signalled(&message, &self.shared.restart_expected)
+                    {
                         return Pumped::KernelGone(reason);
+                    }
+                    if !answering
+                        && message.channel == "shell"
+                        && message.parent_msg_id().is_some_and(|p| handshake.contains(p))
+                    {
+                        // The shell answers: ask again soon, until iopub shows it hears us.
+                        shell_answered.get_or_insert_with(tokio::time::Instant::now);
+                        resend.reset_after(IOPUB_NUDGE);
                     }
                     if !answering && shows_answering(&message, &handshake) {
                         answering = true;
-                        self.shared.answering.send_replace(true);
                         tracing::debug!(kernel = %self.kernel_id, "the kernel answers on its socket");
-                        if let Some(message) = unsent.take()
-                            && let Err(e) = socket.ws.send(socket.encode(&message)).await
-                        {
-                            return Pumped::SocketClosed(e.to_string(), Some(message));
+                        if let Err(closed) = self.now_answering(socket, &mut unsent).await {
+                            return closed;
                         }
                     }
                     // The handshake's own answers are nobody's business.
@@ -475,6 +530,21 @@ impl SocketTask {
                 }
             }
         }
+    }
+
+    /// The kernel answers on this socket: callers' messages may go, the one left unsent first.
+    async fn now_answering(
+        &self,
+        socket: &mut Socket,
+        unsent: &mut Option<WireMessage>,
+    ) -> Result<(), Pumped> {
+        self.shared.answering.send_replace(true);
+        if let Some(message) = unsent.take()
+            && let Err(e) = socket.ws.send(socket.encode(&message)).await
+        {
+            return Err(Pumped::SocketClosed(e.to_string(), Some(message)));
+        }
+        Ok(())
     }
 
     fn route(&self, message: WireMessage) {

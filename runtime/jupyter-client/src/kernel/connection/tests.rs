@@ -57,3 +57,45 @@ fn our_own_restart_is_not_a_loss() {
         Some(GoneReason::Restarted)
     );
 }
+
+#[test]
+fn a_kernels_birth_is_told_from_its_answers_and_deaths() {
+    let status = |state: &str| message("status", json!({}), json!({"execution_state": state}));
+    assert!(announces_birth(&status("starting")));
+    assert!(announces_birth(&status("restarting")));
+    assert!(!announces_birth(&status("dead")));
+    assert!(!announces_birth(&status("idle")));
+    let answer = message(
+        "status",
+        json!({"msg_id": "m"}),
+        json!({"execution_state": "starting"}),
+    );
+    assert!(!announces_birth(&answer));
+}
+
+#[test]
+fn a_socket_answers_once_iopub_does() {
+    let handshake: HashSet<String> = ["hello".to_owned()].into();
+    let mut reply = message("kernel_info_reply", json!({"msg_id": "hello"}), json!({}));
+    reply.channel = "shell".into();
+    // The shell's answer alone: iopub may not hear us yet.
+    assert!(!shows_answering(&reply, &handshake));
+    let idle = message(
+        "status",
+        json!({"msg_id": "hello", "msg_type": "kernel_info_request"}),
+        json!({"execution_state": "idle"}),
+    );
+    assert!(shows_answering(&idle, &handshake));
+    let someone_runs = message(
+        "status",
+        json!({"msg_id": "theirs", "msg_type": "execute_request"}),
+        json!({"execution_state": "busy"}),
+    );
+    assert!(shows_answering(&someone_runs, &handshake));
+    let someone_else = message(
+        "status",
+        json!({"msg_id": "theirs", "msg_type": "kernel_info_request"}),
+        json!({"execution_state": "idle"}),
+    );
+    assert!(!shows_answering(&someone_else, &handshake));
+}
