@@ -197,6 +197,8 @@ async def test_phrases_clients_match_on(jupyter_server):
             text = joined(unknown)
             assert unknown.is_error, "a real error keeps isError"
             assert "Notebook 'ghost' is not connected" in text and "All currently connected notebooks: ['nb']" in text
+            # Next steps worded as this face's tools, never in their neutral names.
+            assert "Call use_notebook to open it" in text and "<" not in text, text
         restarted = await ok(client, "restart_notebook", notebook_name="nb")
         assert "Notebook 'nb' kernel restarted successfully" in joined(restarted)
         unused = await ok(client, "unuse_notebook", notebook_name="nb")

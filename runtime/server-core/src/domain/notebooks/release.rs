@@ -101,12 +101,13 @@ impl Domain {
     /// started for it stopped unless someone else uses it.
     pub async fn unuse_notebook(&self, name: &str) -> Result<Unused, Error> {
         let Some((in_use, switched)) = self.notebooks.remove(name) else {
-            return Err(Error::failed(
-                self.notebooks
-                    .resolve(Some(name))
-                    .err()
-                    .expect("not registered"),
-            ));
+            // The lookup's own error keeps its next steps typed, for the face to word.
+            return Err(self
+                .notebooks
+                .resolve(Some(name))
+                .err()
+                .expect("not registered")
+                .into());
         };
         let not_saved = match in_use.document.close().await {
             Ok(()) => None,

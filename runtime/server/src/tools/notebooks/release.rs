@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::open::attached_line;
-use crate::tools::{ToolContext, ToolError, ToolOutput, ToolResult};
+use crate::tools::{ToolContext, ToolOutput, ToolResult};
 use server_core::domain::notebooks::{Released, Unused};
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -28,10 +28,7 @@ pub struct RestartArgs {
 
 pub(super) async fn restart_notebook(context: ToolContext, args: RestartArgs) -> ToolResult {
     let domain = &context.domain;
-    let in_use = domain
-        .notebooks
-        .resolve(Some(&args.notebook_name))
-        .map_err(ToolError::failed)?;
+    let in_use = domain.notebooks.resolve(Some(&args.notebook_name))?;
     let Some(kernel_name) = &args.kernel_name else {
         domain.restart_notebook(&in_use).await?;
         return Ok(ToolOutput::text(format!(
