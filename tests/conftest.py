@@ -475,6 +475,20 @@ def chromium() -> str:
     return path
 
 
+def open_lab_page(lab, path: str, screenshot: Path) -> subprocess.Popen:
+    """JupyterLab showing `path` in headless Chromium, driven by tests/browser/lab.cjs: once it
+    says "ready", write one JSON line {"source", "output"} and read "seen" or why not."""
+    node = shutil.which("node")
+    assert node and os.environ.get("PLAYWRIGHT_CORE_DIR"), "run the suite through tests/run"
+    browser = chromium()
+    screenshot.parent.mkdir(exist_ok=True)
+    driver = Path(__file__).resolve().parent / "browser" / "lab.cjs"
+    return subprocess.Popen(
+        [node, str(driver), f"{lab.url}/lab/tree/{path}?token={lab.token}", str(screenshot)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ, CHROMIUM=browser),
+    )
+
+
 # The live backend's second peer (a person's JupyterLab, as far as the room can tell) and the file
 # on disk, for the tests of the live backend and of co-editing.
 

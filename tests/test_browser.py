@@ -5,8 +5,6 @@ output without a reload. The screenshot lands in tests/artifacts/."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
@@ -14,19 +12,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import chromium, mcp_client, start_lab
+from conftest import mcp_client, open_lab_page, start_lab
 from harness import stop_jupyter
 
 pytestmark = pytest.mark.anyio
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-DRIVER = Path(__file__).resolve().parent / "browser" / "lab.cjs"
 
 
 async def test_agent_edit_appears_in_open_jupyterlab(tmp_path):
-    node = shutil.which("node")
-    assert node and os.environ.get("PLAYWRIGHT_CORE_DIR"), "run the suite through tests/run"
-    browser = chromium()
     # Everything started from here on is stopped in `finally`, whatever fails.
     lab = start_lab(tmp_path)
     page = None
@@ -36,12 +30,8 @@ async def test_agent_edit_appears_in_open_jupyterlab(tmp_path):
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nb.cells = [nbformat.v4.new_markdown_cell("# Opened by a person")]
         (lab.root / path).write_text(nbformat.writes(nb))
-        ARTIFACTS.mkdir(exist_ok=True)
         screenshot = ARTIFACTS / "jupyterlab-agent-cell.png"
-        page = subprocess.Popen(
-            [node, str(DRIVER), f"{lab.url}/lab/tree/{path}?token={lab.token}", str(screenshot)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ, CHROMIUM=browser),
-        )
+        page = open_lab_page(lab, path, screenshot)
         assert page.stdout.readline().strip() == "ready", "JupyterLab did not show the notebook"
         source = "answer = 6 * 7\nprint('the agent says', answer)"
         async with mcp_client(lab, lab.token) as client:

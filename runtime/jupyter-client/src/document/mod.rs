@@ -126,11 +126,12 @@ pub enum Persistence {
     /// Saved to the file (and checked, as the file backend checks its saves).
     Saved,
     /// In the shared document; the room saves it about `save_delay_secs` after the last change
-    /// (`seen`: as this room was seen to save; else jupyter-collaboration's default).
-    /// `not_landing`: why our changes were last seen not to reach the file (its saves fail).
+    /// (`seen`: as this room was seen to save; else the default of `engine`, the extension that
+    /// runs the room). `not_landing`: why our changes were last seen not to reach the file.
     InRoom {
         save_delay_secs: f64,
         seen: bool,
+        engine: String,
         not_landing: Option<String>,
     },
 }

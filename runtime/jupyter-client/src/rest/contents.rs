@@ -8,7 +8,10 @@ use reqwest::Method;
 use serde_json::Value;
 use url::Url;
 
-use super::{CollaborationSession, ContentsModel, JupyterRest, Payload, RestError, Subject};
+use super::models::IndexedFile;
+use super::{
+    CollaborationSession, ContentsModel, JupyterRest, Payload, RestError, RoomEngine, Subject,
+};
 
 impl JupyterRest {
     /// A file's text and the sha256 of its bytes, read as a plain file (no notebook rewriting).
@@ -91,24 +94,71 @@ impl JupyterRest {
         }))
     }
 
-    /// `PUT /api/collaboration/session/{path}`: the ids that name the notebook's collaboration
-    /// room. `NotFound` means the server has no real-time collaboration.
+    /// The ids that name the notebook's collaboration room: `PUT /api/collaboration/session/{path}`
+    /// where jupyter-collaboration runs the rooms, `POST /api/fileid/index` where
+    /// jupyter-server-documents does (the one that answered last time is asked first).
+    /// `NotFound` means the server has no real-time collaboration.
     pub async fn collaboration_session(
         &self,
         path: &str,
     ) -> Result<CollaborationSession, RestError> {
-        let url = self.endpoint(&["api", "collaboration", "session", path])?;
-        let body = serde_json::json!({ "format": "json", "type": "notebook" });
-        self.json(Method::PUT, url, Some(body), Subject::Collaboration)
-            .await
+        let known = *self.room_engine.lock().expect("room engine lock");
+        let order = match known {
+            Some(RoomEngine::ServerDocuments) => {
+                [RoomEngine::ServerDocuments, RoomEngine::Collaboration]
+            }
+            _ => [RoomEngine::Collaboration, RoomEngine::ServerDocuments],
+        };
+        let mut refused = None;
+        for engine in order {
+            match self.room_of(engine, path).await {
+                Err(e @ RestError::NotFound { .. }) => {
+                    refused.get_or_insert(e);
+                }
+                Ok(session) => {
+                    *self.room_engine.lock().expect("room engine lock") = Some(engine);
+                    return Ok(session);
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Err(refused.expect("both engines were asked"))
+    }
+
+    async fn room_of(
+        &self,
+        engine: RoomEngine,
+        path: &str,
+    ) -> Result<CollaborationSession, RestError> {
+        match engine {
+            RoomEngine::Collaboration => {
+                let url = self.endpoint(&["api", "collaboration", "session", path])?;
+                let body = serde_json::json!({ "format": "json", "type": "notebook" });
+                self.json(Method::PUT, url, Some(body), Subject::Collaboration)
+                    .await
+            }
+            RoomEngine::ServerDocuments => {
+                let mut url = self.endpoint(&["api", "fileid", "index"])?;
+                url.query_pairs_mut().append_pair("path", path);
+                let indexed: IndexedFile = self
+                    .json(Method::POST, url, None, Subject::Collaboration)
+                    .await?;
+                Ok(CollaborationSession {
+                    file_id: indexed.id,
+                    session_id: None,
+                    engine,
+                })
+            }
+        }
     }
 
     /// The websocket URL of a notebook's collaboration room.
     pub fn collaboration_room_url(&self, session: &CollaborationSession) -> Result<Url, RestError> {
         let room = format!("json:notebook:{}", session.file_id);
         let mut url = self.websocket_endpoint(&["api", "collaboration", "room", &room])?;
-        url.query_pairs_mut()
-            .append_pair("sessionId", &session.session_id);
+        if let Some(session_id) = &session.session_id {
+            url.query_pairs_mut().append_pair("sessionId", session_id);
+        }
         Ok(url)
     }
 
@@ -125,6 +175,14 @@ impl JupyterRest {
         )
         .await
         .map(drop)
+    }
+
+    /// A JSON document the server keeps at this path (segments below the base URL), such as an
+    /// output jupyter-server-documents' outputs service holds.
+    pub async fn get_json_at(&self, segments: &[&str]) -> Result<Value, RestError> {
+        let url = self.endpoint(segments)?;
+        let subject = Subject::Path(segments.join("/"));
+        self.json(Method::GET, url, None, subject).await
     }
 
     /// A file with its content, as text when it is UTF-8 and base64 otherwise (Jupyter decides);

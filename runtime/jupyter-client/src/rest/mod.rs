@@ -6,7 +6,7 @@
 //! happened and who said so: the Jupyter Server, Enterprise Gateway, or the gateway behind a
 //! Jupyter Server (`--GatewayClient.url`).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -23,7 +23,7 @@ mod models;
 pub use kernels::KernelStart;
 pub use models::{
     CollaborationSession, ContentsModel, KernelModel, KernelSpec, KernelSpecEntry, KernelSpecs,
-    SessionModel,
+    RoomEngine, SessionModel,
 };
 
 /// What a failing request was about, so errors can name it.
@@ -278,6 +278,9 @@ pub struct JupyterRest {
     auth: Auth,
     /// What kind of server this is, learned at the first failure that needs naming it.
     peer: Arc<OnceLock<Peer>>,
+    /// The extension that last named a room here, asked first next time (the other is still
+    /// asked when it says no: the server may have been restarted with the other).
+    room_engine: Arc<Mutex<Option<RoomEngine>>>,
 }
 
 impl std::fmt::Debug for JupyterRest {
@@ -310,6 +313,7 @@ impl JupyterRest {
             base,
             auth,
             peer: Arc::default(),
+            room_engine: Arc::default(),
         }
     }
 

@@ -63,12 +63,43 @@ pub struct ContentsModel {
     pub format: Option<String>,
 }
 
-/// What `PUT /api/collaboration/session` answers: the room's file id and the server's session.
+/// The ids that name a notebook's collaboration room: what `PUT /api/collaboration/session`
+/// answers (jupyter-collaboration), or the file id alone (jupyter-server-documents).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CollaborationSession {
     pub file_id: String,
-    pub session_id: String,
+    /// jupyter-collaboration's server session; jupyter-server-documents keeps none.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(skip, default)]
+    pub engine: RoomEngine,
+}
+
+/// Which server extension runs the collaboration rooms: both speak the Yjs sync protocol on
+/// `/api/collaboration/room/…`, but name rooms, save and run cells differently.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RoomEngine {
+    /// jupyter-collaboration (jupyter_server_ydoc): answers save requests over the room.
+    #[default]
+    Collaboration,
+    /// jupyter-server-documents: rooms named by `POST /api/fileid/index`, saved on its own.
+    ServerDocuments,
+}
+
+impl std::fmt::Display for RoomEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RoomEngine::Collaboration => "jupyter-collaboration",
+            RoomEngine::ServerDocuments => "jupyter-server-documents",
+        })
+    }
+}
+
+/// What jupyter-server-documents' `POST /api/fileid/index` answers.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct IndexedFile {
+    pub id: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]

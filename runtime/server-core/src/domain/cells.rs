@@ -402,6 +402,7 @@ pub fn persisted(in_use: &NotebookInUse) -> Persisted {
         Persistence::InRoom {
             save_delay_secs,
             seen,
+            engine,
             not_landing: None,
         } => Persisted {
             on_disk: false,
@@ -409,9 +410,9 @@ pub fn persisted(in_use: &NotebookInUse) -> Persisted {
                 "in the shared document (everyone in the notebook sees it); not yet saved: Jupyter saves the shared document {} s after the last change ({})",
                 (save_delay_secs * 10.0).round() / 10.0,
                 if seen {
-                    "as this notebook's room was seen to save"
+                    "as this notebook's room was seen to save".to_owned()
                 } else {
-                    "jupyter-collaboration's default, until this room is seen to save"
+                    format!("{engine}'s default, until this room is seen to save")
                 }
             ),
         },

@@ -1,9 +1,11 @@
-//! The `live` backend: the notebook's real-time collaboration room (jupyter-collaboration).
+//! The `live` backend: the notebook's real-time collaboration room, run by jupyter-collaboration
+//! or by jupyter-server-documents (`RoomEngine`).
 //!
-//! We join the room as one more peer, as JupyterLab does: `PUT /api/collaboration/session` names
-//! the room, a websocket speaks y-websocket (sync steps 1 and 2, updates, awareness), and every
-//! edit is a transaction on the shared Y document. People with the notebook open see our cells and
-//! outputs as they happen, and we read their unsaved edits; the server saves the room to disk.
+//! We join the room as one more peer, as JupyterLab does: `PUT /api/collaboration/session` (or
+//! jupyter-server-documents' `POST /api/fileid/index`) names the room, a websocket speaks
+//! y-websocket (sync steps 1 and 2, updates, awareness), and every edit is a transaction on the
+//! shared Y document. People with the notebook open see our cells and outputs as they happen, and
+//! we read their unsaved edits; the server saves the room to disk.
 //!
 //! y-websocket has no acknowledgements, so after each update we also send our state vector (sync
 //! step 1): the room answers every step 1 with a step 2, in order, so that answer proves the room
@@ -19,6 +21,7 @@ mod landing;
 mod people;
 mod room;
 mod save;
+mod stored_outputs;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,13 +35,16 @@ use super::{
     CellAt, CellRead, Document, DocumentError, DocumentFuture, Edit, EditPlan, Page, Persistence,
     apply_edits, fresh_insert_ids,
 };
-use crate::rest::JupyterRest;
+use crate::rest::{JupyterRest, RoomEngine};
 use notebook_format::notebook::{CellType, Notebook, NotebookError};
 use notebook_format::outputs::Output;
 
 /// jupyter-collaboration's default `document_save_delay`: a room saves this long after its last
 /// change.
 const ROOM_SAVE_DELAY_SECS: f64 = 1.0;
+/// jupyter-server-documents' shortest autosave interval (`min_poll_interval`); a slow save
+/// stretches it.
+const SERVER_DOCUMENTS_SAVE_DELAY_SECS: f64 = 0.5;
 /// How long leaving a room may take to send what is still queued.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long, before leaving, we wait for the file on disk to hold our edits (the room's own
@@ -379,18 +385,41 @@ impl Document for LiveDocument {
 
     fn read(&self) -> DocumentFuture<'_, Notebook> {
         Box::pin(async move {
-            let mut slot = self.link.lock().await;
-            let link = self.open_link(&mut slot).await?;
-            self.read_link(link)
+            let mut notebook = {
+                let mut slot = self.link.lock().await;
+                let link = self.open_link(&mut slot).await?;
+                self.read_link(link)?
+            };
+            if stored_outputs::any_placeholder(notebook.cells.iter()) {
+                stored_outputs::fetch_into(&self.rest, notebook.cells.iter_mut()).await;
+            }
+            Ok(notebook)
         })
     }
 
     fn read_cell<'a>(&'a self, at: CellAt<'a>) -> DocumentFuture<'a, CellRead> {
-        Box::pin(self.read_room(move |notebook| notebook.read_cell(at)))
+        Box::pin(async move {
+            let mut read = self
+                .read_room(move |notebook| notebook.read_cell(at))
+                .await?;
+            if stored_outputs::any_placeholder(read.cell.iter().map(|(_, cell)| cell)) {
+                let cells = read.cell.iter_mut().map(|(_, cell)| cell);
+                stored_outputs::fetch_into(&self.rest, cells).await;
+            }
+            Ok(read)
+        })
     }
 
     fn read_page(&self, start: usize, limit: usize) -> DocumentFuture<'_, Page> {
-        Box::pin(self.read_room(move |notebook| notebook.read_page(start, limit)))
+        Box::pin(async move {
+            let mut page = self
+                .read_room(move |notebook| notebook.read_page(start, limit))
+                .await?;
+            if stored_outputs::any_placeholder(page.cells.iter()) {
+                stored_outputs::fetch_into(&self.rest, page.cells.iter_mut()).await;
+            }
+            Ok(page)
+        })
     }
 
     fn update<'a>(
@@ -467,12 +496,20 @@ impl Document for LiveDocument {
     /// An edit is answered once the room holds it, before the room's save (its
     /// `document_save_delay` after the last change). The server publishes no setting, so the
     /// figure is the delay seen in this room once it has saved a change of ours, and until then
-    /// jupyter-collaboration's default.
+    /// the default of the extension that runs the room.
     fn persistence(&self) -> Persistence {
-        let seen = self.saves_clock.lock().expect("save clock lock").delay();
+        let (seen, engine) = {
+            let clock = self.saves_clock.lock().expect("save clock lock");
+            (clock.delay(), clock.engine())
+        };
+        let default = match engine {
+            RoomEngine::Collaboration => ROOM_SAVE_DELAY_SECS,
+            RoomEngine::ServerDocuments => SERVER_DOCUMENTS_SAVE_DELAY_SECS,
+        };
         Persistence::InRoom {
-            save_delay_secs: seen.map_or(ROOM_SAVE_DELAY_SECS, |d| d.as_secs_f64()),
+            save_delay_secs: seen.map_or(default, |d| d.as_secs_f64()),
             seen: seen.is_some(),
+            engine: engine.to_string(),
             not_landing: self.landing.problem(),
         }
     }

@@ -17,7 +17,7 @@ use super::people::{self, SharedPeople};
 use super::save::{self, SaveReply, SharedSaveClock};
 use crate::document::DocumentError;
 use crate::document::ynotebook::YNotebook;
-use crate::rest::{CollaborationSession, JupyterRest, RestError};
+use crate::rest::{CollaborationSession, JupyterRest, RestError, RoomEngine};
 use crate::websocket::{self, JupyterSocket};
 
 /// How long joining a room (PUT, websocket, first sync) may take: a busy Jupyter Server (dozens
@@ -65,6 +65,8 @@ pub(super) struct Link {
     pub(super) focus: watch::Sender<Option<String>>,
     /// When the room saves what we send.
     pub(super) saves_clock: SharedSaveClock,
+    /// Which extension runs the room (whether it takes save requests).
+    pub(super) engine: RoomEngine,
 }
 
 impl Link {
@@ -138,7 +140,10 @@ pub(super) async fn join(
         let (closed_tx, closed) = watch::channel(None);
         let (saves_tx, saves) = watch::channel(None);
         let (focus, focus_rx) = watch::channel(None);
-        saves_clock.lock().expect("save clock lock").joining();
+        saves_clock
+            .lock()
+            .expect("save clock lock")
+            .joining(session.engine);
         let room = Room {
             notebook: notebook.clone(),
             answers: answers_tx,
@@ -168,6 +173,7 @@ pub(super) async fn join(
             saves_asked: 0,
             focus,
             saves_clock: saves_clock.clone(),
+            engine: session.engine,
         })
     };
     tokio::time::timeout(JOIN_TIMEOUT, attempt)

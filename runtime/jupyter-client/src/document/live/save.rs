@@ -14,6 +14,7 @@ use yrs::updates::decoder::DecoderV1;
 use yrs::updates::encoder::{Encoder, EncoderV1};
 
 use super::{Link, LiveDocument, SAVE_ANSWER_TIMEOUT, SAVE_POLL, SAVE_TIMEOUT};
+use crate::rest::RoomEngine;
 use notebook_format::notebook::Notebook;
 
 /// When the room saves, learned by watching it, since no REST call publishes the room's
@@ -29,6 +30,8 @@ pub(super) struct SaveClock {
     changes: std::collections::VecDeque<std::time::Instant>,
     last_hash: Option<String>,
     delay: Option<std::time::Duration>,
+    /// Which extension runs the room, as of the latest join.
+    engine: RoomEngine,
 }
 
 /// Changes this close before a save's news are taken to have crossed it.
@@ -46,8 +49,14 @@ impl SaveClock {
     }
 
     /// A new connection to the room: its first sync is no save.
-    pub(super) fn joining(&mut self) {
+    pub(super) fn joining(&mut self, engine: RoomEngine) {
         self.synced = false;
+        self.engine = engine;
+    }
+
+    /// The extension that runs the room.
+    pub(super) fn engine(&self) -> RoomEngine {
+        self.engine
     }
 
     /// The room's document after an update from it: its saved hash, maybe a new one.
@@ -154,18 +163,24 @@ impl LiveDocument {
             model.ok().and_then(|model| model.last_modified)
         };
         let modified_before = modified(self.rest.get_contents(&self.path, false).await);
-        link.saves_asked += 1;
-        let id = link.saves_asked;
-        let _ = link.outgoing.send(request(id));
-        let status = tokio::time::timeout_at(
-            deadline.min(tokio::time::Instant::now() + SAVE_ANSWER_TIMEOUT),
-            link.saves
-                .wait_for(|r| r.as_ref().is_some_and(|r| r.response_to == id)),
-        )
-        .await
-        .ok()
-        .and_then(|answer| answer.ok()?.as_ref().map(|r| r.status.clone()))
-        .unwrap_or_else(|| "no answer".to_owned());
+        let status = match link.engine {
+            RoomEngine::Collaboration => {
+                link.saves_asked += 1;
+                let id = link.saves_asked;
+                let _ = link.outgoing.send(request(id));
+                tokio::time::timeout_at(
+                    deadline.min(tokio::time::Instant::now() + SAVE_ANSWER_TIMEOUT),
+                    link.saves
+                        .wait_for(|r| r.as_ref().is_some_and(|r| r.response_to == id)),
+                )
+                .await
+                .ok()
+                .and_then(|answer| answer.ok()?.as_ref().map(|r| r.status.clone()))
+                .unwrap_or_else(|| "no answer".to_owned())
+            }
+            // Its rooms take no save request (they save on their own within a second or so).
+            RoomEngine::ServerDocuments => "none asked: the room saves on its own".to_owned(),
+        };
         // The room answers "success" once it has saved the document, which holds our edits (the
         // answers above prove it): the file need not be read back whole, only seen written
         // since (a room answers "success" for a file deleted or made read-only under it too).
@@ -239,7 +254,7 @@ mod tests {
     #[test]
     fn a_new_hash_after_our_change_times_the_save() {
         let mut clock = SaveClock::default();
-        clock.joining();
+        clock.joining(RoomEngine::Collaboration);
         clock.saw_hash(None);
         clock.changed();
         std::thread::sleep(CROSSING);
