@@ -261,6 +261,20 @@ async def test_password_login_renewed_and_never_shown(tmp_path_factory):
             assert failed.is_error and "refused the password" in joined(failed) and "JUPYTER_PASSWORD" in joined(failed)
             assert password not in joined(failed)
         assert password not in server.log.read_text()
+
+        # As the Python server's own password tests start it: `--document-url X
+        # --code-sandbox-url X` and only the shared password. The document server's credentials
+        # default to the shared ones, as the code sandbox's do (its contents check got a 403).
+        server.stop()
+        server = start_http_server(["--document-url", jupyter.url, "--code-sandbox-url", jupyter.url,
+                                    "--document-backend", "file"], env={"JUPYTER_PASSWORD": password})
+        async with http_client(server, "legacy") as client:
+            used = await ok(client, "use_notebook", notebook_name="nb", notebook_path="shared.ipynb", mode="create")
+            assert "error" not in joined(used).lower(), joined(used)
+            ran = await ok(client, "insert_execute_code_cell", cell_index=-1, cell_source="print(6 * 7)")
+            assert texts(ran)[0] == "42\n"
+        assert (jupyter.root / "shared.ipynb").is_file()
+        assert password not in server.log.read_text()
     finally:
         if server:
             server.stop()

@@ -402,7 +402,8 @@ impl Config {
             warn_if_on_command_line(flag, variable, value, &env);
         }
         // As in the Python server: the code sandbox runs kernels; --jupyter-url then holds the
-        // notebooks, unless --document-url names another server.
+        // notebooks, unless --document-url names another server. Without credentials of its
+        // own it gets the shared --jupyter-token / --jupyter-password, as the code sandbox does.
         let documents = match (
             &args.document_url,
             &python.code_sandbox_url,
@@ -410,7 +411,13 @@ impl Config {
         ) {
             (Some(url), _, _) => Some((
                 url.clone(),
-                Auth::from_parts(args.document_token, python.document_password),
+                match (args.document_token, python.document_password) {
+                    (None, None) => Auth::from_parts(
+                        args.jupyter_token.clone(),
+                        python.jupyter_password.clone(),
+                    ),
+                    (token, password) => Auth::from_parts(token, password),
+                },
             )),
             (None, Some(sandbox), Some(jupyter)) if sandbox != jupyter => Some((
                 jupyter.clone(),
