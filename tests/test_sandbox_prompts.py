@@ -102,8 +102,10 @@ async def test_the_person_is_asked_for_an_unlisted_host_and_each_answer_holds_as
             assert host not in config.read_text()
             # Listed no more once the policy is re-read: asked again (and the person is silent
             # past the call's deadline).
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and "re-read" not in server.log.read_text().split("taken back")[-1]:
+            # (A loaded machine, e.g. CI with other work beside it, has been seen to take over 10 s.)
+            deadline = time.monotonic() + 45
+            while "re-read" not in server.log.read_text().split("taken back")[-1]:
+                assert time.monotonic() < deadline, "the policy was not re-read after the revoke"
                 time.sleep(0.2)
             person.answers = [30]
             started = time.monotonic()
