@@ -86,9 +86,10 @@ async def test_the_agent_edits_and_runs_live_through_its_rooms(documents):
 async def test_no_kernel_is_taken_for_restarted(documents):
     """Its kernel websocket passes a kernel's own first "starting" status through: on our first
     socket to a kernel just started that is its birth, not a restart (seen before as "restarted
-    outside this server" the moment the default kernel or a notebook's kernel was attached)."""
-    for attempt in range(3):
-        async with client_for(documents, "legacy") as client:
+    outside this server" the moment the default kernel or a notebook's kernel was attached, on
+    either backend)."""
+    for attempt, backend in enumerate(["live", "live", "file"]):
+        async with client_for(documents, "legacy", "--document-backend", backend) as client:
             ran = joined(await call(client, "execute_code", code="6 * 7"))
             assert ran.strip().endswith("42"), f"attempt {attempt}: {ran}"
             path = f"k{attempt}.ipynb"
