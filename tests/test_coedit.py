@@ -347,3 +347,80 @@ async def test_a_person_typing_in_jupyterlab_is_never_overwritten_by_a_stale_wri
             except (subprocess.TimeoutExpired, BrokenPipeError):
                 page.kill()
         stop_jupyter(lab)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_a_subscriber_hears_a_persons_changes_until_it_unsubscribes(jupyter_server, transport):
+    """`resources/subscribe` on a notebook is told of a person's change in the room, not only of
+    the agent's; a person typing is heard at most once per 500 ms; after `resources/unsubscribe`
+    nothing more comes."""
+    path = f"heard-{uuid.uuid4().hex[:6]}.ipynb"
+    write_notebook(jupyter_server, path, ["x = 1"])
+    heard: list[tuple[float, str]] = []
+
+    async def on_message(message):
+        params = getattr(getattr(message, "root", message), "params", None)
+        uri = getattr(params, "uri", None)
+        if uri:
+            heard.append((asyncio.get_running_loop().time(), uri))
+
+    async with client_for(jupyter_server, "legacy", "--document-backend", "live", transport=transport,
+                          message_handler=on_message) as agent:
+        await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
+        await agent.subscribe_resource("notebook://nb")
+        peer = await peer_for(jupyter_server, path, username="ada")
+        try:
+            peer.set_cell_source(0, "x = 2")
+            await eventually(lambda: heard, 10, "a notification of the person's change")
+            assert heard[0][1] == "notebook://nb"
+            # A person typing: twenty changes in a second are heard a few times, not twenty.
+            heard.clear()
+            started = asyncio.get_running_loop().time()
+            for n in range(20):
+                peer.set_cell_source(0, f"x = {n}")
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(1.0)
+            span = asyncio.get_running_loop().time() - started
+            assert 1 <= len(heard) <= span / 0.5 + 1, heard
+            gaps = [b[0] - a[0] for a, b in zip(heard, heard[1:])]
+            assert all(gap >= 0.45 for gap in gaps), gaps
+            # The last change is among those heard: what the agent reads now is the person's.
+            assert "x = 19" in joined(await call(agent, "read_cell", cell_index=0))
+            await agent.unsubscribe_resource("notebook://nb")
+            heard.clear()
+            peer.set_cell_source(0, "x = 'after'")
+            await eventually(lambda: "x = 'after'" in peer_sources(peer)[0], 5, "the peer's own change")
+            await asyncio.sleep(1.5)
+            assert heard == [], heard
+        finally:
+            await peer.stop()
+
+
+async def test_a_subscriber_hears_another_programs_save_on_the_file_backend(jupyter_server):
+    """No event says a file changed: its timestamp is looked at every second while someone
+    listens. Another program's save is heard; the agent's own edits are heard once each, as
+    before, not again as a save by someone else."""
+    path = f"saved-{uuid.uuid4().hex[:6]}.ipynb"
+    write_notebook(jupyter_server, path, ["x = 1"])
+    heard: list[str] = []
+
+    async def on_message(message):
+        params = getattr(getattr(message, "root", message), "params", None)
+        if getattr(params, "uri", None):
+            heard.append(params.uri)
+
+    async with client_for(jupyter_server, "legacy", "--document-backend", "file",
+                          message_handler=on_message) as agent:
+        await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
+        await agent.subscribe_resource("notebook://nb")
+        await asyncio.sleep(1.5)  # the first look learns the file as it is
+        await call(agent, "overwrite_cell_source", cell_index=0, cell_source="x = 'ours'")
+        await eventually(lambda: heard, 10, "a notification of our own edit")
+        await asyncio.sleep(2.5)
+        assert heard == ["notebook://nb"], heard
+        heard.clear()
+        nb = nbformat.reads((jupyter_server.root / path).read_text(), as_version=4)
+        nb.cells[0].source = "x = 'theirs'"
+        (jupyter_server.root / path).write_text(nbformat.writes(nb))
+        await eventually(lambda: heard, 10, "a notification of the other program's save")
+        assert "x = 'theirs'" in joined(await call(agent, "read_cell", cell_index=0))

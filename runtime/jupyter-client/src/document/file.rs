@@ -35,6 +35,8 @@
 //! nbformat 4 is read through Jupyter's own conversion (the contents API reading it as a
 //! notebook, as the collaboration room does) and saved as nbformat 4.5, as Jupyter saves it.
 
+mod others;
+
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
@@ -81,6 +83,8 @@ struct Inner {
     /// When our newest unproven save has settled: the background check looks at it without
     /// waiting for the state lock an edit in progress holds.
     settles_at: std::sync::Mutex<Option<Instant>>,
+    /// Other programs' saves, looked for while someone listens.
+    others: others::OthersSaves,
 }
 
 #[derive(Default)]
@@ -165,6 +169,7 @@ impl FileDocument {
                 path: path.into(),
                 state: Mutex::new(State::default()),
                 settles_at: std::sync::Mutex::new(None),
+                others: others::OthersSaves::default(),
             }),
         }
     }
@@ -427,6 +432,10 @@ fn reapply(
 impl Document for FileDocument {
     fn path(&self) -> &str {
         &self.inner.path
+    }
+
+    fn changes_by_others(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.inner.others.listen(&self.inner))
     }
 
     fn backend(&self) -> &'static str {

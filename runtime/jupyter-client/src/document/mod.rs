@@ -211,6 +211,11 @@ pub trait Document: Send + Sync {
     fn others_present(&self) -> Vec<String> {
         Vec::new()
     }
+    /// A counter that moves each time someone else changes the notebook, when the backend hears
+    /// of such changes (a room does).
+    fn changes_by_others(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
     /// Who else changed the cell last, when the backend knows (a room's awareness names them).
     fn changed_by(&self, _cell_id: &str) -> Option<String> {
         None

@@ -11,8 +11,8 @@ use serde_json::{Map as JsonMap, Value};
 use yrs::types::ToJson;
 use yrs::updates::decoder::Decode;
 use yrs::{
-    Any, Array, ArrayPrelim, ArrayRef, Doc, GetString, In, Map, MapPrelim, MapRef, Out, ReadTxn,
-    StateVector, Text, TextPrelim, TextRef, Transact, TransactionMut, Update,
+    Any, Array, ArrayPrelim, ArrayRef, DeepObservable, Doc, GetString, In, Map, MapPrelim, MapRef,
+    Origin, Out, ReadTxn, StateVector, Text, TextPrelim, TextRef, Transact, TransactionMut, Update,
 };
 
 use super::room_update::well_formed;
@@ -23,6 +23,9 @@ use super::yvalues::{
 use super::{CellAt, CellRead, Edit, Page, page_range};
 use notebook_format::notebook::{Cell, CellType, Notebook, NotebookError, new_cell_id};
 use notebook_format::outputs::Output;
+
+/// The origin of the transactions that apply the room's updates (ours have none).
+const ROOM_ORIGIN: &str = "room";
 
 pub struct YNotebook {
     doc: Doc,
@@ -54,6 +57,28 @@ impl YNotebook {
         &self.cells
     }
 
+    /// Calls `changed` after each update from the room that changed a cell or the notebook's
+    /// metadata (not the room's own bookkeeping, such as its save state, nor our edits).
+    pub fn on_room_changes(&self, changed: impl Fn() + Send + Sync + Clone + 'static) {
+        let from_room = |txn: &TransactionMut| {
+            txn.origin()
+                .is_some_and(|origin| *origin == Origin::from(ROOM_ORIGIN))
+        };
+        let on_cells = changed.clone();
+        self.cells
+            .observe_deep("room-changes", move |txn: &TransactionMut, _| {
+                if from_room(txn) {
+                    on_cells();
+                }
+            });
+        self.meta
+            .observe_deep("room-changes", move |txn: &TransactionMut, _| {
+                if from_room(txn) {
+                    changed();
+                }
+            });
+    }
+
     pub fn state_vector(&self) -> StateVector {
         self.doc.transact().state_vector()
     }
@@ -76,7 +101,7 @@ impl YNotebook {
             }
             let update = well_formed(update)?;
             self.doc
-                .transact_mut()
+                .transact_mut_with(ROOM_ORIGIN)
                 .apply_update(update)
                 .map_err(|e| e.to_string())
         }));

@@ -74,7 +74,12 @@ pub struct LiveDocument {
     saves_clock: SharedSaveClock,
     /// Whether our changes reach the file.
     landing: landing::Landing,
+    /// Counts the room's changes to the notebook made by others, kept across rejoins.
+    room_changes: RoomChanges,
 }
+
+/// A counter of the changes others make in the room, watched by whoever wants to hear of them.
+pub(super) type RoomChanges = Arc<tokio::sync::watch::Sender<u64>>;
 
 /// Why the file at `path` is no notebook, read as the file backend reads it: its own parse
 /// error, or the contents API's refusal (not UTF-8, say); `None` when it reads as one.
@@ -97,7 +102,8 @@ impl LiveDocument {
         let path = path.into();
         let people = SharedPeople::default();
         let saves_clock = SharedSaveClock::default();
-        let link = match join(&rest, &path, &people, &saves_clock).await {
+        let room_changes = RoomChanges::default();
+        let link = match join(&rest, &path, &people, &saves_clock, &room_changes).await {
             Ok(link) => link,
             // The room names no reason for a file it cannot load ("Error initializing"): the
             // file's own parse error does, as the file backend gives it.
@@ -119,6 +125,7 @@ impl LiveDocument {
             journal,
             people,
             saves_clock,
+            room_changes,
         })
     }
 
@@ -145,6 +152,7 @@ impl LiveDocument {
             journal,
             people: SharedPeople::default(),
             saves_clock: SharedSaveClock::default(),
+            room_changes: RoomChanges::default(),
         });
         let mut slot = document
             .link
@@ -181,7 +189,14 @@ impl LiveDocument {
         let mut last = None;
         for pause in REJOIN_PAUSES {
             tokio::time::sleep(pause).await;
-            match join(&self.rest, &self.path, &self.people, &self.saves_clock).await {
+            let joined = join(
+                &self.rest,
+                &self.path,
+                &self.people,
+                &self.saves_clock,
+                &self.room_changes,
+            );
+            match joined.await {
                 Ok(link) => {
                     if let Err(e) = self.catch_up(slot.insert(link)) {
                         *slot = None;
@@ -491,6 +506,10 @@ impl Document for LiveDocument {
 
     fn others_present(&self) -> Vec<String> {
         self.people.lock().expect("people lock").present()
+    }
+
+    fn changes_by_others(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.room_changes.subscribe())
     }
 
     /// An edit is answered once the room holds it, before the room's save (its

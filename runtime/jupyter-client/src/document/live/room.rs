@@ -117,6 +117,7 @@ pub(super) async fn join(
     path: &str,
     people: &SharedPeople,
     saves_clock: &SharedSaveClock,
+    room_changes: &super::RoomChanges,
 ) -> Result<Link, DocumentError> {
     let started = std::time::Instant::now();
     let elapsed = || format!("{:.1}", started.elapsed().as_secs_f64() * 1e3);
@@ -134,6 +135,10 @@ pub(super) async fn join(
         tracing::debug!(ms = elapsed(), "room of '{path}': socket open");
         let fresh = YNotebook::new();
         people::watch_cells(fresh.cells(), fresh.doc().client_id(), people.clone());
+        let counter = room_changes.clone();
+        fresh.on_room_changes(move || {
+            counter.send_modify(|changes| *changes += 1);
+        });
         let notebook = Arc::new(Mutex::new(fresh));
         let (outgoing, queued) = mpsc::unbounded_channel();
         let (answers_tx, mut answers) = watch::channel(0u64);

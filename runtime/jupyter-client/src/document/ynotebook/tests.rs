@@ -342,3 +342,45 @@ fn an_update_sent_back_to_us_changes_nothing_and_a_new_one_still_lands() {
     ours.apply_update(&delete).unwrap();
     assert!(ours.read().unwrap().cells.is_empty());
 }
+
+#[test]
+fn the_rooms_changes_are_heard_and_ours_are_not() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ours = YNotebook::new();
+    let peer = YNotebook::new();
+    let heard = Arc::new(AtomicUsize::new(0));
+    let counter = heard.clone();
+    ours.on_room_changes(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    // Our own edit is not heard.
+    let ours_first = ours
+        .write(&[Edit::Insert {
+            index: 0,
+            cell: code("a", "x = 1"),
+        }])
+        .unwrap();
+    assert_eq!(heard.load(Ordering::SeqCst), 0);
+    // The peer's edit, applied from the room, is; so is a deletion alone.
+    peer.apply_update(&ours_first).unwrap();
+    let edited = peer
+        .write(&[Edit::SetSource {
+            cell_id: "a".into(),
+            source: "x = 2".into(),
+            expected: None,
+        }])
+        .unwrap();
+    ours.apply_update(&edited).unwrap();
+    assert_eq!(heard.load(Ordering::SeqCst), 1);
+    let deleted = peer
+        .write(&[Edit::Delete {
+            cell_ids: vec!["a".into()],
+        }])
+        .unwrap();
+    ours.apply_update(&deleted).unwrap();
+    assert_eq!(heard.load(Ordering::SeqCst), 2);
+    // Our echo, sent back by the room, changes nothing and is not heard.
+    ours.apply_update(&ours_first).unwrap();
+    assert_eq!(heard.load(Ordering::SeqCst), 2);
+}

@@ -65,6 +65,35 @@ pub struct NotebookInUse {
     changes: broadcast::Sender<String>,
     /// The sources of cell versions read or written here, for the diff of a refused write.
     pub seen: SeenSources,
+    /// Tells `changes` of what others change in the document, while the notebook is in use.
+    others_heard: Option<tokio::task::AbortHandle>,
+}
+
+/// The fewest milliseconds between two announcements of others' changes to one notebook: a
+/// person typing changes the room at every keystroke.
+const OTHERS_CHANGES_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl Drop for NotebookInUse {
+    fn drop(&mut self) {
+        if let Some(forwarder) = &self.others_heard {
+            forwarder.abort();
+        }
+    }
+}
+
+/// Announces the notebook named `name` on `changes` each time others change its document, at
+/// most once per [`OTHERS_CHANGES_EVERY`]; a change made meanwhile is announced when it ends.
+async fn announce_others_changes(
+    mut heard: tokio::sync::watch::Receiver<u64>,
+    changes: broadcast::Sender<String>,
+    name: String,
+) {
+    while heard.changed().await.is_ok() {
+        heard.borrow_and_update();
+        tracing::debug!("others changed notebook '{name}'; announced");
+        let _ = changes.send(name.clone());
+        tokio::time::sleep(OTHERS_CHANGES_EVERY).await;
+    }
 }
 
 impl NotebookInUse {
@@ -77,6 +106,11 @@ impl NotebookInUse {
         kernel: Option<(Arc<Kernel>, KernelOrigin)>,
         changes: broadcast::Sender<String>,
     ) -> Self {
+        let others_heard = document.changes_by_others().and_then(|heard| {
+            let runtime = tokio::runtime::Handle::try_current().ok()?;
+            let announcing = announce_others_changes(heard, changes.clone(), name.clone());
+            Some(runtime.spawn(announcing).abort_handle())
+        });
         NotebookInUse {
             name,
             path,
@@ -85,6 +119,7 @@ impl NotebookInUse {
             attaching: tokio::sync::Mutex::new(()),
             changes,
             seen: SeenSources::default(),
+            others_heard,
         }
     }
 
