@@ -65,34 +65,54 @@ pub struct NotebookInUse {
     changes: broadcast::Sender<String>,
     /// The sources of cell versions read or written here, for the diff of a refused write.
     pub seen: SeenSources,
-    /// Tells `changes` of what others change in the document, while the notebook is in use.
-    others_heard: Option<tokio::task::AbortHandle>,
+    /// Tells `changes` of the notebook's changes, ours and others', while it is in use.
+    announcer: Option<Announcer>,
 }
 
-/// The fewest milliseconds between two announcements of others' changes to one notebook: a
-/// person typing changes the room at every keystroke.
-const OTHERS_CHANGES_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+/// The fewest milliseconds between two announcements of one notebook's changes: a person
+/// types a change per keystroke, a running cell's outputs are written every 25 ms.
+const ANNOUNCE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The task that announces a notebook's changes, and how we tell it of ours.
+struct Announcer {
+    ours: tokio::sync::watch::Sender<u64>,
+    task: tokio::task::AbortHandle,
+}
 
 impl Drop for NotebookInUse {
     fn drop(&mut self) {
-        if let Some(forwarder) = &self.others_heard {
-            forwarder.abort();
+        if let Some(announcer) = &self.announcer {
+            announcer.task.abort();
         }
     }
 }
 
-/// Announces the notebook named `name` on `changes` each time others change its document, at
-/// most once per [`OTHERS_CHANGES_EVERY`]; a change made meanwhile is announced when it ends.
-async fn announce_others_changes(
-    mut heard: tokio::sync::watch::Receiver<u64>,
+/// Announces the notebook named `name` on `changes` each time we (`ours`) or others (`others`,
+/// when the document hears of them) change it, at most once per [`ANNOUNCE_EVERY`]; a change
+/// made meanwhile is announced when that time is up.
+async fn announce_changes(
+    mut ours: tokio::sync::watch::Receiver<u64>,
+    mut others: Option<tokio::sync::watch::Receiver<u64>>,
     changes: broadcast::Sender<String>,
     name: String,
 ) {
-    while heard.changed().await.is_ok() {
-        heard.borrow_and_update();
-        tracing::debug!("others changed notebook '{name}'; announced");
+    loop {
+        let others_changed = async {
+            match others.as_mut() {
+                Some(others) => others.changed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            changed = ours.changed() => if changed.is_err() { return },
+            changed = others_changed => if changed.is_err() { others = None; continue },
+        }
+        ours.borrow_and_update();
+        if let Some(others) = others.as_mut() {
+            others.borrow_and_update();
+        }
         let _ = changes.send(name.clone());
-        tokio::time::sleep(OTHERS_CHANGES_EVERY).await;
+        tokio::time::sleep(ANNOUNCE_EVERY).await;
     }
 }
 
@@ -106,10 +126,14 @@ impl NotebookInUse {
         kernel: Option<(Arc<Kernel>, KernelOrigin)>,
         changes: broadcast::Sender<String>,
     ) -> Self {
-        let others_heard = document.changes_by_others().and_then(|heard| {
-            let runtime = tokio::runtime::Handle::try_current().ok()?;
-            let announcing = announce_others_changes(heard, changes.clone(), name.clone());
-            Some(runtime.spawn(announcing).abort_handle())
+        let announcer = tokio::runtime::Handle::try_current().ok().map(|runtime| {
+            let (ours, heard) = tokio::sync::watch::channel(0);
+            let others = document.changes_by_others();
+            let announcing = announce_changes(heard, others, changes.clone(), name.clone());
+            Announcer {
+                ours,
+                task: runtime.spawn(announcing).abort_handle(),
+            }
         });
         NotebookInUse {
             name,
@@ -119,7 +143,17 @@ impl NotebookInUse {
             attaching: tokio::sync::Mutex::new(()),
             changes,
             seen: SeenSources::default(),
-            others_heard,
+            announcer,
+        }
+    }
+
+    /// Tells subscribers the notebook changed (through the announcer, which spaces them out).
+    fn announce(&self) {
+        match &self.announcer {
+            Some(announcer) => announcer.ours.send_modify(|changes| *changes += 1),
+            None => {
+                let _ = self.changes.send(self.name.clone());
+            }
         }
     }
 
@@ -166,7 +200,7 @@ impl NotebookInUse {
         self.document
             .write_outputs(cell_id, outputs, execution_count, done)
             .await?;
-        let _ = self.changes.send(self.name.clone());
+        self.announce();
         Ok(())
     }
 
@@ -194,7 +228,7 @@ impl NotebookInUse {
         // The same notebook when nothing was written (and then no deep comparison).
         if !Arc::ptr_eq(&before, &after) && before != after {
             self.seen.record_cells(cells_named(&after, &touched));
-            let _ = self.changes.send(self.name.clone());
+            self.announce();
         }
         Ok((before, after))
     }
