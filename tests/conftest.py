@@ -239,14 +239,21 @@ class RawStdio:
 
     def call_tool(self, request_id: int, name: str, arguments: dict) -> dict:
         """Calls a tool and returns its result, skipping other lines."""
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                   "params": {"name": name, "arguments": arguments}})
+        return self.request(request_id, "tools/call", {"name": name, "arguments": arguments})["result"]
+
+    def request(self, request_id, method: str, params: dict) -> dict:
+        """Sends a request and returns its whole answer (result or error), skipping other lines."""
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        return self.reply(request_id)
+
+    def reply(self, request_id) -> dict:
+        """The answer to a request sent before (the opening `initialize` is "init")."""
         while True:
             line = self.proc.stdout.readline()
             assert line, "server closed stdout early"
             reply = json.loads(line)
             if reply.get("id") == request_id:
-                return reply["result"]
+                return reply
 
 
 # ---- wasm guests: built by guests/build, configured through a config file ----

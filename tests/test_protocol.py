@@ -160,3 +160,44 @@ def test_clients_without_tasks_see_no_change(jupyter_server):
                 assert texts(result) == ["direct\n"], joined(result)
 
     anyio.run(main)
+
+
+def test_the_guidance_is_served_as_instructions_and_as_a_skill(jupyter_server, http_server):
+    """How to work with notebooks here, written once beside the tools: the initialize
+    instructions say it briefly, the "working-with-notebooks" skill (MCP Skills extension) in
+    depth, on stdio and on Streamable HTTP."""
+    import hashlib
+
+    from conftest import RawStdio, server_env
+
+    uri = "skill://working-with-notebooks/SKILL.md"
+    raw = RawStdio(["--jupyter-url", jupyter_server.url], env=server_env({"JUPYTER_TOKEN": jupyter_server.token}))
+    try:
+        result = raw.reply("init")["result"]
+        assert "io.modelcontextprotocol/skills" in result["capabilities"]["extensions"], result["capabilities"]
+        said = result["instructions"]
+        for point in ("Never edit .ipynb files as text", "expected_version", "background: true",
+                      "notebook://NAME", uri):
+            assert point in said, said
+        listed = raw.request(2, "skills/list", {})["result"]["skills"]
+        assert [s["uri"] for s in listed] == [uri]
+        skill = raw.request(3, "skills/get", {"uri": uri})["result"]["skill"]
+        assert skill["frontmatter"]["name"] == "working-with-notebooks" and skill["frontmatter"]["description"]
+        read = raw.request(4, "resources/read", {"uri": uri})["result"]["contents"][0]
+        text = read["text"]
+        assert read["mimeType"] == "text/markdown" and text.startswith("---\nname: working-with-notebooks\n")
+        (file,) = skill["resources"]
+        assert file["uri"] == uri and file["size"] == len(text.encode())
+        assert file["digest"] == "sha256:" + hashlib.sha256(text.encode()).hexdigest(), "the manifest fits the file"
+        for point in ("Never edit `.ipynb` files as text", "expected_version", "background: true", "get_execution"):
+            assert point in text, point
+        unknown = raw.request(5, "skills/get", {"uri": "skill://other/SKILL.md"})
+        assert "error" in unknown and uri in unknown["error"]["message"], unknown
+    finally:
+        raw.proc.kill()
+        raw.proc.wait()
+    # The same over Streamable HTTP (a stateless modern request).
+    listed = answer(modern(http_server, "skills/list", {}))["result"]["skills"]
+    assert [s["uri"] for s in listed] == [uri]
+    read = answer(modern(http_server, "resources/read", {"uri": uri}))["result"]["contents"][0]
+    assert read["text"] == text

@@ -15,6 +15,7 @@ pub mod hub;
 pub mod logging;
 pub mod resources;
 pub mod session_owners;
+mod skills;
 pub mod stdio;
 pub mod tasks;
 
@@ -26,12 +27,13 @@ use cite::{CITE_PROMPT, cite_prompt};
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities,
-    CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
-    Implementation, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
-    PaginatedRequestParams, ProgressNotificationParam, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams, UpdateTaskParams,
+    CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetSkillRequestParams,
+    GetSkillResult, GetTaskParams, GetTaskResult, Implementation, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
@@ -58,12 +60,6 @@ pub const MAX_REQUEST_BYTES: usize = 16 << 20;
 /// The extension under which the capability block is advertised.
 pub const CAPABILITIES_EXTENSION: &str = "io.jupyter-mcp/capabilities";
 
-const INSTRUCTIONS: &str = "Read, edit and run Jupyter notebooks and kernels. Code runs on the \
-Jupyter side: execute_code runs code in a kernel (a default one is started on first use, or name \
-one with kernel_id from list_kernels); list_files explores the server's files; \
-connect_to_jupyter switches to another Jupyter Server. Long outputs are cut to keep your context \
-small; the result says how to get the rest.";
-
 /// What the transports serve: the domain, the tools, and the HTTP transport's settings.
 pub struct ServerState {
     /// The domain every call uses; in Hub mode only the capabilities and settings are read
@@ -85,7 +81,7 @@ pub struct ServerState {
 /// names the core serves.
 pub fn core_catalog() -> Catalog {
     Catalog::new(
-        &["notebook", "capabilities", "ui", "execution"],
+        &["notebook", "capabilities", "ui", "execution", "skill"],
         &[CITE_PROMPT],
         catalog::fits,
     )
@@ -184,7 +180,9 @@ impl ServerHandler for McpServer {
             .enable_tool_list_changed()
             .enable_resources_list_changed()
             .enable_prompts_list_changed()
-            .enable_tasks();
+            .enable_tasks()
+            // One skill, how to work with notebooks here (SEP-2640), read through resources.
+            .enable_skills();
         #[cfg(feature = "conformance-fixtures")]
         let capabilities = {
             let mut c = capabilities;
@@ -203,7 +201,7 @@ impl ServerHandler for McpServer {
             .insert(CAPABILITIES_EXTENSION.to_owned(), block);
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(crate::tools::guidance::INSTRUCTIONS)
     }
 
     async fn initialize(
@@ -279,6 +277,22 @@ impl ServerHandler for McpServer {
         Ok(ListResourcesResult::with_all_items(all))
     }
 
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        Ok(ListSkillsResult::with_all_items(vec![skills::skill()]))
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        skills::get(&request.uri)
+    }
+
     async fn list_resource_templates(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -307,6 +321,9 @@ impl ServerHandler for McpServer {
         }
         if request.uri == apps::VIEWER_URI {
             return Ok(apps::read_viewer().into());
+        }
+        if request.uri == crate::tools::guidance::SKILL_URI {
+            return Ok(skills::read().into());
         }
         if let Some(extension) = self.state.catalog.resource_provider(&request.uri) {
             return catalog::read(extension.as_ref(), request.uri)

@@ -11,6 +11,7 @@ pub mod extensions;
 pub mod file_io;
 pub mod files;
 pub mod format;
+pub mod guidance;
 pub mod interrupt;
 pub mod kernels;
 pub mod kernelspecs;
