@@ -37,7 +37,8 @@ pub enum DocumentError {
     Invalid { path: String, source: NotebookError },
     #[error(
         "the Jupyter Server at {url} has no real-time collaboration, so '{path}' cannot be edited \
-         live; install jupyter-collaboration there, or use --document-backend file"
+         live; install jupyter-collaboration (or jupyter-server-documents) there, or use \
+         --document-backend file"
     )]
     NoCollaboration { url: String, path: String },
     /// The collaboration room could not be joined or kept; the message says why.

@@ -6,11 +6,12 @@
 //! *gone* — deleted, dead, or restarted by someone else — because then its state is lost.
 //!
 //! Nothing a caller queues is sent on a socket before the kernel has answered a
-//! `kernel_info_request` on it (re-sent until it does), as Jupyter's own clients wait: what sits
-//! between us and the kernel (a Jupyter Server's gateway proxy, a gateway, a Hub's proxy) may
-//! accept the socket before its own channels to the kernel are open, and drop what arrives
-//! meanwhile. And a socket is never dialled twice under one session id: a gateway takes the
-//! second for a replacement of the first and stalls it.
+//! `kernel_info_request` on it, on iopub (re-sent until it does), as Jupyter's own clients wait:
+//! what sits between us and the kernel (a Jupyter Server's gateway proxy, a gateway, a Hub's
+//! proxy, jupyter-server-documents' pass-through websocket) may accept the socket before its own
+//! channels to the kernel are open, and drop what arrives meanwhile. And a socket is never
+//! dialled twice under one session id: a gateway takes the second for a replacement of the first
+//! and stalls it.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
