@@ -159,6 +159,22 @@ async def test_a_page_or_a_cell_read_alone_shows_what_the_whole_read_shows(jupyt
                 await peer.stop()
 
 
+async def _people_of(agent, index: int):
+    """Who a read of cell `index` says is in the notebook, once someone has a cursor there."""
+    people = (await call(agent, "read_cell", cell_index=index)).meta[META + "people"]
+    return people if any(p["cursor"] for p in people) else None
+
+
+async def eventually_async(read, timeout: float, what: str):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await read()
+        if value:
+            return value
+        assert asyncio.get_running_loop().time() < deadline, f"not within {timeout}s: {what}"
+        await asyncio.sleep(0.1)
+
+
 def save_delay_said(text: str) -> float:
     """The room's save delay an edit's result gives ("… saves the shared document N s after …")."""
     import re
@@ -226,10 +242,16 @@ async def test_a_write_with_a_stale_version_changes_nothing(jupyter_server, back
             if peer is not None:
                 # The room says who changed it, and who else is here.
                 assert "Last changed by: ada." in error, error
+                # The peer has no editor cursor: it is where it last changed a cell (the source
+                # of cell 0; adding a cell changes the list, not a cell).
+                added = (await call(agent, "read_cell", cell_index=0)).meta[META + "cell_id"]
                 here = await call(agent, "read_cell", cell_index=1)
-                assert here.meta[META + "people"] == ["ada"] and texts(here)[-1] == "Also in this notebook: ada."
+                ada = {"name": "ada", "cell_id": added, "cursor": False}
+                assert here.meta[META + "people"] == [ada], here.meta
+                assert texts(here)[-1] == f"Also in this notebook: ada (last changed cell {added}).", texts(here)
                 listed = await call(agent, "read_notebook", notebook_name="nb", response_format="detailed")
-                assert listed.meta[META + "people"] == ["ada"] and "\nAlso in this notebook: ada.\n" in joined(listed)
+                assert listed.meta[META + "people"] == [ada]
+                assert f"\nAlso in this notebook: ada (last changed cell {added}).\n" in joined(listed)
             else:
                 assert "Last changed by" not in error
 
@@ -323,6 +345,11 @@ async def test_a_person_typing_in_jupyterlab_is_never_overwritten_by_a_stale_wri
             seen = read.meta[META + "cell_version"]
             person(type=typed, cell=0)
             await wait_for_source(agent, 0, typed)
+            # Where the person is: their editor's cursor is in the cell they typed in.
+            first_id = read.meta[META + "cell_id"]
+            here = await eventually_async(lambda: _people_of(agent, 1), 10, "the person's cursor cell")
+            (someone,) = here
+            assert someone["cell_id"] == first_id and someone["cursor"] is True, here
             error = await refused(agent, "overwrite_cell_source", cell_index=0, cell_source="x = 'the agent'",
                                   expected_version=seen)
             assert typed in error, error

@@ -212,6 +212,10 @@ pub trait Document: Send + Sync {
     fn others_present(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Each other person present and where they are (a room's awareness says), sorted by name.
+    fn whereabouts(&self) -> Vec<live::Presence> {
+        Vec::new()
+    }
     /// A counter that moves each time someone else changes the notebook, when the backend hears
     /// of such changes (a room does).
     fn changes_by_others(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -8,6 +8,7 @@
 //! JavaScript side has no move operation.
 
 use serde_json::{Map as JsonMap, Value};
+use yrs::block::ClientID;
 use yrs::types::ToJson;
 use yrs::updates::decoder::Decode;
 use yrs::{
@@ -55,6 +56,28 @@ impl YNotebook {
     /// The cells list, for observers of who changes what.
     pub fn cells(&self) -> &ArrayRef {
         &self.cells
+    }
+
+    /// The id of the cell whose source is the shared text created as item (`client`, `clock`):
+    /// where a peer's editor cursor points (y-codemirror names the text it is in that way).
+    pub fn cell_with_source(&self, client: u64, clock: u32) -> Option<String> {
+        // Client ids are 53-bit (JavaScript's safe integers); anything larger names nothing.
+        if client >= 1 << 53 {
+            return None;
+        }
+        let wanted = yrs::branch::BranchID::Nested(yrs::ID::new(ClientID::new(client), clock));
+        let txn = self.doc.transact();
+        self.cells.iter(&txn).find_map(|cell| {
+            let Out::YMap(map) = &cell else { return None };
+            match map.get(&txn, "source") {
+                Some(Out::YText(text))
+                    if AsRef::<yrs::branch::Branch>::as_ref(&text).id() == wanted =>
+                {
+                    stored_id(&cell, &txn).map(|id| id.to_string())
+                }
+                _ => None,
+            }
+        })
     }
 
     /// Calls `changed` after each update from the room that changed a cell or the notebook's

@@ -3,6 +3,7 @@
 //! carries the source it expects to replace, so a change someone else made meanwhile is refused
 //! as a conflict instead of overwritten.
 
+pub use jupyter_client::document::live::Presence;
 use std::sync::Arc;
 
 use super::Error;
@@ -422,6 +423,12 @@ pub fn persisted(in_use: &NotebookInUse) -> Persisted {
 /// The names of the others in the notebook now (its room's awareness; none for a file).
 pub fn others_present(in_use: &NotebookInUse) -> Vec<String> {
     in_use.document.others_present()
+}
+
+/// Each other person in the notebook now and where they are: the cell their cursor is in, else
+/// the one they last changed (its room's awareness; none for a file).
+pub fn whereabouts(in_use: &NotebookInUse) -> Vec<Presence> {
+    in_use.document.whereabouts()
 }
 
 /// The version of the cell `cell_id` in `notebook` (empty if it is not there).

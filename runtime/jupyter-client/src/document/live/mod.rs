@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use self::journal::Journal;
+pub use self::people::Presence;
 use self::people::SharedPeople;
 use self::room::{Link, join, room_session};
 use self::save::SharedSaveClock;
@@ -506,6 +507,10 @@ impl Document for LiveDocument {
 
     fn others_present(&self) -> Vec<String> {
         self.people.lock().expect("people lock").present()
+    }
+
+    fn whereabouts(&self) -> Vec<Presence> {
+        self.people.lock().expect("people lock").whereabouts()
     }
 
     fn changes_by_others(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -1,4 +1,5 @@
-//! Who else is in a room, as its awareness tells (display names), and which of them changed each
+//! Who else is in a room, as its awareness tells (display names), where each of them is (the cell
+//! their editor's cursor is in, else the cell they last changed), and which of them changed each
 //! cell last (the clients whose updates touched it), so a refused write can say who changed it.
 
 use std::collections::HashMap;
@@ -19,6 +20,20 @@ pub(super) struct People {
     names: HashMap<ClientID, String>,
     /// Per cell id, the other clients whose last update touched it.
     changed: HashMap<String, Vec<ClientID>>,
+    /// The cell each other client's editor cursor is in, as its awareness last said.
+    cursor_cells: HashMap<ClientID, String>,
+    /// The cell each other client changed last.
+    last_changed: HashMap<ClientID, String>,
+}
+
+/// Where a person in the room is: the cell their cursor is in, or else the one they last
+/// changed (`None`: neither is known).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Presence {
+    pub name: String,
+    pub cell_id: Option<String>,
+    /// Whether `cell_id` is where their cursor is (else where they last changed something).
+    pub cursor: bool,
 }
 
 impl People {
@@ -44,15 +59,62 @@ impl People {
         Some(names.join(", "))
     }
 
-    /// Takes the others' names from the room's awareness (ours left out).
-    pub(super) fn read_awareness(&mut self, awareness: &Awareness) {
-        let ours = awareness.client_id();
-        self.names = awareness
+    /// Each person present and where they are, sorted by name.
+    pub(super) fn whereabouts(&self) -> Vec<Presence> {
+        let mut people: Vec<Presence> = self
+            .names
             .iter()
-            .filter(|(client, _)| *client != ours)
+            .map(|(client, name)| {
+                let (cell_id, cursor) = match self.cursor_cells.get(client) {
+                    Some(cell) => (Some(cell.clone()), true),
+                    None => (self.last_changed.get(client).cloned(), false),
+                };
+                Presence {
+                    name: name.clone(),
+                    cell_id,
+                    cursor,
+                }
+            })
+            .collect();
+        people.sort();
+        people.dedup();
+        people
+    }
+
+    /// Takes the others' names from the room's awareness (ours left out), and the cells their
+    /// cursors are in (`cursor_cell` finds the cell an awareness state's cursor points into).
+    pub(super) fn read_awareness(
+        &mut self,
+        awareness: &Awareness,
+        cursor_cell: impl Fn(&str) -> Option<String>,
+    ) {
+        let ours = awareness.client_id();
+        let others = || awareness.iter().filter(|(client, _)| *client != ours);
+        self.names = others()
             .filter_map(|(client, state)| Some((client, name_of(state.data.as_deref()?)?)))
             .collect();
+        self.cursor_cells = others()
+            .filter_map(|(client, state)| Some((client, cursor_cell(state.data.as_deref()?)?)))
+            .collect();
     }
+}
+
+/// The shared text an awareness state's primary cursor is in, as y-codemirror names it: the
+/// `type` of the cursor's relative position, the (client, clock) of the text's own item.
+pub(super) fn cursor_text(state: &str) -> Option<(u64, u32)> {
+    let state: Value = serde_json::from_str(state).ok()?;
+    let cursors = state.get("cursors")?.as_array()?;
+    let cursor = cursors
+        .iter()
+        .find(|c| c.get("primary").and_then(Value::as_bool) == Some(true))
+        .or_else(|| cursors.first())?;
+    let text = cursor
+        .get("head")
+        .or_else(|| cursor.get("anchor"))?
+        .get("type")?;
+    let client = text.get("client")?.as_u64()?;
+    let clock = u32::try_from(text.get("clock")?.as_u64()?).ok()?;
+    Some((client, clock))
 }
 
 /// A person's name in an awareness state: JupyterLab's `user.display_name` or `user.name`,
@@ -84,6 +146,9 @@ pub(super) fn watch_cells(cells: &yrs::ArrayRef, ours: ClientID, people: SharedP
         let mut people = people.lock().expect("people lock");
         for event in events.iter() {
             if let Some(id) = touched_cell(&watched, txn, event) {
+                for writer in &writers {
+                    people.last_changed.insert(*writer, id.clone());
+                }
                 people.changed.insert(id, writers.clone());
             }
         }
@@ -110,6 +175,46 @@ mod tests {
     use super::*;
     use yrs::updates::decoder::Decode;
     use yrs::{Doc, ReadTxn, Text, Transact};
+
+    #[test]
+    fn a_cursor_names_the_text_it_is_in() {
+        // As JupyterLab publishes it (y-codemirror's relative positions).
+        let lab = r#"{"user": {"name": "Ada"}, "cursors": [{"anchor": {"type": {"client": 0,
+            "clock": 12}, "tname": null, "item": null, "assoc": 0}, "head": {"type": {"client": 0,
+            "clock": 12}, "tname": null, "item": {"client": 7, "clock": 1}, "assoc": 0},
+            "primary": true, "empty": true}]}"#;
+        assert_eq!(cursor_text(lab), Some((0, 12)));
+        assert_eq!(cursor_text(r#"{"user": {"name": "Ada"}}"#), None);
+        assert_eq!(cursor_text(r#"{"cursors": []}"#), None);
+        assert_eq!(cursor_text("not json"), None);
+    }
+
+    #[test]
+    fn a_person_is_where_their_cursor_is_else_where_they_last_changed() {
+        let mut people = People::default();
+        let (ada, bob, eve) = (ClientID::new(2), ClientID::new(3), ClientID::new(4));
+        people.names = [
+            (ada, "Ada".into()),
+            (bob, "Bob".into()),
+            (eve, "Eve".into()),
+        ]
+        .into();
+        people.cursor_cells = [(ada, "c1".into())].into();
+        people.last_changed = [(ada, "c9".into()), (bob, "c2".into())].into();
+        let at = |name: &str, cell: Option<&str>, cursor| Presence {
+            name: name.into(),
+            cell_id: cell.map(str::to_owned),
+            cursor,
+        };
+        assert_eq!(
+            people.whereabouts(),
+            vec![
+                at("Ada", Some("c1"), true),
+                at("Bob", Some("c2"), false),
+                at("Eve", None, false)
+            ]
+        );
+    }
 
     #[test]
     fn names_come_from_every_client_kind() {

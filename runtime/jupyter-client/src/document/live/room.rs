@@ -390,8 +390,14 @@ impl Room {
     /// Takes who is here from an awareness update (a bad one is ignored: it only names people).
     fn note_awareness(&self, awareness: &mut Awareness, update: yrs::sync::AwarenessUpdate) {
         if awareness.apply_update(update).is_ok() {
+            // The document before the people (the order the document's observers take them in).
+            let notebook = self.lock();
+            let cursor_cell = |state: &str| {
+                let (client, clock) = people::cursor_text(state)?;
+                notebook.cell_with_source(client, clock)
+            };
             let mut people = self.people.lock().expect("people lock");
-            people.read_awareness(awareness);
+            people.read_awareness(awareness, cursor_cell);
         }
     }
 

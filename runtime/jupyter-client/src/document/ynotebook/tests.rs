@@ -384,3 +384,36 @@ fn the_rooms_changes_are_heard_and_ours_are_not() {
     ours.apply_update(&ours_first).unwrap();
     assert_eq!(heard.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn a_cursors_text_is_found_in_its_cell() {
+    let ours = YNotebook::new();
+    ours.write(&[
+        Edit::Insert {
+            index: 0,
+            cell: code("a", "x = 1"),
+        },
+        Edit::Insert {
+            index: 1,
+            cell: code("b", "y = 2"),
+        },
+    ])
+    .unwrap();
+    // The item id of cell b's source text, as a peer's cursor names it.
+    let (client, clock) = {
+        let txn = ours.doc.transact();
+        let Some(Out::YMap(cell)) = ours.cells.get(&txn, 1) else {
+            panic!("cell b is a map")
+        };
+        let Some(Out::YText(source)) = cell.get(&txn, "source") else {
+            panic!("its source is a text")
+        };
+        match AsRef::<yrs::branch::Branch>::as_ref(&source).id() {
+            yrs::branch::BranchID::Nested(id) => (id.client.get(), id.clock),
+            yrs::branch::BranchID::Root(_) => panic!("a cell's source is nested"),
+        }
+    };
+    assert_eq!(ours.cell_with_source(client, clock).as_deref(), Some("b"));
+    assert_eq!(ours.cell_with_source(client, clock + 1000), None);
+    assert_eq!(ours.cell_with_source(1 << 60, 0), None);
+}

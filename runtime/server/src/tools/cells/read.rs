@@ -12,7 +12,7 @@ use crate::tools::outputs::{self, Compact, Rendered};
 use crate::tools::{ToolContext, ToolOutput, ToolResult};
 use server_core::capabilities::COMPACT_OUTPUT;
 use server_core::domain::cells::CellType;
-use server_core::domain::cells::{self, others_present};
+use server_core::domain::cells::{self, Presence, whereabouts};
 use server_core::domain::outputs::Output;
 use server_core::domain::versions::{cell_version, structure_version};
 
@@ -74,11 +74,9 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
     };
     let ids: Vec<&str> = page.cells.iter().map(|c| c.id.as_str()).collect();
     let versions: Vec<String> = page.cells.iter().map(cell_version).collect();
-    let others = others_present(&in_use);
+    let others = whereabouts(&in_use);
     let here = match (args.response_format, others.is_empty()) {
-        (ResponseFormat::Detailed, false) => {
-            format!("Also in this notebook: {}.\n", others.join(", "))
-        }
+        (ResponseFormat::Detailed, false) => format!("{}\n", people_line(&others)),
         _ => String::new(),
     };
     let structure = structure_version(page.ids.iter().map(String::as_str));
@@ -86,7 +84,7 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
         "Notebook {} has {total} cells.\n{here}\n{body}",
         args.notebook_name
     ))
-    .with_meta("people", json!(others))
+    .with_meta("people", people_meta(&others))
     .with_meta("start_index", json!(args.start_index))
     .with_meta("cell_ids", json!(ids))
     .with_meta("cell_versions", json!(versions))
@@ -143,19 +141,43 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
             None => "[Not run yet: no execution count, no output]".to_owned(),
         }));
     }
-    let others = others_present(&in_use);
+    let others = whereabouts(&in_use);
     if !others.is_empty() {
-        pieces.push(Rendered::Text(format!(
-            "Also in this notebook: {}.",
-            others.join(", ")
-        )));
+        pieces.push(Rendered::Text(people_line(&others)));
     }
     let mut output = ToolOutput::content(outputs::to_content(pieces));
-    output = output.with_meta("people", json!(others));
+    output = output.with_meta("people", people_meta(&others));
     // For clients with an output viewer (MCP Apps); the MCP layer drops it for the others.
     // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
     let widgets = in_use.widget_state(shown, &read.metadata);
     output.structured = Some(outputs::bundles(shown, widgets, limits, &hint));
     let output = output.with_meta("cell_version", json!(cell_version(cell)));
     Ok(with_cell_id(output, &cell.id))
+}
+
+/// "Also in this notebook: …", each person with the cell they are in.
+fn people_line(people: &[Presence]) -> String {
+    let shown: Vec<String> = people
+        .iter()
+        .map(|person| match (&person.cell_id, person.cursor) {
+            (Some(cell), true) => format!("{} (in cell {cell})", person.name),
+            (Some(cell), false) => format!("{} (last changed cell {cell})", person.name),
+            (None, _) => person.name.clone(),
+        })
+        .collect();
+    format!("Also in this notebook: {}.", shown.join(", "))
+}
+
+/// `io.jupyter-mcp/people`: each person, the cell they are in and whether their cursor is there.
+fn people_meta(people: &[Presence]) -> serde_json::Value {
+    json!(
+        people
+            .iter()
+            .map(|person| json!({
+                "name": person.name,
+                "cell_id": person.cell_id,
+                "cursor": person.cursor,
+            }))
+            .collect::<Vec<_>>()
+    )
 }
