@@ -208,10 +208,6 @@ pub trait Document: Send + Sync {
     fn persistence(&self) -> Persistence {
         Persistence::Saved
     }
-    /// The names of the others in the notebook now (a room's awareness), sorted.
-    fn others_present(&self) -> Vec<String> {
-        Vec::new()
-    }
     /// Each other person present and where they are (a room's awareness says), sorted by name.
     fn whereabouts(&self) -> Vec<live::Presence> {
         Vec::new()

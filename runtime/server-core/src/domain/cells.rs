@@ -420,11 +420,6 @@ pub fn persisted(in_use: &NotebookInUse) -> Persisted {
     }
 }
 
-/// The names of the others in the notebook now (its room's awareness; none for a file).
-pub fn others_present(in_use: &NotebookInUse) -> Vec<String> {
-    in_use.document.others_present()
-}
-
 /// Each other person in the notebook now and where they are: the cell their cursor is in, else
 /// the one they last changed (its room's awareness; none for a file).
 pub fn whereabouts(in_use: &NotebookInUse) -> Vec<Presence> {

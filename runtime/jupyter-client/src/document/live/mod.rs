@@ -505,10 +505,6 @@ impl Document for LiveDocument {
         self.people.lock().expect("people lock").changed_by(cell_id)
     }
 
-    fn others_present(&self) -> Vec<String> {
-        self.people.lock().expect("people lock").present()
-    }
-
     fn whereabouts(&self) -> Vec<Presence> {
         self.people.lock().expect("people lock").whereabouts()
     }

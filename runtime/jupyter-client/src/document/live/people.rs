@@ -37,14 +37,6 @@ pub struct Presence {
 }
 
 impl People {
-    /// The names of the others present, sorted, each once.
-    pub(super) fn present(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.names.values().cloned().collect();
-        names.sort();
-        names.dedup();
-        names
-    }
-
     /// Who changed the cell last, by name when the room names them.
     pub(super) fn changed_by(&self, cell_id: &str) -> Option<String> {
         let clients = self.changed.get(cell_id)?;
