@@ -10,13 +10,11 @@
 use serde_json::{Map as JsonMap, Value};
 use yrs::block::ClientID;
 use yrs::types::ToJson;
-use yrs::updates::decoder::Decode;
 use yrs::{
-    Any, Array, ArrayPrelim, ArrayRef, DeepObservable, Doc, GetString, In, Map, MapPrelim, MapRef,
-    Origin, Out, ReadTxn, StateVector, Text, TextPrelim, TextRef, Transact, TransactionMut, Update,
+    Any, Array, ArrayPrelim, ArrayRef, Doc, GetString, In, Map, MapPrelim, MapRef, Out, ReadTxn,
+    Text, TextPrelim, TextRef, Transact, TransactionMut,
 };
 
-use super::room_update::well_formed;
 use super::yvalues::{
     any_to_json, is_empty, json_to_any, normalize_cell, normalize_output, object_prelim,
     out_to_json, output_prelim,
@@ -24,9 +22,6 @@ use super::yvalues::{
 use super::{CellAt, CellRead, Edit, Page, page_range};
 use notebook_format::notebook::{Cell, CellType, Notebook, NotebookError, new_cell_id};
 use notebook_format::outputs::Output;
-
-/// The origin of the transactions that apply the room's updates (ours have none).
-const ROOM_ORIGIN: &str = "room";
 
 pub struct YNotebook {
     doc: Doc,
@@ -78,81 +73,6 @@ impl YNotebook {
                 _ => None,
             }
         })
-    }
-
-    /// Calls `changed` after each update from the room that changed a cell or the notebook's
-    /// metadata (not the room's own bookkeeping, such as its save state, nor our edits).
-    pub fn on_room_changes(&self, changed: impl Fn() + Send + Sync + Clone + 'static) {
-        let from_room = |txn: &TransactionMut| {
-            txn.origin()
-                .is_some_and(|origin| *origin == Origin::from(ROOM_ORIGIN))
-        };
-        let on_cells = changed.clone();
-        self.cells
-            .observe_deep("room-changes", move |txn: &TransactionMut, _| {
-                if from_room(txn) {
-                    on_cells();
-                }
-            });
-        self.meta
-            .observe_deep("room-changes", move |txn: &TransactionMut, _| {
-                if from_room(txn) {
-                    changed();
-                }
-            });
-    }
-
-    pub fn state_vector(&self) -> StateVector {
-        self.doc.transact().state_vector()
-    }
-
-    /// What a peer with state vector `remote` lacks.
-    pub fn diff(&self, remote: &StateVector) -> Vec<u8> {
-        self.doc.transact().encode_state_as_update_v1(remote)
-    }
-
-    /// Applies an update from the room. yrs asserts on some malformed input (found by fuzzing),
-    /// so a panic is caught and reported like any other bad update: one hostile peer must not
-    /// take our connection task down. After an error the caller should drop this document.
-    pub fn apply_update(&self, update: &[u8]) -> Result<(), String> {
-        let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let update = Update::decode_v1(update).map_err(|e| e.to_string())?;
-            // The room sends every update back to its sender too: ours (a running cell's
-            // output, every few milliseconds) would cost a check and an integration each.
-            if self.knows(&update) {
-                return Ok(());
-            }
-            let update = well_formed(update)?;
-            self.doc
-                .transact_mut_with(ROOM_ORIGIN)
-                .apply_update(update)
-                .map_err(|e| e.to_string())
-        }));
-        applied.unwrap_or_else(|_| Err("the update is malformed (yrs refused it)".into()))
-    }
-
-    /// Whether the document already holds all of `update`: every block it inserts and every
-    /// deletion it carries (an update names the sender's whole delete set). Integrating it then
-    /// changes nothing.
-    fn knows(&self, update: &Update) -> bool {
-        let txn = self.doc.transact();
-        let held = txn.state_vector();
-        let inserted = update
-            .insertions(true)
-            .iter()
-            .all(|(client, ranges)| ranges.iter().all(|range| range.end <= held.get(client)));
-        if !inserted {
-            return false;
-        }
-        if update.delete_set().is_empty() {
-            return true;
-        }
-        let deleted = txn.snapshot().delete_set;
-        update
-            .delete_set()
-            .diff(&deleted)
-            .iter()
-            .all(|(_, ranges)| ranges.iter().all(|range| range.is_empty()))
     }
 
     /// The notebook as it is in the document now.
@@ -627,5 +547,6 @@ fn cell_prelim(cell: &Cell) -> MapPrelim {
     map.into_iter().collect()
 }
 
+mod sync;
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,9 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
+use self::signals::{
+    HANDSHAKE_RESEND, IOPUB_GRACE, IOPUB_NUDGE, announces_birth, loss_signalled, shows_answering,
+};
 use super::codec::WireMessage;
 use super::socket::Socket;
 use crate::rest::JupyterRest;
@@ -318,88 +321,6 @@ fn new_message(
     }
 }
 
-/// How often the `kernel_info_request` that opens a socket is sent again until answered.
-const HANDSHAKE_RESEND: Duration = Duration::from_secs(1);
-
-/// How soon a handshake request is sent again once the shell answered but iopub said nothing.
-const IOPUB_NUDGE: Duration = Duration::from_millis(50);
-/// How long iopub may stay silent after the shell answered before the shell's word is taken.
-const IOPUB_GRACE: Duration = Duration::from_secs(2);
-
-/// Whether `message` shows the kernel answering on a new socket, on iopub (where outputs come):
-/// a status about one of our handshake requests, or the kernel busy running someone's code (a
-/// kernel running a long cell answers `kernel_info` only after it; it is started, and our
-/// requests wait their turn). A shell answer alone is not enough: where Jupyter hands the
-/// kernel's channels straight through (jupyter-server-documents), iopub's subscription can
-/// still be settling when the shell answers, and outputs sent meanwhile are lost.
-fn shows_answering(message: &WireMessage, handshake: &HashSet<String>) -> bool {
-    if message.channel != "iopub" {
-        return false;
-    }
-    if message
-        .parent_msg_id()
-        .is_some_and(|parent| handshake.contains(parent))
-    {
-        return true;
-    }
-    message.msg_type() == "status"
-        && message
-            .content
-            .get("execution_state")
-            .and_then(Value::as_str)
-            == Some("busy")
-        && message
-            .parent_header
-            .get("msg_type")
-            .and_then(Value::as_str)
-            == Some("execute_request")
-}
-
-/// A kernel's own "starting" or its restarter's "restarting" status, sent to nobody in particular.
-fn announces_birth(message: &WireMessage) -> bool {
-    message.msg_type() == "status"
-        && message.parent_msg_id().is_none()
-        && matches!(
-            message
-                .content
-                .get("execution_state")
-                .and_then(Value::as_str),
-            Some("starting" | "restarting")
-        )
-}
-
-/// A kernel-lifecycle event seen on the socket, judged by whether the kernel's state survives.
-fn loss_signalled(message: &WireMessage, restart_expected: &AtomicBool) -> Option<GoneReason> {
-    match message.msg_type() {
-        "shutdown_reply" => {
-            let restart = message.content.get("restart").and_then(Value::as_bool) == Some(true);
-            if !restart {
-                Some(GoneReason::Deleted)
-            } else if restart_expected.load(Ordering::SeqCst) {
-                None
-            } else {
-                Some(GoneReason::Restarted)
-            }
-        }
-        "status" if message.parent_msg_id().is_none() => {
-            match message
-                .content
-                .get("execution_state")
-                .and_then(Value::as_str)
-            {
-                Some("dead") => Some(GoneReason::Dead),
-                // Jupyter's restarter says so before the new process starts.
-                Some("restarting") if restart_expected.load(Ordering::SeqCst) => None,
-                Some("restarting") => Some(GoneReason::Restarted),
-                Some("starting") if restart_expected.swap(false, Ordering::SeqCst) => None,
-                Some("starting") => Some(GoneReason::Restarted),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
-
 struct SocketTask {
     rest: JupyterRest,
     kernel_id: String,
@@ -643,5 +564,6 @@ enum Pumped {
     SocketClosed(String, Option<WireMessage>),
 }
 
+mod signals;
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,7 @@
 use super::*;
 use notebook_format::outputs::StreamName;
+use yrs::Update;
+use yrs::updates::decoder::Decode;
 
 fn code(id: &str, source: &str) -> Cell {
     let mut cell = Cell::new(CellType::Code, source);
