@@ -113,6 +113,7 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
 
     child: ChildServer | None = None
     _listener: socket.socket | None = None
+    _loaded = False
     _http: AsyncHTTPClient | None = None
     _watcher: PeriodicCallback | None = None
     _restarts = 0  # restarts in a row, reset once a child stayed up for RESTART_RESET seconds
@@ -134,8 +135,15 @@ class JupyterMCPServerExtensionApp(ExtensionApp):
                 f"`jupyter server extension disable {UPSTREAM_MODULE}`"
             )
         self.settings["jupyter_mcp_server_rs"] = self
-        # The child connects back to this server, so it starts once the server listens.
-        IOLoop.current().add_callback(self._start_child)
+        self._loaded = True
+
+    async def _start_jupyter_server_extension(self, serverapp) -> None:
+        # Jupyter's hook for after its port is bound. Starting the child here (not in a callback
+        # queued at load time) matters twice: the child connects back to this server, and our
+        # own port is picked only once Jupyter holds its port, so an ephemeral port Jupyter was
+        # told to use can never be taken by us first.
+        if self._loaded:  # not when loading was refused above
+            self._start_child()
 
     def initialize_handlers(self) -> None:
         self.handlers.extend([(r"/mcp", McpProxyHandler), (r"/mcp/(.*)", McpProxyHandler)])
