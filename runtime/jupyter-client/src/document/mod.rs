@@ -221,6 +221,10 @@ pub trait Document: Send + Sync {
     fn changed_by(&self, _cell_id: &str) -> Option<String> {
         None
     }
+    /// Who else last inserted or deleted cells, when the backend knows.
+    fn structure_changed_by(&self) -> Option<String> {
+        None
+    }
     /// Lets go of the document (e.g. leaves the room after sending what is pending).
     fn close(&self) -> DocumentFuture<'_, ()> {
         Box::pin(async { Ok(()) })

@@ -505,6 +505,13 @@ impl Document for LiveDocument {
         self.people.lock().expect("people lock").changed_by(cell_id)
     }
 
+    fn structure_changed_by(&self) -> Option<String> {
+        self.people
+            .lock()
+            .expect("people lock")
+            .structure_changed_by()
+    }
+
     fn whereabouts(&self) -> Vec<Presence> {
         self.people.lock().expect("people lock").whereabouts()
     }

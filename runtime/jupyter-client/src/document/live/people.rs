@@ -24,6 +24,8 @@ pub(super) struct People {
     cursor_cells: HashMap<ClientID, String>,
     /// The cell each other client changed last.
     last_changed: HashMap<ClientID, String>,
+    /// The other clients whose last update inserted or deleted cells.
+    structure: Vec<ClientID>,
 }
 
 /// Where a person in the room is: the cell their cursor is in, or else the one they last
@@ -39,7 +41,18 @@ pub struct Presence {
 impl People {
     /// Who changed the cell last, by name when the room names them.
     pub(super) fn changed_by(&self, cell_id: &str) -> Option<String> {
-        let clients = self.changed.get(cell_id)?;
+        self.named(self.changed.get(cell_id)?)
+    }
+
+    /// Who last inserted or deleted cells, by name when the room names them.
+    pub(super) fn structure_changed_by(&self) -> Option<String> {
+        self.named(&self.structure)
+    }
+
+    fn named(&self, clients: &[ClientID]) -> Option<String> {
+        if clients.is_empty() {
+            return None;
+        }
         let names: Vec<String> = clients
             .iter()
             .map(|c| {
@@ -137,7 +150,18 @@ pub(super) fn watch_cells(cells: &yrs::ArrayRef, ours: ClientID, people: SharedP
         }
         let mut people = people.lock().expect("people lock");
         for event in events.iter() {
-            if let Some(id) = touched_cell(&watched, txn, event) {
+            let touched = match touched_cell(&watched, txn, event) {
+                Some(id) => vec![id],
+                None => match event {
+                    // The list itself: cells inserted (a move is a deletion and an insertion).
+                    Event::Array(list) if event.path().is_empty() => {
+                        people.structure = writers.clone();
+                        inserted_cells(list, txn)
+                    }
+                    _ => Vec::new(),
+                },
+            };
+            for id in touched {
                 for writer in &writers {
                     people.last_changed.insert(*writer, id.clone());
                 }
@@ -145,6 +169,30 @@ pub(super) fn watch_cells(cells: &yrs::ArrayRef, ours: ClientID, people: SharedP
             }
         }
     });
+}
+
+/// The ids of the cells an event on the list of cells inserted.
+fn inserted_cells(list: &yrs::types::array::ArrayEvent, txn: &TransactionMut) -> Vec<String> {
+    list.delta(txn)
+        .iter()
+        .filter_map(|change| match change {
+            yrs::types::Change::Added(values) => Some(values),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|value| match value {
+            Out::YMap(cell) => cell_id(&cell.get(txn, "id")?, txn),
+            _ => None,
+        })
+        .collect()
+}
+
+fn cell_id(value: &Out, txn: &TransactionMut) -> Option<String> {
+    match value {
+        Out::Any(yrs::Any::String(id)) => Some(id.to_string()),
+        Out::YText(text) => Some(text.get_string(txn)),
+        _ => None,
+    }
 }
 
 /// The id of the cell an event inside `cells` belongs to (none for the list itself).
@@ -155,11 +203,7 @@ fn touched_cell(cells: &yrs::ArrayRef, txn: &TransactionMut, event: &Event) -> O
     let Out::YMap(cell) = cells.get(txn, index)? else {
         return None;
     };
-    match cell.get(txn, "id")? {
-        Out::Any(yrs::Any::String(id)) => Some(id.to_string()),
-        Out::YText(text) => Some(text.get_string(txn)),
-        _ => None,
-    }
+    cell_id(&cell.get(txn, "id")?, txn)
 }
 
 #[cfg(test)]
@@ -257,5 +301,18 @@ mod tests {
         known.changed = people.lock().unwrap().changed.clone();
         assert_eq!(known.changed_by("c1").as_deref(), Some("Ada"));
         assert_eq!(known.changed_by("c2"), None);
+        assert_eq!(known.structure_changed_by(), None);
+
+        // A cell inserted (the list itself changes) is theirs too, and so is the structure.
+        {
+            let mut txn = theirs.transact_mut();
+            let cell = their_cells.insert(&mut txn, 0, yrs::MapPrelim::default());
+            cell.insert(&mut txn, "id", "c2");
+        }
+        sync(&theirs, &ours);
+        known.changed = people.lock().unwrap().changed.clone();
+        known.structure = people.lock().unwrap().structure.clone();
+        assert_eq!(known.changed_by("c2").as_deref(), Some("Ada"));
+        assert_eq!(known.structure_changed_by().as_deref(), Some("Ada"));
     }
 }
