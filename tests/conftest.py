@@ -496,6 +496,49 @@ def open_lab_page(lab, path: str, screenshot: Path) -> subprocess.Popen:
     )
 
 
+def lab_notebook(lab, prefix: str, sources: list[str]) -> str:
+    """A new notebook of code cells in the lab's root, with a Python kernelspec (as JupyterLab
+    needs to open it without asking); returns its path."""
+    path = f"{prefix}-{uuid.uuid4().hex[:6]}.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    (lab.root / path).write_text(nbformat.writes(nb))
+    return path
+
+
+@contextlib.contextmanager
+def lab_person(lab, path: str, screenshot_name: str):
+    """A person at JupyterLab showing `path` in headless Chromium (tests/browser/person.cjs):
+    yields `person(**command)`, which sends one command and asserts it was done. The page is
+    closed (a screenshot saved under tests/artifacts) when the block ends."""
+    node = shutil.which("node")
+    assert node and os.environ.get("PLAYWRIGHT_CORE_DIR"), "run the suite through tests/run"
+    browser = chromium()
+    artifacts = Path(__file__).resolve().parent / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    driver = Path(__file__).resolve().parent / "browser" / "person.cjs"
+    page = subprocess.Popen(
+        [node, str(driver), f"{lab.url}/lab/tree/{path}?token={lab.token}", str(artifacts / screenshot_name)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ, CHROMIUM=browser))
+
+    def person(**command) -> None:
+        page.stdin.write(json.dumps(command) + "\n")
+        page.stdin.flush()
+        said = page.stdout.readline().strip()
+        assert said == "done", f"the person could not {command}: {said}"
+
+    try:
+        assert page.stdout.readline().strip() == "ready", "JupyterLab did not show the notebook"
+        yield person
+    finally:
+        try:
+            page.stdin.close()
+            page.wait(timeout=30)
+        except (subprocess.TimeoutExpired, BrokenPipeError):
+            page.kill()
+
+
 # The live backend's second peer (a person's JupyterLab, as far as the room can tell) and the file
 # on disk, for the tests of the live backend and of co-editing.
 

@@ -110,7 +110,7 @@ async def test_pydantic_ai_test_model_calls_every_tool_and_a_scripted_model_gets
         async with agent:
             result = await agent.run("use every tool")
         called = json.loads(result.output)
-        assert len(called) == 26, sorted(called)
+        assert len(called) == 27, sorted(called)
         assert "NameError" in json.dumps(called["execute_code"]), called["execute_code"]
 
         def model(messages, info):

@@ -163,14 +163,14 @@ def test_claude_print_mode_sees_every_tool_at_the_first_turn_and_gets_42(jupyter
         # turn lists them by name for the model to load.
         print_mode(home, api, config, tmp_path)
         named = set(re.findall(OUR_PREFIX + r"[a-z_]+", json.dumps(api.turns[0])))
-        assert len(named) == 26, sorted(named)
-        # With the tools given whole (ENABLE_TOOL_SEARCH=false): the first turn carries all 26
+        assert len(named) == 27, sorted(named)
+        # With the tools given whole (ENABLE_TOOL_SEARCH=false): the first turn carries all 27
         # schemas, the model calls execute_code, and the answer comes back.
         api.turns.clear()
         said = print_mode(home, api, config, tmp_path, ENABLE_TOOL_SEARCH="false")
         first = next(turn for turn in api.turns if turn.get("tools"))
         ours = sorted(t["name"] for t in first["tools"] if t["name"].startswith(OUR_PREFIX))
-        assert len(ours) == 26, [t.get("name") for t in first["tools"]]
+        assert len(ours) == 27, [t.get("name") for t in first["tools"]]
         assert "The kernel said:" in said and "42" in said, said
     finally:
         api.close()

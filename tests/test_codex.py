@@ -23,7 +23,7 @@ import pytest
 from conftest import TRANSPORTS, server_binary, start_http_server, toml_str
 
 OUR_NAMESPACE = "mcp__jupyter"
-OUR_TOOL_COUNT = 26
+OUR_TOOL_COUNT = 27
 TOKEN_VARIABLE = "JUPYTER_MCP_TEST_TOKEN"
 
 

@@ -242,12 +242,14 @@ async def test_a_write_with_a_stale_version_changes_nothing(jupyter_server, back
             if peer is not None:
                 # The room says who changed it, and who else is here.
                 assert "Last changed by: ada." in error, error
-                # The peer has no editor cursor: it is where it last changed a cell (the source
-                # of cell 0; adding a cell changes the list, not a cell).
-                added = (await call(agent, "read_cell", cell_index=0)).meta[META + "cell_id"]
+                # The peer has no editor cursor: it is where it last changed a cell (cell 0's
+                # source or the cell it added; the room may bring both in one update).
+                ids = (await call(agent, "read_notebook", notebook_name="nb")).meta[META + "cell_ids"]
+                touched = [ids[0], ids[-1]]
                 here = await call(agent, "read_cell", cell_index=1)
-                ada = {"name": "ada", "cell_id": added, "cursor": False}
-                assert here.meta[META + "people"] == [ada], here.meta
+                (ada,) = here.meta[META + "people"]
+                added = ada["cell_id"]
+                assert ada == {"name": "ada", "cell_id": added, "cursor": False} and added in touched, (touched, here.meta)
                 assert texts(here)[-1] == f"Also in this notebook: ada (last changed cell {added}).", texts(here)
                 listed = await call(agent, "read_notebook", notebook_name="nb", response_format="detailed")
                 assert listed.meta[META + "people"] == [ada]
@@ -303,77 +305,48 @@ async def test_a_person_typing_in_jupyterlab_is_never_overwritten_by_a_stale_wri
     """The person is JupyterLab in headless Chromium. They retype cell 0 after the agent read it;
     the agent's overwrite with the version it read is refused, and the person's text stays, on
     screen and on disk. The person sees the agent's cursor in the cell it works on."""
-    import json
-    import os
-    import shutil
-    import subprocess
-    from pathlib import Path
-
-    from conftest import chromium, start_lab
+    from conftest import lab_notebook, lab_person, start_lab
     from harness import stop_jupyter
 
-    node = shutil.which("node")
-    assert node and os.environ.get("PLAYWRIGHT_CORE_DIR"), "run the suite through tests/run"
-    browser = chromium()
     lab = start_lab(tmp_path)
-    page = None
     try:
-        path = f"typed-{uuid.uuid4().hex[:6]}.ipynb"
-        nb = nbformat.v4.new_notebook()
-        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-        nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell("y = 2")]
-        (lab.root / path).write_text(nbformat.writes(nb))
-        artifacts = Path(__file__).resolve().parent / "artifacts"
-        artifacts.mkdir(exist_ok=True)
-        driver = Path(__file__).resolve().parent / "browser" / "person.cjs"
-        page = subprocess.Popen(
-            [node, str(driver), f"{lab.url}/lab/tree/{path}?token={lab.token}",
-             str(artifacts / "jupyterlab-person-typed.png")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=dict(os.environ, CHROMIUM=browser))
-        assert page.stdout.readline().strip() == "ready", "JupyterLab did not show the notebook"
-
-        def person(**command) -> None:
-            page.stdin.write(json.dumps(command) + "\n")
-            page.stdin.flush()
-            said = page.stdout.readline().strip()
-            assert said == "done", f"the person could not {command}: {said}"
-
-        typed = "x = 'typed by a person'"
-        async with client(lab, "live") as agent:
-            await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
-            read = await call(agent, "read_cell", cell_index=0)
-            seen = read.meta[META + "cell_version"]
-            person(type=typed, cell=0)
-            await wait_for_source(agent, 0, typed)
-            # Where the person is: their editor's cursor is in the cell they typed in.
-            first_id = read.meta[META + "cell_id"]
-            here = await eventually_async(lambda: _people_of(agent, 1), 10, "the person's cursor cell")
-            (someone,) = here
-            assert someone["cell_id"] == first_id and someone["cursor"] is True, here
-            error = await refused(agent, "overwrite_cell_source", cell_index=0, cell_source="x = 'the agent'",
-                                  expected_version=seen)
-            assert typed in error, error
-            person(shows=typed, cell=0)
-            # Jupyter saves the room a moment later: the person's text, never the agent's, on disk.
-            on_disk = await eventually(lambda: (s := disk_sources(lab, path)) and typed in s[0] and s, 30,
-                                       "the person's text saved")
-            assert "the agent" not in on_disk[0], on_disk
-            # The agent's own awareness: the person sees its cursor (in its colour) in the cell it
-            # works on, and it follows the agent to the next one.
-            await call(agent, "overwrite_cell_source", cell_index=1, cell_source="y = 3")
-            person(cursor="rgb(124, 77, 255)", cell=1)
-            fresh = (await call(agent, "read_cell", cell_index=0)).meta[META + "cell_version"]
-            await call(agent, "overwrite_cell_source", cell_index=0, cell_source=typed + "  # seen",
-                       expected_version=fresh)
-            person(cursor="rgb(124, 77, 255)", cell=0)
+        path = lab_notebook(lab, "typed", ["x = 1", "y = 2"])
+        with lab_person(lab, path, "jupyterlab-person-typed.png") as person:
+            await typed_by_a_person(lab, path, person)
     finally:
-        if page is not None:
-            try:
-                page.stdin.close()
-                page.wait(timeout=30)
-            except (subprocess.TimeoutExpired, BrokenPipeError):
-                page.kill()
         stop_jupyter(lab)
+
+
+async def typed_by_a_person(lab, path: str, person) -> None:
+    """The agent reads, the person retypes, the stale overwrite is refused; cursors both ways."""
+    typed = "x = 'typed by a person'"
+    async with client(lab, "live") as agent:
+        await call(agent, "use_notebook", notebook_name="nb", notebook_path=path)
+        read = await call(agent, "read_cell", cell_index=0)
+        seen = read.meta[META + "cell_version"]
+        person(type=typed, cell=0)
+        await wait_for_source(agent, 0, typed)
+        # Where the person is: their editor's cursor is in the cell they typed in.
+        first_id = read.meta[META + "cell_id"]
+        here = await eventually_async(lambda: _people_of(agent, 1), 10, "the person's cursor cell")
+        (someone,) = here
+        assert someone["cell_id"] == first_id and someone["cursor"] is True, here
+        error = await refused(agent, "overwrite_cell_source", cell_index=0, cell_source="x = 'the agent'",
+                              expected_version=seen)
+        assert typed in error, error
+        person(shows=typed, cell=0)
+        # Jupyter saves the room a moment later: the person's text, never the agent's, on disk.
+        on_disk = await eventually(lambda: (s := disk_sources(lab, path)) and typed in s[0] and s, 30,
+                                   "the person's text saved")
+        assert "the agent" not in on_disk[0], on_disk
+        # The agent's own awareness: the person sees its cursor (in its colour) in the cell it
+        # works on, and it follows the agent to the next one.
+        await call(agent, "overwrite_cell_source", cell_index=1, cell_source="y = 3")
+        person(cursor="rgb(124, 77, 255)", cell=1)
+        fresh = (await call(agent, "read_cell", cell_index=0)).meta[META + "cell_version"]
+        await call(agent, "overwrite_cell_source", cell_index=0, cell_source=typed + "  # seen",
+                   expected_version=fresh)
+        person(cursor="rgb(124, 77, 255)", cell=0)
 
 
 @pytest.mark.parametrize("transport", ["stdio", "streamable-http"])

@@ -23,7 +23,7 @@ import pytest
 from conftest import TRANSPORTS, server_binary, start_http_server
 
 OUR_PREFIX = "mcp_jupyter_"
-OUR_TOOL_COUNT = 26
+OUR_TOOL_COUNT = 27
 # Any model name works with the stand-in; naming one skips Gemini CLI's routing step, which asks
 # a second model for a JSON verdict and retries with backoff for over a minute without one.
 MODEL = "gemini-2.5-flash"

@@ -177,7 +177,7 @@ def test_the_guidance_is_served_as_instructions_and_as_a_skill(jupyter_server, h
         assert "io.modelcontextprotocol/skills" in result["capabilities"]["extensions"], result["capabilities"]
         said = result["instructions"]
         for point in ("Never edit .ipynb files as text", "expected_version", "background: true",
-                      "notebook://NAME", uri):
+                      "notebook://NAME", "get_notebook_changes", "wait_seconds", uri):
             assert point in said, said
         listed = raw.request(2, "skills/list", {})["result"]["skills"]
         assert [s["uri"] for s in listed] == [uri]
@@ -189,7 +189,8 @@ def test_the_guidance_is_served_as_instructions_and_as_a_skill(jupyter_server, h
         (file,) = skill["resources"]
         assert file["uri"] == uri and file["size"] == len(text.encode())
         assert file["digest"] == "sha256:" + hashlib.sha256(text.encode()).hexdigest(), "the manifest fits the file"
-        for point in ("Never edit `.ipynb` files as text", "expected_version", "background: true", "get_execution"):
+        for point in ("Never edit `.ipynb` files as text", "expected_version", "background: true", "get_execution",
+                      "get_notebook_changes", "wait_seconds"):
             assert point in text, point
         unknown = raw.request(5, "skills/get", {"uri": "skill://other/SKILL.md"})
         assert "error" in unknown and uri in unknown["error"]["message"], unknown

@@ -7,6 +7,7 @@
 //! token, no tool table).
 
 pub mod cells;
+pub mod changes;
 pub mod connect;
 pub mod egress_asks;
 pub mod execution;

@@ -202,7 +202,7 @@ fn cut(line: &str, max: usize) -> String {
 }
 
 /// `text` cut at `max` characters (0: never), followed by `note(total characters)` when cut.
-fn cut_with(text: &str, max: usize, note: impl FnOnce(usize) -> String) -> String {
+pub(crate) fn cut_with(text: &str, max: usize, note: impl FnOnce(usize) -> String) -> String {
     let total = text.chars().count();
     if max == 0 || total <= max {
         return text.to_owned();

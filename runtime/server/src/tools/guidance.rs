@@ -11,8 +11,10 @@ connect_to_jupyter switches to another Jupyter Server. Never edit .ipynb files a
 tools (yours or write_file): people may have the notebook open, and a text edit overwrites their \
 changes; use use_notebook and the cell tools. Pass each cell's version (from your last read) as \
 expected_version when you change or run it: a cell someone changed since is refused with a diff, \
-not overwritten. Run long work with background: true and follow it with get_execution. Subscribe \
-to notebook://NAME to hear when anyone changes the notebook. Long outputs are cut to keep your \
+not overwritten. Run long work with background: true and follow it with get_execution. To learn \
+what the person (or anyone) changed, pass the revision: of your last read or edit to \
+get_notebook_changes (with wait_seconds to wait for them instead of polling), or subscribe to \
+notebook://NAME to hear when anyone changes the notebook. Long outputs are cut to keep your \
 context small; the result says how to get the rest. The skill skill://working-with-notebooks/SKILL.md \
 says all this in more depth.";
 
@@ -52,6 +54,8 @@ mod tests {
             "expected_version",
             "background",
             "notebook://NAME",
+            "get_notebook_changes",
+            "wait_seconds",
         ] {
             assert!(INSTRUCTIONS.contains(point), "instructions lack {point}");
             assert!(SKILL_MD.contains(point), "the skill lacks {point}");

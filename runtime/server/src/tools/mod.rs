@@ -3,6 +3,7 @@
 //! to dispatch.
 
 pub mod cells;
+pub mod changes;
 pub mod compact;
 pub mod connect;
 pub mod execute;
@@ -357,6 +358,7 @@ pub fn builtin() -> Vec<Arc<dyn Tool>> {
     ]
     .into_iter()
     .chain(cells::tools())
+    .chain(changes::tools())
     .chain(notebooks::tools())
     .chain(file_io::tools())
     .chain(executions::tools())

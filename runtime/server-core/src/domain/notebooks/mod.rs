@@ -8,6 +8,7 @@
 
 mod open;
 mod release;
+pub mod revisions;
 
 pub use open::{Attached, Opened, UseMode, UseRequest, Used};
 pub use release::{Switched, Unused};
@@ -26,6 +27,7 @@ use jupyter_client::document::{CellAt, CellRead, Document, DocumentError, Edit, 
 use jupyter_client::kernel::{Kernel, widgets};
 use notebook_format::notebook::Notebook;
 use notebook_format::outputs::Output;
+use revisions::{Author, Revisions};
 
 /// How the notebook's kernel came to be attached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +69,8 @@ pub struct NotebookInUse {
     pub seen: SeenSources,
     /// Tells `changes` of the notebook's changes, ours and others', while it is in use.
     announcer: Option<Announcer>,
+    /// The change cursor: its revisions and what this agent did to it.
+    pub revisions: Revisions,
 }
 
 /// The fewest milliseconds between two announcements of one notebook's changes: a person
@@ -135,10 +139,18 @@ impl NotebookInUse {
                 task: runtime.spawn(announcing).abort_handle(),
             }
         });
+        // A room tells of others' changes for free; a file is looked at every second while
+        // someone listens, so there only a waiting call listens.
+        let revisions = Revisions::new(
+            (document.backend() == "live")
+                .then(|| document.changes_by_others())
+                .flatten(),
+        );
         NotebookInUse {
             name,
             path,
             document,
+            revisions,
             kernel: Mutex::new(kernel),
             attaching: tokio::sync::Mutex::new(()),
             changes,
@@ -200,6 +212,7 @@ impl NotebookInUse {
         self.document
             .write_outputs(cell_id, outputs, execution_count, done)
             .await?;
+        self.revisions.we_ran(cell_id);
         self.announce();
         Ok(())
     }
@@ -228,9 +241,42 @@ impl NotebookInUse {
         // The same notebook when nothing was written (and then no deep comparison).
         if !Arc::ptr_eq(&before, &after) && before != after {
             self.seen.record_cells(cells_named(&after, &touched));
+            self.revisions.we_edited(&before, &after, &touched);
+            // The edit's answer hands out the revision of what it wrote, without a read.
+            self.revision_of(&after);
             self.announce();
         }
         Ok((before, after))
+    }
+
+    /// Who other than this agent changed a cell (`None`: deleted cells): the room's name for
+    /// them, else nobody the backend can name.
+    pub fn others_author(&self, cell_id: Option<&str>) -> Author {
+        let named = match cell_id {
+            Some(id) => self.document.changed_by(id),
+            None => self.document.structure_changed_by(),
+        };
+        match named {
+            Some(name) => Author::Person(name),
+            None => Author::Unnamed,
+        }
+    }
+
+    /// The revision to hand out with `notebook`, which this agent just read or wrote whole.
+    pub fn revision_of(&self, notebook: &Notebook) -> String {
+        self.revisions
+            .observe(notebook, &|id| self.others_author(id))
+    }
+
+    /// The revision to hand out now: the newest when nothing changed since, else after a look
+    /// at the document.
+    pub async fn revision(&self) -> Result<String, DocumentError> {
+        if let Some(newest) = self.revisions.newest_if_fresh() {
+            return Ok(newest);
+        }
+        self.revisions.looking();
+        let notebook = self.document.read().await?;
+        Ok(self.revision_of(&notebook))
     }
 
     /// Lets go of the notebook's kernel (see `release_kernel`).

@@ -75,7 +75,7 @@ pub(super) async fn insert_cell(context: ToolContext, args: InsertCellArgs) -> T
         cell_type.as_str(),
         brief_table(&*saved, start, 10, bound(&context, &in_use.name))
     );
-    let output = with_version(text, &version_of(&saved, &id), &in_use);
+    let output = with_version(text, &version_of(&saved, &id), &in_use).await;
     Ok(with_notebook_version(with_cell_id(output, &id), &saved))
 }
 
@@ -121,7 +121,7 @@ pub(super) async fn overwrite_cell_source(context: ToolContext, args: OverwriteA
         bound(&context, &in_use.name).max_chars,
     );
     Ok(with_cell_id(
-        with_version(text, &done.version, &in_use),
+        with_version(text, &done.version, &in_use).await,
         &done.cell_id,
     ))
 }
@@ -195,7 +195,7 @@ pub(super) async fn edit_cell_source(context: ToolContext, args: EditSourceArgs)
         &new_source,
         bound(&context, &in_use.name).max_chars,
     );
-    let output = with_version(text, &version_of(&after, &cell.id), &in_use);
+    let output = with_version(text, &version_of(&after, &cell.id), &in_use).await;
     Ok(with_cell_id(output, &cell.id))
 }
 
@@ -289,10 +289,7 @@ pub(super) async fn delete_cell(context: ToolContext, args: DeleteCellArgs) -> T
         }
     }
     let output = ToolOutput::text(parts.join("\n")).with_meta("cell_ids", json!(ids));
-    Ok(with_persisted(
-        with_notebook_version(output, &after),
-        &in_use,
-    ))
+    Ok(with_persisted(with_notebook_version(output, &after), &in_use).await)
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -352,7 +349,7 @@ pub(super) async fn clear_cell_output(context: ToolContext, args: ClearOutputArg
     // stays the Python server's, which clients compare whole).
     let output =
         ToolOutput::text(text).with_meta("cell_version", json!(version_of(&before, &cell.id)));
-    Ok(with_persisted(with_cell_id(output, &cell.id), &in_use))
+    Ok(with_persisted(with_cell_id(output, &cell.id), &in_use).await)
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -407,7 +404,7 @@ pub(super) async fn move_cell(context: ToolContext, args: MoveCellArgs) -> ToolR
             bound(&context, &in_use.name)
         )
     );
-    let output = with_version(text, &version_of(&saved, &cell.id), &in_use);
+    let output = with_version(text, &version_of(&saved, &cell.id), &in_use).await;
     Ok(with_notebook_version(
         with_cell_id(output, &cell.id),
         &saved,

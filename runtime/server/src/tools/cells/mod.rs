@@ -7,6 +7,8 @@
 
 mod edit;
 mod read;
+
+pub(crate) use read::{people_line, people_meta};
 pub(crate) mod run;
 
 use std::sync::Arc;
@@ -125,22 +127,63 @@ fn with_cell_id(output: ToolOutput, cell_id: &str) -> ToolOutput {
 
 /// An edit's text with the cell's version now and whether the change is on disk, both also in
 /// `_meta`.
-fn with_version(text: String, version: &str, in_use: &NotebookInUse) -> ToolOutput {
+/// And the notebook's revision, as the last line.
+async fn with_version(text: String, version: &str, in_use: &NotebookInUse) -> ToolOutput {
     let saved = persisted(in_use);
-    ToolOutput::text(format!("{text}\nversion: {version}\n{}", saved.note))
-        .with_meta("cell_version", json!(version))
-        .with_meta("persisted", json!(saved.on_disk))
+    let revision = in_use.revision().await.ok();
+    let revision_line = match &revision {
+        Some(revision) => format!("revision: {revision}\n"),
+        None => String::new(),
+    };
+    let output = ToolOutput::text(format!(
+        "{text}\nversion: {version}\n{revision_line}{}",
+        saved.note
+    ))
+    .with_meta("cell_version", json!(version))
+    .with_meta("persisted", json!(saved.on_disk));
+    match &revision {
+        Some(revision) => with_revision_named(output, revision, false),
+        None => output,
+    }
 }
 
-/// Whether the change is on disk, in `_meta` only: for the tools whose text is the Python
-/// server's, which its clients compare whole.
-fn with_persisted(output: ToolOutput, in_use: &NotebookInUse) -> ToolOutput {
-    output.with_meta("persisted", json!(persisted(in_use).on_disk))
+/// Whether the change is on disk, and the notebook's revision, in `_meta` only: for the tools
+/// whose text is the Python server's, which its clients compare whole.
+async fn with_persisted(output: ToolOutput, in_use: &NotebookInUse) -> ToolOutput {
+    let output = output.with_meta("persisted", json!(persisted(in_use).on_disk));
+    with_revision(output, in_use).await
 }
 
 /// The notebook's structure version after the call, in `_meta`.
 fn with_notebook_version(output: ToolOutput, notebook: &Notebook) -> ToolOutput {
     output.with_meta("notebook_version", json!(notebook_version(notebook)))
+}
+
+/// The notebook's revision, `get_notebook_changes`' cursor, in `_meta` (taken before a read, it
+/// never passes over what the read shows).
+pub(crate) async fn with_revision(output: ToolOutput, in_use: &NotebookInUse) -> ToolOutput {
+    match in_use.revision().await {
+        Ok(revision) => with_revision_named(output, &revision, false),
+        Err(e) => {
+            tracing::debug!("no revision for notebook {}: {e}", in_use.name);
+            output
+        }
+    }
+}
+
+/// The revision in `_meta`; with `line`, also as the answer's last line (for answers whose text
+/// is ours, not the Python server's, which its clients compare whole).
+pub(crate) fn with_revision_named(
+    mut output: ToolOutput,
+    revision: &str,
+    line: bool,
+) -> ToolOutput {
+    if line {
+        output.content.push(rmcp::model::ContentBlock::text(format!(
+            "revision: {revision}"
+        )));
+    }
+    output.with_meta("revision", json!(revision))
 }
 
 fn default_true() -> bool {

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{bound, default_true, notebook_in_use, with_cell_id};
+use super::{bound, default_true, notebook_in_use, with_cell_id, with_revision_named};
 use crate::tools::format::{
     bounded_source, brief_table, cell_uri, detailed, full_output_hint, versioned_header,
 };
@@ -49,6 +49,7 @@ pub struct ReadNotebookArgs {
 
 pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, Some(&args.notebook_name))?;
+    let revision = in_use.revision().await.ok();
     // The page alone, and every cell's id: a page of a big notebook costs that page.
     let page = in_use.read_page(args.start_index, args.limit).await?;
     let total = page.ids.len();
@@ -80,15 +81,20 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
         _ => String::new(),
     };
     let structure = structure_version(page.ids.iter().map(String::as_str));
-    Ok(ToolOutput::text(format!(
+    let output = ToolOutput::text(format!(
         "Notebook {} has {total} cells.\n{here}\n{body}",
         args.notebook_name
-    ))
-    .with_meta("people", people_meta(&others))
-    .with_meta("start_index", json!(args.start_index))
-    .with_meta("cell_ids", json!(ids))
-    .with_meta("cell_versions", json!(versions))
-    .with_meta("notebook_version", json!(structure)))
+    ));
+    let output = match &revision {
+        Some(revision) => with_revision_named(output, revision, true),
+        None => output,
+    };
+    Ok(output
+        .with_meta("people", people_meta(&others))
+        .with_meta("start_index", json!(args.start_index))
+        .with_meta("cell_ids", json!(ids))
+        .with_meta("cell_versions", json!(versions))
+        .with_meta("notebook_version", json!(structure)))
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -107,6 +113,7 @@ pub struct ReadCellArgs {
 
 pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolResult {
     let in_use = notebook_in_use(&context, args.notebook_name.as_deref())?;
+    let revision = in_use.revision().await.ok();
     // The cell alone: reading one cell of a big notebook costs that cell.
     let (index, cell, read) =
         cells::read_cell(&in_use, args.cell_index, args.cell_id.as_deref()).await?;
@@ -151,12 +158,15 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     // Widgets as the notebook's kernel holds them now, else as the notebook saved them.
     let widgets = in_use.widget_state(shown, &read.metadata);
     output.structured = Some(outputs::bundles(shown, widgets, limits, &hint));
-    let output = output.with_meta("cell_version", json!(cell_version(cell)));
+    let mut output = output.with_meta("cell_version", json!(cell_version(cell)));
+    if let Some(revision) = &revision {
+        output = with_revision_named(output, revision, false);
+    }
     Ok(with_cell_id(output, &cell.id))
 }
 
 /// "Also in this notebook: …", each person with the cell they are in.
-fn people_line(people: &[Presence]) -> String {
+pub(crate) fn people_line(people: &[Presence]) -> String {
     let shown: Vec<String> = people
         .iter()
         .map(|person| match (&person.cell_id, person.cursor) {
@@ -169,7 +179,7 @@ fn people_line(people: &[Presence]) -> String {
 }
 
 /// `io.jupyter-mcp/people`: each person, the cell they are in and whether their cursor is there.
-fn people_meta(people: &[Presence]) -> serde_json::Value {
+pub(crate) fn people_meta(people: &[Presence]) -> serde_json::Value {
     json!(
         people
             .iter()

@@ -118,13 +118,22 @@ pub(super) async fn insert_execute_code_cell(
 
 /// Runs a code cell through the domain and shows the result as the Python server does.
 async fn run_cell(context: &ToolContext, subject: Subject, how: How, stream: bool) -> ToolResult {
+    let notebook = match &subject {
+        Subject::Cell { notebook, .. } => notebook.clone(),
+        _ => None,
+    };
     let ran = context
         .domain
         .run(run_request(context, subject, how))
         .await?;
-    answered(ran, |execution, executed| {
+    let output = answered(ran, |execution, executed| {
         present_cell(&context.domain, execution, executed, stream)
-    })
+    })?;
+    // The revision after the run, in `_meta` (the text is the Python server's outputs).
+    match context.domain.notebook(notebook.as_deref()) {
+        Ok(in_use) => Ok(super::with_revision(output, &in_use).await),
+        Err(_) => Ok(output),
+    }
 }
 
 /// A cell run's result as the Python server shows it, for a run that ended.
