@@ -178,3 +178,41 @@ async def test_ended_runs_outputs_stay_within_the_memory_budget(jupyter_server, 
         else:
             assert "left the server's memory" not in oldest, oldest
             assert (await whole(client, uris[0])).strip() == "y" * 600_000, "read back from the store"
+
+
+async def test_images_linked_decode_to_the_image_inline_results_carry(jupyter_server):
+    """`--images link`: results carry each image as a resource_link with its size in pixels
+    and bytes, and a line counting them; resources/read of the link gives the image the inline
+    result carries (the same bytes: within the bounds, re-encoded alike). execute_code's images
+    link to its execution record."""
+    path = f"linked-{uuid.uuid4().hex[:6]}.ipynb"
+    async with file_client(jupyter_server) as inline:
+        await inline.call_tool("use_notebook", {"notebook_name": "nb", "notebook_path": path, "mode": "create"})
+        shown = await run_cell(inline, SCATTER)
+        (image,) = [c for c in shown.content if c.type == "image"]
+        ran = await inline.call_tool("read_notebook", {"notebook_name": "nb"})
+        (cell_id,) = ran.meta["io.jupyter-mcp/cell_ids"]
+        await inline.call_tool("unuse_notebook", {"notebook_name": "nb"})
+    async with file_client(jupyter_server, "--images", "link") as client:
+        await client.call_tool("use_notebook", {"notebook_name": "nb", "notebook_path": path})
+        for rerun in (False, True):
+            result = await (client.call_tool("execute_cell", {"cell_index": 0, "timeout": 120}) if rerun
+                            else client.call_tool("read_cell", {"cell_index": 0}))
+            assert not result.is_error, joined(result)
+            assert not [c for c in result.content if c.type == "image"], "no image inline"
+            (link,) = [c for c in result.content if c.type == "resource_link"]
+            assert str(link.uri) == f"notebook://nb/cells/{cell_id}/outputs/0/image", link
+            assert "[1 image(s) linked, not included (--images link)" in joined(result), joined(result)
+            read = (await client.read_resource(str(link.uri))).contents[0]
+            data = base64.b64decode(read.blob)
+            decoded = Image.open(io.BytesIO(data))
+            width, height = decoded.size
+            assert link.description == f"{width}×{height} px, {len(data)} bytes", (link.description, decoded.size)
+            assert link.size == len(data) and read.mime_type == link.mime_type
+            if not rerun:  # (a rerun draws new random points)
+                assert read.blob == image.data, "the linked image is the one an inline result carries"
+        coded = await client.call_tool("execute_code", {"code": SCATTER, "timeout": 120})
+        (link,) = [c for c in coded.content if c.type == "resource_link"]
+        assert re.fullmatch(r"execution://[\w-]+/outputs/0/image", str(link.uri)), link.uri
+        read = (await client.read_resource(str(link.uri))).contents[0]
+        assert Image.open(io.BytesIO(base64.b64decode(read.blob))).size[0] <= 1568

@@ -46,6 +46,8 @@ pub struct OutputLimits {
     pub max_image_megapixels: f64,
     /// While `output.compact` is on: images per result at most.
     pub max_images: usize,
+    /// `--images link`: results link each image (a resource_link) instead of carrying it.
+    pub link_images: bool,
 }
 
 impl OutputLimits {
@@ -57,6 +59,7 @@ impl OutputLimits {
             max_image_px: 1568,
             max_image_megapixels: 1.15,
             max_images: 4,
+            link_images: false,
         }
     }
 }

@@ -208,6 +208,13 @@ pub struct CompileArgs {
     pub config: Option<PathBuf>,
 }
 
+/// How results carry images (`--images`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Images {
+    Inline,
+    Link,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Transport {
     Stdio,
@@ -356,6 +363,11 @@ pub struct StartArgs {
     /// While output.compact is on, at most this many images per result; a line names the rest.
     #[arg(long, env = "JUPYTER_MCP_MAX_IMAGES", default_value_t = 4)]
     pub max_images: usize,
+
+    /// How results carry images: inline (base64 image content) or link (a resource_link to a
+    /// resource serving the image, read with resources/read when the model needs it).
+    #[arg(long, value_enum, env = "JUPYTER_MCP_IMAGES", default_value = "inline")]
+    pub images: Images,
 
     /// Largest file, in bytes, that read_file reads or write_file writes.
     #[arg(long, env = "JUPYTER_MCP_MAX_FILE_BYTES", default_value_t = 8 * 1024 * 1024)]

@@ -503,6 +503,7 @@ impl Config {
                 max_image_px: args.max_image_px,
                 max_image_megapixels: args.max_image_megapixels,
                 max_images: args.max_images,
+                link_images: args.images == cli::Images::Link,
             },
             http: HttpConfig {
                 prefix,

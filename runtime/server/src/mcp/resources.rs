@@ -73,6 +73,19 @@ pub fn templates() -> Vec<ResourceTemplate> {
             None,
         ),
         template(
+            "notebook://{name}/cells/{cell_id}/outputs/{index}/image",
+            "output image",
+            "The image of one output, as --images link links it (within the image bounds while \
+             output.compact is on).",
+            None,
+        ),
+        template(
+            "execution://{id}/outputs/{index}/image",
+            "execution output image",
+            "The image of one output of an execute_code call, as --images link links it.",
+            None,
+        ),
+        template(
             "execution://{id}/outputs/{index}",
             "execution output",
             "One output of an execute_code call, whole, as a shortened result names it; the \
@@ -159,7 +172,7 @@ pub async fn read(domain: &Domain, uri: &str) -> Result<ReadResourceResult, McpE
             match output {
                 None => ResourceContents::text(cell_document(parsed.name, index, cell), uri)
                     .with_mime_type("application/json"),
-                Some(position) => output_contents(uri, cell, position)?,
+                Some(position) => output_contents(uri, cell, position, domain)?,
             }
         }
     };
@@ -205,7 +218,13 @@ fn bundle_mime(data: &MimeBundle) -> String {
         .to_owned()
 }
 
-fn output_contents(uri: &str, cell: &Cell, position: &str) -> Result<ResourceContents, McpError> {
+fn output_contents(
+    uri: &str,
+    cell: &Cell,
+    position: &str,
+    domain: &Domain,
+) -> Result<ResourceContents, McpError> {
+    let (position, image) = image_of(position);
     let output = position
         .parse::<usize>()
         .ok()
@@ -220,7 +239,52 @@ fn output_contents(uri: &str, cell: &Cell, position: &str) -> Result<ResourceCon
                 ),
             )
         })?;
+    if image {
+        return sized_image(domain, uri, output);
+    }
     Ok(output_resource(uri, output))
+}
+
+/// An output position, and whether the URI asks for its image within the bounds (`/image`).
+fn image_of(position: &str) -> (&str, bool) {
+    match position.strip_suffix("/image") {
+        Some(position) => (position, true),
+        None => (position, false),
+    }
+}
+
+/// `…/outputs/{index}/image`: the output's image as `--images link` links it, scaled within
+/// `--max-image-px` and `--max-image-megapixels` when `output.compact` is on, else as it is.
+fn sized_image(domain: &Domain, uri: &str, output: &Output) -> Result<ResourceContents, McpError> {
+    let image = output.data().and_then(|data| {
+        ["image/png", "image/jpeg"]
+            .into_iter()
+            .find_map(|mime| Some((data.text(mime)?, mime)))
+    });
+    let Some((data, mime)) = image else {
+        return Err(not_found(
+            uri,
+            format!(
+                "This output has no PNG or JPEG image; read {} for the output itself.",
+                uri.trim_end_matches("/image")
+            ),
+        ));
+    };
+    let mut limits = domain.settings.output;
+    if !domain
+        .capabilities
+        .enabled(server_core::capabilities::COMPACT_OUTPUT)
+    {
+        limits.max_image_px = u32::MAX;
+        limits.max_image_megapixels = f64::INFINITY;
+    }
+    let sized = crate::tools::compact::sized(&data, mime, limits).ok_or_else(|| {
+        McpError::internal_error(
+            format!("The image of this output cannot be decoded as {mime}."),
+            Some(json!({ "uri": uri })),
+        )
+    })?;
+    Ok(ResourceContents::blob(sized.data, uri).with_mime_type(&sized.mime_type))
 }
 
 /// `execution://{id}/outputs/{index}`: one output an execute_code call's result pointed to.
@@ -256,6 +320,7 @@ fn read_execution(domain: &Domain, uri: &str, rest: &str) -> Result<ResourceCont
         return Err(not_found(uri, note.to_owned()));
     }
     let outputs = &executed.outcome.outputs;
+    let (position, image) = image_of(position);
     let output = position.parse::<usize>().ok().and_then(|i| outputs.get(i));
     let Some(output) = output else {
         return Err(not_found(
@@ -266,6 +331,9 @@ fn read_execution(domain: &Domain, uri: &str, rest: &str) -> Result<ResourceCont
             ),
         ));
     };
+    if image {
+        return sized_image(domain, uri, output);
+    }
     Ok(output_resource(uri, output))
 }
 

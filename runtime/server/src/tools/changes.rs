@@ -28,7 +28,6 @@ pub fn tools() -> Vec<Arc<dyn Tool>> {
              changed at the deadline. Pass the revision it answers with next time.",
         )
         .read_only()
-        .shows_outputs()
         .run(get_notebook_changes),
     ]
 }
@@ -280,7 +279,10 @@ impl Shown<'_> {
                     pieces.extend(outputs::render_outputs(
                         &cell.outputs,
                         limits,
-                        compact.then_some(Compact { base: &base }),
+                        Some(Compact {
+                            base: &base,
+                            shorten: compact,
+                        }),
                         &full_output_hint(name, id),
                     ));
                 }

@@ -131,7 +131,12 @@ pub fn present(domain: &Domain, execution: &Execution, executed: &Executed) -> T
             .to_owned(),
     };
     let hint = hint.as_str();
-    let compact = kept.as_deref().map(|base| Compact { base });
+    // The record serves the outputs either way; `kept` says whether they are shortened.
+    let base = format!("{EXECUTION_SCHEME}{}", execution.id);
+    let compact = Some(Compact {
+        base: kept.as_deref().unwrap_or(&base),
+        shorten: kept.is_some(),
+    });
     let mut rendered =
         render_execution(outputs, outcome.completion, timeout, limits, compact, hint);
     if let Some(note) = replaced {

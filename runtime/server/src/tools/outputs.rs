@@ -115,7 +115,18 @@ fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rendered {
     Text(String),
-    Image { data: String, mime_type: String },
+    Image {
+        data: String,
+        mime_type: String,
+    },
+    /// `--images link`: an image the server serves at `uri`, within the image bounds.
+    Link {
+        uri: String,
+        mime_type: String,
+        width: u32,
+        height: u32,
+        bytes: usize,
+    },
 }
 
 /// Renders one output.
@@ -175,11 +186,13 @@ pub fn render_output(output: &Output, allow_images: bool) -> Option<Rendered> {
 
 pub const NO_OUTPUT: &str = "[No output generated]";
 
-/// Where the whole of a result's outputs can be read, when `output.compact` shortens them: the
-/// resource URI under which output `i` is `{base}/outputs/{i}`.
+/// Where the whole of a result's outputs can be read: the resource URI under which output `i`
+/// is `{base}/outputs/{i}`; and whether `output.compact` shortens them (`shorten`). Images are
+/// linked there under `--images link`.
 #[derive(Debug, Clone, Copy)]
 pub struct Compact<'a> {
     pub base: &'a str,
+    pub shorten: bool,
 }
 
 /// Renders outputs (shortened when `compact` says where the whole is), then cuts the text to
@@ -192,7 +205,10 @@ pub fn render_outputs(
     full_output_hint: &str,
 ) -> Vec<Rendered> {
     let rendered: Vec<Rendered> = match compact {
-        Some(Compact { base }) => {
+        Some(Compact {
+            base,
+            shorten: true,
+        }) => {
             // Decoding and scaling images takes a while: off the async worker's role.
             let whole = |i: usize| format!("{base}/outputs/{i}");
             let shorten = || super::compact::render(outputs, limits, &whole);
@@ -205,10 +221,26 @@ pub fn render_outputs(
                 _ => shorten(),
             }
         }
-        None => outputs
-            .iter()
-            .filter_map(|o| render_output(o, limits.allow_images))
-            .collect(),
+        _ => {
+            let base = compact.map(|c| c.base);
+            outputs
+                .iter()
+                .enumerate()
+                .filter_map(|(i, o)| match render_output(o, limits.allow_images)? {
+                    // Not shortened: the link serves the original.
+                    Rendered::Image { data, mime_type } if limits.link_images && base.is_some() => {
+                        let whole = format!("{}/outputs/{i}", base.unwrap_or_default());
+                        let unbounded = OutputLimits {
+                            max_image_px: u32::MAX,
+                            max_image_megapixels: f64::INFINITY,
+                            ..limits
+                        };
+                        Some(super::compact::link(&data, &mime_type, unbounded, &whole))
+                    }
+                    rendered => Some(rendered),
+                })
+                .collect()
+        }
     };
     cut_text(rendered, limits.max_chars, full_output_hint)
 }
@@ -223,7 +255,7 @@ pub fn cut_text(
         .iter()
         .map(|r| match r {
             Rendered::Text(t) => t.chars().count(),
-            Rendered::Image { .. } => 0,
+            Rendered::Image { .. } | Rendered::Link { .. } => 0,
         })
         .sum();
     if max_chars == 0 || total <= max_chars {
@@ -256,14 +288,36 @@ pub fn cut_text(
     kept
 }
 
+/// The pieces as MCP content; linked images are counted in a last line.
 pub fn to_content(rendered: Vec<Rendered>) -> Vec<Content> {
-    rendered
+    let mut linked = 0;
+    let mut content: Vec<Content> = rendered
         .into_iter()
         .map(|piece| match piece {
             Rendered::Text(text) => Content::text(text),
             Rendered::Image { data, mime_type } => Content::image(data, mime_type),
+            Rendered::Link {
+                uri,
+                mime_type,
+                width,
+                height,
+                bytes,
+            } => {
+                linked += 1;
+                let mut link = rmcp::model::Resource::new(uri, format!("image {linked}"));
+                link.mime_type = Some(mime_type);
+                link.size = Some(bytes as u64);
+                link.description = Some(format!("{width}×{height} px, {bytes} bytes"));
+                Content::resource_link(link)
+            }
         })
-        .collect()
+        .collect();
+    if linked > 0 {
+        content.push(Content::text(format!(
+            "[{linked} image(s) linked, not included (--images link): read one with              resources/read of its URI when you need to see it]"
+        )));
+    }
+    content
 }
 
 /// How many times the text budget the MIME bundles of a result may take: they carry images and
@@ -442,6 +496,63 @@ mod tests {
             render_outputs(&Output::all_from_json(&outputs), unlimited, None, "").len(),
             3
         );
+    }
+
+    #[test]
+    fn linked_images_name_their_resource_and_size_and_are_counted() {
+        use base64::Engine;
+        let mut png = Vec::new();
+        image::RgbImage::from_pixel(3000, 20, image::Rgb([200, 30, 30]))
+            .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        let data = base64::engine::general_purpose::STANDARD.encode(&png);
+        let output = typed(&json!({"output_type": "display_data", "data": {"image/png": data}}));
+        let mut limits = OutputLimits::text(0, true);
+        limits.link_images = true;
+        let at = |shorten| Compact {
+            base: "notebook://nb/cells/c1",
+            shorten,
+        };
+        // Shortened: the link serves the image scaled within the bounds.
+        let compact = render_outputs(std::slice::from_ref(&output), limits, Some(at(true)), "");
+        let [Rendered::Link { uri, width, .. }] = &compact[..] else {
+            panic!("{compact:?}")
+        };
+        assert_eq!(uri, "notebook://nb/cells/c1/outputs/0/image");
+        assert!((1560..=1568).contains(width), "{width}");
+        // Whole: the link serves the image as it came, and says so by its size.
+        let whole = render_outputs(std::slice::from_ref(&output), limits, Some(at(false)), "");
+        let [
+            Rendered::Link {
+                width,
+                height,
+                bytes,
+                ..
+            },
+        ] = &whole[..]
+        else {
+            panic!("{whole:?}")
+        };
+        assert_eq!((*width, *height, *bytes), (3000, 20, png.len()));
+        let content = to_content(whole);
+        assert_eq!(content.len(), 2);
+        let link = content[0].as_resource_link().unwrap();
+        assert_eq!(link.size, Some(png.len() as u64));
+        assert_eq!(
+            link.description.as_deref(),
+            Some(format!("3000×20 px, {} bytes", png.len()).as_str())
+        );
+        assert!(
+            content[1]
+                .as_text()
+                .unwrap()
+                .text
+                .starts_with("[1 image(s) linked")
+        );
+        // Inline (the default): the image itself.
+        limits.link_images = false;
+        let inline = render_outputs(std::slice::from_ref(&output), limits, Some(at(false)), "");
+        assert!(matches!(inline[..], [Rendered::Image { .. }]));
     }
 
     #[test]

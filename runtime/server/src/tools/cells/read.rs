@@ -138,7 +138,10 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     pieces.extend(outputs::render_outputs(
         shown,
         limits,
-        compact.then_some(Compact { base: &base }),
+        Some(Compact {
+            base: &base,
+            shorten: compact,
+        }),
         &hint,
     ));
     if compact && args.include_outputs && cell.cell_type == CellType::Code && shown.is_empty() {

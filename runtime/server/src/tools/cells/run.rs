@@ -155,10 +155,10 @@ pub fn present_cell(
     let outcome = &executed.outcome;
     let outputs = &outcome.outputs;
     let base = cell_uri(notebook, cell_id);
-    let compact = domain
-        .capabilities
-        .enabled(COMPACT_OUTPUT)
-        .then_some(Compact { base: &base });
+    let compact = Some(Compact {
+        base: &base,
+        shorten: domain.capabilities.enabled(COMPACT_OUTPUT),
+    });
     let mut rendered = render_execution(
         outputs,
         outcome.completion,

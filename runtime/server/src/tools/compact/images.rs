@@ -69,6 +69,48 @@ pub(super) fn image(
     )
 }
 
+/// An image as a link serves it: within the bounds (scaled and re-encoded as [`image`] does it,
+/// else as it came), with its size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sized {
+    /// Base64, as MCP carries blobs.
+    pub data: String,
+    pub mime_type: String,
+    pub width: u32,
+    pub height: u32,
+    /// Of the image itself, decoded from base64.
+    pub bytes: usize,
+}
+
+/// The image within the bounds, with its size; `None` when it cannot be read.
+pub fn sized(data: &str, mime_type: &str, limits: OutputLimits) -> Option<Sized> {
+    let data: String = data.split_whitespace().collect();
+    let bytes = BASE64.decode(&data).ok()?;
+    let decoded = image::load_from_memory(&bytes).ok()?;
+    let (width, height) = (decoded.width(), decoded.height());
+    let as_it_came = Sized {
+        width,
+        height,
+        bytes: bytes.len(),
+        data: data.clone(),
+        mime_type: mime_type.to_owned(),
+    };
+    let Some((to_w, to_h)) = scaled_size(width, height, limits) else {
+        return Some(as_it_came);
+    };
+    let scaled = decoded.resize_exact(to_w, to_h, image::imageops::FilterType::Triangle);
+    let Some((encoded, mime)) = smallest_encoding(&scaled) else {
+        return Some(as_it_came);
+    };
+    Some(Sized {
+        width: to_w,
+        height: to_h,
+        bytes: encoded.len(),
+        data: BASE64.encode(&encoded),
+        mime_type: mime.to_owned(),
+    })
+}
+
 /// The smallest of PNG, JPEG (opaque images only) and a faithful palette PNG.
 fn smallest_encoding(scaled: &DynamicImage) -> Option<(Vec<u8>, &'static str)> {
     let mut candidates = Vec::new();

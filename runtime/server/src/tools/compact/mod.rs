@@ -13,6 +13,7 @@ use server_core::domain::outputs::Output;
 
 mod images;
 use images::image;
+pub use images::{Sized, sized};
 
 /// Lines of a long stream kept before and after the cut.
 const HEAD_LINES: usize = 15;
@@ -56,6 +57,10 @@ pub fn render(
                 &whole(index),
             ))),
             _ => match render_output(output, limits.allow_images) {
+                Some(Rendered::Image { data, mime_type }) if limits.link_images => {
+                    // A link costs the context a line: every image gets one.
+                    rendered.push(link(&data, &mime_type, limits, &whole(index)));
+                }
                 Some(Rendered::Image { data, mime_type }) => {
                     images += 1;
                     if images > limits.max_images {
@@ -69,6 +74,7 @@ pub fn render(
                 Some(Rendered::Text(text)) => {
                     rendered.push(Rendered::Text(stream(&table(&text), &whole(index))))
                 }
+                Some(link @ Rendered::Link { .. }) => rendered.push(link),
                 None => {}
             },
         }
@@ -85,6 +91,24 @@ pub fn render(
         )));
     }
     rendered
+}
+
+/// `--images link`: a link to the image at `{whole}/image`, which serves it within the bounds;
+/// the image itself when it cannot be read (nothing to size).
+pub fn link(data: &str, mime_type: &str, limits: OutputLimits, whole: &str) -> Rendered {
+    match sized(data, mime_type, limits) {
+        Some(image) => Rendered::Link {
+            uri: format!("{whole}/image"),
+            mime_type: image.mime_type,
+            width: image.width,
+            height: image.height,
+            bytes: image.bytes,
+        },
+        None => Rendered::Image {
+            data: data.to_owned(),
+            mime_type: mime_type.to_owned(),
+        },
+    }
 }
 
 /// A stream's text with repeated lines collapsed, then cut to its head and tail; a short one

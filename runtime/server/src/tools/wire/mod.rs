@@ -96,6 +96,15 @@ pub fn outputs_answer(kind: &str, content: &[Content]) -> JsonObject {
             if let Some(text) = item.as_text() {
                 return Some(Value::String(text.text.clone()));
             }
+            if let Some(link) = item.as_resource_link() {
+                // `--images link`: the image is read by its URI.
+                images += 1;
+                return Some(json!({
+                    "type": "resource_link",
+                    "uri": link.uri,
+                    "mimeType": link.mime_type,
+                }));
+            }
             let image = item.as_image()?;
             images += 1;
             let digest = lower_hex(&Sha256::digest(image.data.as_bytes()));
