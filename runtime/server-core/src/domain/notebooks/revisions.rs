@@ -38,24 +38,35 @@ pub struct Snapshot {
     pub cells: Vec<Arc<CellState>>,
 }
 
-/// A digest of a cell's outputs and execution count, as nbformat JSON.
+/// A digest of a cell's outputs and execution count: every field of each output, hashed as it
+/// is held (no JSON written: a notebook's outputs are hashed on every edit of ours).
 pub fn outputs_digest(outputs: &[Output], execution_count: Option<i64>) -> u64 {
-    struct Feed<'a>(&'a mut std::collections::hash_map::DefaultHasher);
-    impl std::io::Write for Feed<'_> {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.write(bytes);
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     execution_count.hash(&mut hasher);
     for output in outputs {
-        // Serializing into the hasher: a big image costs no copy.
-        let _ = serde_json::to_writer(Feed(&mut hasher), output);
-        hasher.write_u8(0);
+        match output {
+            Output::Stream { name, text, extra } => {
+                (0u8, name.as_str(), text, extra).hash(&mut hasher);
+            }
+            Output::DisplayData {
+                data,
+                metadata,
+                extra,
+            } => (1u8, data.entries(), metadata, extra).hash(&mut hasher),
+            Output::ExecuteResult {
+                data,
+                metadata,
+                execution_count,
+                extra,
+            } => (2u8, data.entries(), metadata, execution_count, extra).hash(&mut hasher),
+            Output::Error {
+                ename,
+                evalue,
+                traceback,
+                extra,
+            } => (3u8, ename, evalue, traceback, extra).hash(&mut hasher),
+            Output::Other(value) => (4u8, value).hash(&mut hasher),
+        }
     }
     hasher.finish()
 }

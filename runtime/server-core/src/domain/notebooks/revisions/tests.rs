@@ -172,3 +172,25 @@ fn unchanged_cells_are_shared_between_snapshots() {
     assert!(Arc::ptr_eq(&one.cells[0], &two.cells[0]));
     assert!(!Arc::ptr_eq(&one.cells[1], &two.cells[1]));
 }
+
+#[test]
+#[ignore = "a timing, not a check: cargo test -p server-core --release snapshot_cost -- --ignored --nocapture"]
+fn snapshot_cost() {
+    let sources: Vec<String> = (0..5000)
+        .map(|i| format!("x_{i} = compute({i})\nprint(x_{i})"))
+        .collect();
+    let refs: Vec<&str> = sources.iter().map(String::as_str).collect();
+    let mut nb = notebook(&refs);
+    for cell in &mut nb.cells {
+        cell.outputs = vec![Output::stream(StreamName::Stdout, "y".repeat(1000))];
+    }
+    let started = std::time::Instant::now();
+    let one = Snapshot::of(&nb, None, 1);
+    let first = started.elapsed();
+    let started = std::time::Instant::now();
+    let _two = Snapshot::of(&nb, Some(&one), 2);
+    println!(
+        "5,000 cells with 1 KB of output: first snapshot {first:?}, next {:?}",
+        started.elapsed()
+    );
+}
