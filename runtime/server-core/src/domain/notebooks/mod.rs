@@ -279,6 +279,16 @@ impl NotebookInUse {
         Ok(self.revision_of(&notebook))
     }
 
+    /// The newest revision without a look at the document, even if stale (a run's answer: its
+    /// own outputs then show once more, as this agent's, in the next changes answer; a
+    /// notebook's run costs no extra read).
+    pub async fn revision_without_read(&self) -> Result<String, DocumentError> {
+        match self.revisions.newest() {
+            Some(newest) => Ok(newest),
+            None => self.revision().await,
+        }
+    }
+
     /// Lets go of the notebook's kernel (see `release_kernel`).
     pub async fn release(&self, jupyter: &Jupyter) -> Released {
         let attached = self.kernel.lock().expect("kernel lock").clone();

@@ -442,6 +442,13 @@ impl Revisions {
         history.snapshots.back().map(|s| self.name(s.number))
     }
 
+    /// The newest revision, stale or not (an older revision is always safe to hand out: it
+    /// only shows a change twice).
+    pub fn newest(&self) -> Option<String> {
+        let history = self.inner.lock().expect("revisions lock");
+        history.snapshots.back().map(|s| self.name(s.number))
+    }
+
     /// Marks others' changes heard so far as looked at; call before reading the document.
     pub fn looking(&self) {
         let mut history = self.inner.lock().expect("revisions lock");

@@ -129,9 +129,13 @@ async fn run_cell(context: &ToolContext, subject: Subject, how: How, stream: boo
     let output = answered(ran, |execution, executed| {
         present_cell(&context.domain, execution, executed, stream)
     })?;
-    // The revision after the run, in `_meta` (the text is the Python server's outputs).
-    match context.domain.notebook(notebook.as_deref()) {
-        Ok(in_use) => Ok(super::with_revision(output, &in_use).await),
+    // The notebook's revision, in `_meta` (the text is the Python server's outputs): the newest
+    // known, so a run costs no read of the notebook.
+    let Ok(in_use) = context.domain.notebook(notebook.as_deref()) else {
+        return Ok(output);
+    };
+    match in_use.revision_without_read().await {
+        Ok(revision) => Ok(super::with_revision_named(output, &revision, false)),
         Err(_) => Ok(output),
     }
 }
