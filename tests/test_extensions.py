@@ -223,7 +223,10 @@ async def test_snapshot_round_trip_on_the_live_backend(jupyter_server, tmp_path)
             assert restored == {"restored": "s", "cells": taken["cells"]}
             deadline = time.monotonic() + 15
             while True:
-                on_disk = cells_on_disk(jupyter_server, path)
+                try:
+                    on_disk = cells_on_disk(jupyter_server, path)
+                except nbformat.reader.NotJSONError:
+                    on_disk = []  # read while Jupyter was writing it: look again
                 if on_disk[:len(CELLS)] == CELLS and len(on_disk) == taken["cells"]:
                     break
                 assert time.monotonic() < deadline, on_disk

@@ -44,7 +44,7 @@ async def test_whole_workflow(jupyter_server, transport):
         await call(client, "insert_cell", cell_index=1, cell_type="raw", cell_source="raw text")
 
         brief = joined(await call(client, "read_notebook", notebook_name="nb"))
-        assert brief.startswith("Notebook nb has 3 cells.\n\nIndex\tType\tCount\tFirst Line\n")
+        assert re.match(r"Notebook nb has 3 cells \(revision: \w{6}-\d+\)\.\n\nIndex\tType\tCount\tFirst Line\n", brief), brief
         assert "0\tmarkdown\tN/A\t# Title" in brief and "2\tcode\tN/A\tx = 21...(1 lines hidden)" in brief
         detailed = joined(await call(client, "read_notebook", notebook_name="nb", response_format="detailed"))
         # The Python server's banner, with the cell's version before its closing mark.

@@ -540,7 +540,9 @@ impl Revisions {
     }
 
     fn number_of(&self, revision: &str) -> Option<u64> {
-        let (epoch, number) = revision.trim().rsplit_once('-')?;
+        // As copied out of a sentence: `879578-2).` or in backticks.
+        let revision = revision.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        let (epoch, number) = revision.rsplit_once('-')?;
         (epoch == self.epoch).then(|| number.parse().ok())?
     }
 }

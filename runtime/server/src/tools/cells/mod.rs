@@ -142,7 +142,7 @@ async fn with_version(text: String, version: &str, in_use: &NotebookInUse) -> To
     .with_meta("cell_version", json!(version))
     .with_meta("persisted", json!(saved.on_disk));
     match &revision {
-        Some(revision) => with_revision_named(output, revision, false),
+        Some(revision) => with_revision_named(output, revision),
         None => output,
     }
 }
@@ -163,7 +163,7 @@ fn with_notebook_version(output: ToolOutput, notebook: &Notebook) -> ToolOutput 
 /// never passes over what the read shows).
 pub(crate) async fn with_revision(output: ToolOutput, in_use: &NotebookInUse) -> ToolOutput {
     match in_use.revision().await {
-        Ok(revision) => with_revision_named(output, &revision, false),
+        Ok(revision) => with_revision_named(output, &revision),
         Err(e) => {
             tracing::debug!("no revision for notebook {}: {e}", in_use.name);
             output
@@ -171,18 +171,8 @@ pub(crate) async fn with_revision(output: ToolOutput, in_use: &NotebookInUse) ->
     }
 }
 
-/// The revision in `_meta`; with `line`, also as the answer's last line (for answers whose text
-/// is ours, not the Python server's, which its clients compare whole).
-pub(crate) fn with_revision_named(
-    mut output: ToolOutput,
-    revision: &str,
-    line: bool,
-) -> ToolOutput {
-    if line {
-        output.content.push(rmcp::model::ContentBlock::text(format!(
-            "revision: {revision}"
-        )));
-    }
+/// The revision in `_meta`.
+pub(crate) fn with_revision_named(output: ToolOutput, revision: &str) -> ToolOutput {
     output.with_meta("revision", json!(revision))
 }
 

@@ -81,12 +81,18 @@ pub(super) async fn read_notebook(context: ToolContext, args: ReadNotebookArgs) 
         _ => String::new(),
     };
     let structure = structure_version(page.ids.iter().map(String::as_str));
+    // The revision goes in the first line: programs that parse the Python server's text read
+    // on from the table header or the cell headers, which stay as they were.
+    let revision_said = match &revision {
+        Some(revision) => format!(" (revision: {revision})"),
+        None => String::new(),
+    };
     let output = ToolOutput::text(format!(
-        "Notebook {} has {total} cells.\n{here}\n{body}",
+        "Notebook {} has {total} cells{revision_said}.\n{here}\n{body}",
         args.notebook_name
     ));
     let output = match &revision {
-        Some(revision) => with_revision_named(output, revision, true),
+        Some(revision) => with_revision_named(output, revision),
         None => output,
     };
     Ok(output
@@ -163,7 +169,7 @@ pub(super) async fn read_cell(context: ToolContext, args: ReadCellArgs) -> ToolR
     output.structured = Some(outputs::bundles(shown, widgets, limits, &hint));
     let mut output = output.with_meta("cell_version", json!(cell_version(cell)));
     if let Some(revision) = &revision {
-        output = with_revision_named(output, revision, false);
+        output = with_revision_named(output, revision);
     }
     Ok(with_cell_id(output, &cell.id))
 }

@@ -135,7 +135,7 @@ async fn run_cell(context: &ToolContext, subject: Subject, how: How, stream: boo
         return Ok(output);
     };
     match in_use.revision_without_read().await {
-        Ok(revision) => Ok(super::with_revision_named(output, &revision, false)),
+        Ok(revision) => Ok(super::with_revision_named(output, &revision)),
         Err(_) => Ok(output),
     }
 }
