@@ -7,6 +7,9 @@
 //! JupyterLab renders our cells like its own; a move is a delete and a re-insert, because the
 //! JavaScript side has no move operation.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
 use serde_json::{Map as JsonMap, Value};
 use yrs::block::ClientID;
 use yrs::types::ToJson;
@@ -27,6 +30,14 @@ pub struct YNotebook {
     doc: Doc,
     cells: ArrayRef,
     meta: MapRef,
+    /// Counts the document's write transactions, whoever made them (a peer's update through
+    /// the room, our writes): a conversion is current while the count has not moved.
+    transactions: Arc<AtomicU64>,
+    /// The notebook last converted whole, or kept true through our own writes since, and the
+    /// count it is true at: an edit plans against it without converting every cell again.
+    converted: Mutex<Option<(u64, Arc<Notebook>)>>,
+    /// How many times the whole document was converted (what the kept conversion saves).
+    whole_conversions: AtomicU64,
 }
 
 impl Default for YNotebook {
@@ -41,7 +52,22 @@ impl YNotebook {
         let doc = Doc::new();
         let cells = doc.get_or_insert_array("cells");
         let meta = doc.get_or_insert_map("meta");
-        YNotebook { doc, cells, meta }
+        let transactions = Arc::new(AtomicU64::new(0));
+        let counter = transactions.clone();
+        // Every transaction counts, even one that changed only the room's save state: a
+        // needless conversion costs time, a missed change would hand out an old notebook.
+        doc.observe_after_transaction("converted-notebook", move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("a new document has no transaction open");
+        YNotebook {
+            doc,
+            cells,
+            meta,
+            transactions,
+            converted: Mutex::new(None),
+            whole_conversions: AtomicU64::new(0),
+        }
     }
 
     pub fn doc(&self) -> &Doc {
@@ -77,7 +103,29 @@ impl YNotebook {
 
     /// The notebook as it is in the document now.
     pub fn read(&self) -> Result<Notebook, NotebookError> {
-        guarded(|| self.read_unguarded())
+        Ok(Notebook::clone(&*self.read_shared()?))
+    }
+
+    /// The notebook as it is in the document now, shared: converted whole only when the
+    /// document changed since the last conversion by more than our own edits (`write_planned`).
+    pub fn read_shared(&self) -> Result<Arc<Notebook>, NotebookError> {
+        // Loaded before converting: a transaction during the conversion leaves it stale.
+        let count = self.transactions.load(Ordering::SeqCst);
+        if let Some((at, notebook)) = &*self.converted()
+            && *at == count
+        {
+            return Ok(notebook.clone());
+        }
+        self.whole_conversions.fetch_add(1, Ordering::Relaxed);
+        let notebook = Arc::new(guarded(|| self.read_unguarded())?);
+        *self.converted() = Some((count, notebook.clone()));
+        Ok(notebook)
+    }
+
+    fn converted(&self) -> std::sync::MutexGuard<'_, Option<(u64, Arc<Notebook>)>> {
+        self.converted
+            .lock()
+            .expect("the conversion lock is never poisoned")
     }
 
     fn read_unguarded(&self) -> Result<Notebook, NotebookError> {
@@ -130,14 +178,7 @@ impl YNotebook {
                 Some((index, cell)) => Some((index, cell_alone(cell, index, &txn)?)),
                 None => None,
             };
-            let metadata = match self
-                .meta
-                .get(&txn, "metadata")
-                .map(|m| out_to_json(m, &txn))
-            {
-                Some(Value::Object(metadata)) => metadata,
-                _ => JsonMap::new(),
-            };
+            let metadata = self.metadata(&txn);
             Ok(CellRead {
                 cell,
                 len,
@@ -182,6 +223,76 @@ impl YNotebook {
             txn.encode_state_as_update_v1(&before)
         }))
         .map_err(|_| "the shared document is damaged (yrs failed writing to it)".to_owned())
+    }
+
+    /// Writes `edits`, planned against `base` (a `read_shared` of this document), as `write`
+    /// does; `next` is `base` with the edits applied. Returns the update and the notebook as it
+    /// is now: `next` with the cells the edits touched read back from the document, when no one
+    /// else wrote in between and every cell id is where `next` has it, else converted whole.
+    pub fn write_planned(
+        &self,
+        base: &Arc<Notebook>,
+        edits: &[Edit],
+        next: Notebook,
+    ) -> Result<(Vec<u8>, Arc<Notebook>), String> {
+        let count = self.transactions.load(Ordering::SeqCst);
+        let base_current = matches!(
+            &*self.converted(),
+            Some((at, held)) if *at == count && Arc::ptr_eq(held, base)
+        );
+        let update = self.write(edits)?;
+        let after = self.transactions.load(Ordering::SeqCst);
+        let mut next = next;
+        let kept = base_current
+            && after == count + 1
+            && guarded(|| self.kept_true(&mut next, edits)).unwrap_or(false);
+        let now = match kept {
+            true => {
+                let kept = Arc::new(next);
+                *self.converted() = Some((after, kept.clone()));
+                kept
+            }
+            // A whole conversion; if even that fails, the notebook the plan expects.
+            false => self.read_shared().unwrap_or_else(|_| Arc::new(next)),
+        };
+        Ok((update, now))
+    }
+
+    /// Makes `next` true to the document after our write of `edits`: the touched cells read
+    /// back as stored, the metadata too when an edit set it. False when the cell ids in the
+    /// document are not `next`'s, in order (then `next` is not to be kept).
+    fn kept_true(&self, next: &mut Notebook, edits: &[Edit]) -> Result<bool, NotebookError> {
+        let touched: std::collections::HashSet<&str> =
+            edits.iter().flat_map(Edit::cell_ids).collect();
+        let txn = self.doc.transact();
+        if self.cells.len(&txn) as usize != next.cells.len() {
+            return Ok(false);
+        }
+        for (index, (stored, cell)) in self.cells.iter(&txn).zip(&mut next.cells).enumerate() {
+            match stored_id(&stored, &txn) {
+                Some(id) if *id == *cell.id => {
+                    if touched.contains(&*id) {
+                        *cell = cell_alone(stored, index, &txn)?;
+                    }
+                }
+                _ => return Ok(false),
+            }
+        }
+        if edits
+            .iter()
+            .any(|edit| matches!(edit, Edit::SetNotebookMetadata { .. }))
+        {
+            next.metadata = self.metadata(&txn);
+        }
+        Ok(true)
+    }
+
+    /// The notebook's own metadata as the document holds it.
+    fn metadata<T: ReadTxn>(&self, txn: &T) -> JsonMap<String, Value> {
+        match self.meta.get(txn, "metadata").map(|m| out_to_json(m, txn)) {
+            Some(Value::Object(metadata)) => metadata,
+            _ => JsonMap::new(),
+        }
     }
 
     /// The outputs and execution count cell `cell_id` shows, without reading the rest of the

@@ -259,27 +259,30 @@ impl LiveDocument {
     ) -> Result<(Arc<Notebook>, Arc<Notebook>), DocumentError> {
         let link = self.open_link(slot).await?;
         // Read, plan, check and write under one lock, so no remote update lands in between.
-        let (base, next, edits, update) = {
+        // The notebook planned against is the one our last edit left, unless someone else
+        // wrote since: an edit costs the cells it touches, not a conversion of every cell.
+        let (base, edits, written) = {
             let notebook = link
                 .notebook
                 .lock()
                 .expect("the document lock is never poisoned");
-            let base = notebook.read().map_err(|source| DocumentError::Invalid {
-                path: self.path.clone(),
-                source,
-            })?;
+            let base = notebook
+                .read_shared()
+                .map_err(|source| DocumentError::Invalid {
+                    path: self.path.clone(),
+                    source,
+                })?;
             let mut edits = plan(&base).map_err(DocumentError::Refused)?;
             if edits.is_empty() {
-                let base = Arc::new(base);
                 return Ok((base.clone(), base));
             }
             fresh_insert_ids(&mut edits, &base);
             let next = apply_edits(&base, &edits, &self.path)?;
-            let update = notebook.write(&edits);
-            (base, next, edits, update)
+            let written = notebook.write_planned(&base, &edits, next);
+            (base, edits, written)
         };
-        let update = match update {
-            Ok(update) => update,
+        let (update, next) = match written {
+            Ok(written) => written,
             Err(e) => {
                 // Our copy of the room can no longer be trusted: the next call rejoins.
                 *slot = None;
@@ -298,7 +301,7 @@ impl LiveDocument {
         let mut journal = self.journal();
         journal.settle(link.answered());
         journal.record_merging(&base, &edits, proof);
-        Ok((Arc::new(base), Arc::new(next)))
+        Ok((base, next))
     }
 
     fn damaged(&self, reason: &str) -> DocumentError {
