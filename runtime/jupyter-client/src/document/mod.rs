@@ -234,14 +234,18 @@ pub trait Document: Send + Sync {
 /// Gives inserted cells ids that the notebook and the batch do not already use, so every backend
 /// inserts exactly the cell the edit names.
 pub fn fresh_insert_ids(edits: &mut [Edit], notebook: &Notebook) {
-    let mut taken: std::collections::HashSet<String> =
-        notebook.cells.iter().map(|c| c.id.clone()).collect();
+    if !edits.iter().any(|edit| matches!(edit, Edit::Insert { .. })) {
+        return;
+    }
+    let held: std::collections::HashSet<&str> =
+        notebook.cells.iter().map(|c| c.id.as_str()).collect();
+    let mut batch: std::collections::HashSet<String> = std::collections::HashSet::new();
     for edit in edits {
         if let Edit::Insert { cell, .. } = edit {
-            while taken.contains(&cell.id) {
+            while held.contains(cell.id.as_str()) || batch.contains(&cell.id) {
                 cell.id = notebook_format::notebook::new_cell_id();
             }
-            taken.insert(cell.id.clone());
+            batch.insert(cell.id.clone());
         }
     }
 }

@@ -78,13 +78,22 @@ fn source_digest(source: &str) -> u64 {
 }
 
 impl CellState {
-    fn of(cell: &Cell) -> CellState {
+    /// `cell` as kept, `outputs` its outputs' digest.
+    fn of(cell: &Cell, outputs: u64) -> CellState {
         CellState {
             id: cell.id.clone(),
             cell_type: cell.type_name().to_owned(),
             source: cell.source.clone(),
-            outputs: outputs_digest(&cell.outputs, cell.execution_count),
+            outputs,
         }
+    }
+
+    /// Whether this is `cell` as kept (compared in place: an unchanged cell costs no copy).
+    fn is(&self, cell: &Cell, outputs: u64) -> bool {
+        self.outputs == outputs
+            && self.id == cell.id
+            && self.cell_type == cell.type_name()
+            && self.source == cell.source
     }
 }
 
@@ -98,10 +107,10 @@ impl Snapshot {
             .cells
             .iter()
             .map(|cell| {
-                let state = CellState::of(cell);
+                let outputs = outputs_digest(&cell.outputs, cell.execution_count);
                 match known.get(cell.id.as_str()) {
-                    Some(same) if ***same == state => Arc::clone(same),
-                    _ => Arc::new(state),
+                    Some(same) if same.is(cell, outputs) => Arc::clone(same),
+                    _ => Arc::new(CellState::of(cell, outputs)),
                 }
             })
             .collect();
