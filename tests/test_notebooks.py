@@ -129,6 +129,9 @@ async def test_concurrent_save_is_kept(jupyter_server):
         assert sources == ["ours_second = 2", "ours_first = 1", "their edit"], sources
 
         # Their save removes the cell we are about to edit: our edit is refused, theirs is intact.
+        # (Once our insert is proven on disk: within its settle time an unproven edit of ours that
+        # vanished from the file is taken for an overwritten save and put back, by design.)
+        await anyio.sleep(1.0)
         first = nb.cells[1].id
         status, model = jupyter_server.request("GET", f"/api/contents/{path}")
         content = model["content"]

@@ -241,9 +241,17 @@ impl NotebookInUse {
         // The same notebook when nothing was written (and then no deep comparison).
         if !Arc::ptr_eq(&before, &after) && before != after {
             self.seen.record_cells(cells_named(&after, &touched));
-            self.revisions.we_edited(&before, &after, &touched);
-            // The edit's answer hands out the revision of what it wrote, without a read.
-            self.revision_of(&after);
+            // The edit's answer hands out the revision of what it wrote, without a read; when
+            // it was planned against the notebook of the newest revision, without a look at the
+            // cells it did not touch.
+            if self
+                .revisions
+                .we_edited_shared(&before, &after, &touched)
+                .is_none()
+            {
+                self.revisions
+                    .observe_shared(&after, &|id| self.others_author(id));
+            }
             self.announce();
         }
         Ok((before, after))

@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::sync::watch;
 
@@ -112,6 +112,25 @@ impl Snapshot {
                     Some(same) if same.is(cell, outputs) => Arc::clone(same),
                     _ => Arc::new(CellState::of(cell, outputs)),
                 }
+            })
+            .collect();
+        Snapshot { number, cells }
+    }
+
+    /// The snapshot after an edit of ours to the notebook `self` was taken of: the cells the
+    /// edit touched (or that `self` lacks) kept anew, every other cell shared as it is.
+    fn after_our_edit(&self, after: &Notebook, touched: &HashSet<&str>, number: u64) -> Snapshot {
+        let known: HashMap<&str, &Arc<CellState>> =
+            self.cells.iter().map(|c| (c.id.as_str(), c)).collect();
+        let cells = after
+            .cells
+            .iter()
+            .map(|cell| match known.get(cell.id.as_str()) {
+                Some(same) if !touched.contains(cell.id.as_str()) => Arc::clone(same),
+                _ => Arc::new(CellState::of(
+                    cell,
+                    outputs_digest(&cell.outputs, cell.execution_count),
+                )),
             })
             .collect();
         Snapshot { number, cells }
@@ -407,6 +426,9 @@ struct History {
     /// Cells a run of ours wrote outputs into since the last look.
     ran: HashSet<String>,
     ours: Ours,
+    /// The notebook the newest snapshot was taken of, when known: an edit of ours planned
+    /// against that very notebook takes its snapshot from the newest, touching only its cells.
+    newest_from: Option<Weak<Notebook>>,
 }
 
 impl Revisions {
@@ -422,6 +444,7 @@ impl Revisions {
                 others,
                 ran: HashSet::new(),
                 ours: Ours::default(),
+                newest_from: None,
             }),
         }
     }
@@ -486,28 +509,53 @@ impl Revisions {
         history.ours.edited(before, after, touched);
     }
 
+    /// An edit of ours from `before` to `after` (see `Ours::edited`), and its revision when
+    /// `before` is the very notebook the newest revision was taken of: then everything that
+    /// differs is ours, and only the touched cells are looked at. `None`: `observe` must say.
+    pub fn we_edited_shared(
+        &self,
+        before: &Arc<Notebook>,
+        after: &Arc<Notebook>,
+        touched: &HashSet<&str>,
+    ) -> Option<String> {
+        let mut history = self.inner.lock().expect("revisions lock");
+        history.stale = true;
+        history.ours.edited(before, after, touched);
+        let from_newest = history
+            .newest_from
+            .as_ref()
+            .is_some_and(|from| std::ptr::eq(from.as_ptr(), Arc::as_ptr(before)));
+        if !from_newest || !history.ran.is_empty() {
+            return None;
+        }
+        let newest = history.snapshots.back()?.clone();
+        let next = history.next;
+        let number = history.push(newest.after_our_edit(after, touched, next));
+        history.newest_from = Some(Arc::downgrade(after));
+        history.stale = false;
+        Some(self.name(number))
+    }
+
+    /// `observe`, remembering `notebook` as the one the newest revision was taken of when it
+    /// is (see `we_edited_shared`).
+    pub fn observe_shared(
+        &self,
+        notebook: &Arc<Notebook>,
+        others: &dyn Fn(Option<&str>) -> Author,
+    ) -> String {
+        let mut history = self.inner.lock().expect("revisions lock");
+        let (number, current) = history.observe(notebook, others);
+        if current {
+            history.newest_from = Some(Arc::downgrade(notebook));
+        }
+        self.name(number)
+    }
+
     /// The notebook as a read or an edit of ours just saw it: its revision if every difference
     /// from the newest is ours, else the newest (the agent has not been told of the others').
     pub fn observe(&self, notebook: &Notebook, others: &dyn Fn(Option<&str>) -> Author) -> String {
         let mut history = self.inner.lock().expect("revisions lock");
-        history.note_runs(notebook);
-        let next = history.next;
-        let snapshot = Snapshot::of(notebook, history.snapshots.back().map(|s| &**s), next);
-        let number = match history.snapshots.back() {
-            None => history.push(snapshot),
-            Some(newest) if newest.same_as(&snapshot) => newest.number,
-            Some(newest) => {
-                let all_ours = changes(newest, &snapshot, &history.ours, others)
-                    .iter()
-                    .all(|(_, by)| *by == Author::ThisAgent);
-                if !all_ours {
-                    // Still stale: the newest is not the notebook as it is.
-                    return self.name(newest.number);
-                }
-                history.push(snapshot)
-            }
-        };
-        history.stale = false;
+        let (number, _) = history.observe(notebook, others);
         self.name(number)
     }
 
@@ -557,8 +605,37 @@ impl Revisions {
 }
 
 impl History {
+    /// See `Revisions::observe`: the revision's number, and whether it is `notebook` (false:
+    /// the newest, still stale, as others changed what `notebook` shows).
+    fn observe(
+        &mut self,
+        notebook: &Notebook,
+        others: &dyn Fn(Option<&str>) -> Author,
+    ) -> (u64, bool) {
+        self.note_runs(notebook);
+        let next = self.next;
+        let snapshot = Snapshot::of(notebook, self.snapshots.back().map(|s| &**s), next);
+        let number = match self.snapshots.back() {
+            None => self.push(snapshot),
+            Some(newest) if newest.same_as(&snapshot) => newest.number,
+            Some(newest) => {
+                let all_ours = changes(newest, &snapshot, &self.ours, others)
+                    .iter()
+                    .all(|(_, by)| *by == Author::ThisAgent);
+                if !all_ours {
+                    return (newest.number, false);
+                }
+                self.push(snapshot)
+            }
+        };
+        self.stale = false;
+        (number, true)
+    }
+
     /// Adds `snapshot` as the newest revision (renumbered as the next); returns its number.
+    /// Whoever knows the notebook it was taken of says so after (`newest_from`).
     fn push(&mut self, mut snapshot: Snapshot) -> u64 {
+        self.newest_from = None;
         snapshot.number = self.next;
         self.next += 1;
         self.snapshots.push_back(Arc::new(snapshot));

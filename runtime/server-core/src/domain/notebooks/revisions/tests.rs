@@ -206,3 +206,57 @@ fn a_big_unchanged_notebooks_snapshot_shares_every_cell() {
         "an output of the same length changed is seen"
     );
 }
+
+#[test]
+fn an_edit_from_the_newest_notebook_takes_its_revision_from_the_touched_cells_alone() {
+    let revisions = Revisions::new(None);
+    let first = Arc::new(notebook(&["a = 1", "b = 2", "c = 3"]));
+    let r1 = revisions.observe_shared(&first, &ada);
+
+    // Ours: b changed, a cell inserted after it.
+    let mut next = (*first).clone();
+    next.cells[1].source = "b = 20".into();
+    let inserted = notebook_format::notebook::Cell::new(CellType::Code, "new");
+    next.cells.insert(2, inserted.clone());
+    let next = Arc::new(next);
+    let touched: HashSet<&str> = [first.cells[1].id.as_str(), inserted.id.as_str()].into();
+    let r2 = revisions
+        .we_edited_shared(&first, &next, &touched)
+        .expect("planned against the newest revision's notebook");
+    assert_ne!(r2, r1);
+    // The same revision a whole look would give, and the cells not touched are shared.
+    assert_eq!(revisions.observe(&next, &ada), r2);
+    let (changed, current) = revisions.since(&r1, &next, &ada);
+    let changed = changed.unwrap();
+    assert_eq!(changed.len(), 2, "{changed:?}");
+    assert!(changed.iter().all(|(_, by)| *by == Author::ThisAgent));
+    let history = revisions.inner.lock().unwrap();
+    let newest = history.snapshots.back().unwrap();
+    assert!(newest.same_as(&current));
+    assert!(Arc::ptr_eq(
+        &newest.cells[0],
+        &history.snapshots[0].cells[0]
+    ));
+    drop(history);
+
+    // Planned against another notebook (someone changed c first): not taken, observe decides.
+    let mut theirs = (*next).clone();
+    theirs.cells[3].source = "c = 30".into();
+    let theirs = Arc::new(theirs);
+    let mut ours = (*theirs).clone();
+    ours.cells[0].source = "a = 10".into();
+    let ours = Arc::new(ours);
+    let touched: HashSet<&str> = [ours.cells[0].id.as_str()].into();
+    assert_eq!(revisions.we_edited_shared(&theirs, &ours, &touched), None);
+    assert_eq!(
+        revisions.observe_shared(&ours, &ada),
+        r2,
+        "someone else's change is not passed over"
+    );
+    // And that stale answer is not remembered as the newest revision's notebook.
+    let mut again = (*ours).clone();
+    again.cells[1].source = "b = 21".into();
+    let again = Arc::new(again);
+    let touched: HashSet<&str> = [again.cells[1].id.as_str()].into();
+    assert_eq!(revisions.we_edited_shared(&ours, &again, &touched), None);
+}
