@@ -216,11 +216,12 @@ impl YNotebook {
     pub fn write(&self, edits: &[Edit]) -> Result<Vec<u8>, String> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut txn = self.doc.transact_mut();
-            let before = txn.state_vector();
             for edit in edits {
                 self.write_one(&mut txn, edit);
             }
-            txn.encode_state_as_update_v1(&before)
+            // This transaction's changes alone: a diff against the state before it would carry
+            // the whole document's deletions, read from every block of the store, every write.
+            txn.encode_update_v1()
         }))
         .map_err(|_| "the shared document is damaged (yrs failed writing to it)".to_owned())
     }
@@ -341,7 +342,6 @@ impl YNotebook {
     ) -> Result<Option<Vec<u8>>, String> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut txn = self.doc.transact_mut();
-            let before = txn.state_vector();
             let (_, cell) = self.find(&txn, cell_id)?;
             set_outputs(&mut txn, &cell, outputs, written);
             let count = execution_count.map_or(Any::Null, |n| Any::from(n as f64));
@@ -349,7 +349,7 @@ impl YNotebook {
             if done {
                 cell.insert(&mut txn, "execution_state", "idle");
             }
-            Some(txn.encode_state_as_update_v1(&before))
+            Some(txn.encode_update_v1())
         }))
         .map_err(|_| "the shared document is damaged (yrs failed writing to it)".to_owned())
     }

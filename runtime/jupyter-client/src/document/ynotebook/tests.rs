@@ -566,3 +566,64 @@ fn a_peers_change_is_never_hidden_by_the_kept_conversion() {
         ]
     );
 }
+
+#[test]
+fn an_update_carries_its_own_writes_changes_not_every_deletion_before_it() {
+    let ours = one_empty_cell();
+    let peer = YNotebook::new();
+    peer.apply_update(
+        &ours
+            .doc()
+            .transact()
+            .encode_state_as_update_v1(&Default::default()),
+    )
+    .unwrap();
+    // A source retyped many times: the document holds a deletion for each.
+    for i in 0..50 {
+        let update = ours
+            .write(&[Edit::SetSource {
+                cell_id: "a".into(),
+                source: format!("x = {}", i * 7),
+                expected: None,
+            }])
+            .unwrap();
+        peer.apply_update(&update).unwrap();
+    }
+    let insert = ours
+        .write(&[Edit::Insert {
+            index: 1,
+            cell: code("b", "y = 1"),
+        }])
+        .unwrap();
+    assert!(
+        Update::decode_v1(&insert).unwrap().delete_set().is_empty(),
+        "an insert deletes nothing, so its update names no deletion"
+    );
+    let before_output = ours.doc().transact().state_vector();
+    let output = ours
+        .write_outputs(
+            "b",
+            &[Output::stream(StreamName::Stdout, "1\n")],
+            Some(1),
+            true,
+            None,
+        )
+        .unwrap()
+        .unwrap();
+    // What the write used to send: the same blocks and every deletion the document holds.
+    let with_every_deletion = ours
+        .doc()
+        .transact()
+        .encode_state_as_update_v1(&before_output);
+    assert!(
+        output.len() < with_every_deletion.len(),
+        "{} bytes, against {}",
+        output.len(),
+        with_every_deletion.len()
+    );
+    // The peer that had every earlier update still ends where we are.
+    peer.apply_update(&insert).unwrap();
+    peer.apply_update(&output).unwrap();
+    assert_eq!(peer.read().unwrap(), ours.read().unwrap());
+    assert_eq!(peer.read().unwrap().cells[0].source, "x = 343");
+}
